@@ -1,0 +1,23 @@
+"""kbfilter: nonparametric state-space filtering with kernel Bayes' rule.
+
+See ``DESIGN.md`` for the public surface and ``ALGORITHMS.md`` for the formulas (cited as §N).
+"""
+
+from .embedding import KernelMean
+from .kernels import GaussianKernel, LaplaceKernel, LinearKernel, median_distance
+from .linalg import NumericalWarning
+from .rules import ConditionalEmbedding, loo_loss, select_conditional_embedding
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "GaussianKernel",
+    "LaplaceKernel",
+    "LinearKernel",
+    "median_distance",
+    "KernelMean",
+    "NumericalWarning",
+    "ConditionalEmbedding",
+    "loo_loss",
+    "select_conditional_embedding",
+]

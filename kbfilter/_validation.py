@@ -1,0 +1,90 @@
+"""One validation layer for the public boundary (DESIGN "Conventions", ALGORITHMS §8).
+
+Every public entry point converts and checks its inputs here, so that a bad argument is
+reported once, with the argument's name and what was expected, before any numerics run.
+"""
+
+from numbers import Integral, Real
+
+import numpy as np
+
+
+def check_matrix(X, name, *, n_features=None, min_samples=1, allow_1d=True):
+    """Return ``X`` as a finite float64 array of shape (n_samples, n_features).
+
+    A 1-D array is read as ``n`` one-dimensional points when ``allow_1d`` is true.
+    """
+    try:
+        arr = np.asarray(X, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}: expected a numeric array, got {type(X).__name__}") from exc
+    if arr.ndim == 1 and allow_1d:
+        arr = arr[:, None]
+    if arr.ndim != 2:
+        raise ValueError(f"{name}: expected a 2-D array (n_samples, n_features), got shape {arr.shape}")
+    if arr.shape[0] < min_samples:
+        raise ValueError(f"{name}: expected at least {min_samples} samples, got {arr.shape[0]}")
+    if arr.shape[1] == 0:
+        raise ValueError(f"{name}: expected at least one feature, got shape {arr.shape}")
+    if n_features is not None and arr.shape[1] != n_features:
+        raise ValueError(
+            f"{name}: expected {n_features} features per sample (as in training), got {arr.shape[1]}"
+        )
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name}: contains NaN or infinite values")
+    return arr
+
+
+def check_vector(v, name, *, length=None):
+    """Return ``v`` as a finite float64 1-D array, optionally of a given length."""
+    try:
+        arr = np.asarray(v, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}: expected a numeric 1-D array, got {type(v).__name__}") from exc
+    if arr.ndim != 1:
+        raise ValueError(f"{name}: expected a 1-D array, got shape {arr.shape}")
+    if length is not None and arr.shape[0] != length:
+        raise ValueError(f"{name}: expected length {length}, got {arr.shape[0]}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name}: contains NaN or infinite values")
+    return arr
+
+
+def check_same_length(name_a, a, name_b, b):
+    if len(a) != len(b):
+        raise ValueError(
+            f"{name_a} and {name_b}: expected the same number of samples, got {len(a)} and {len(b)}"
+        )
+
+
+def check_positive(value, name, *, allow_zero=False):
+    """Return ``value`` as a float, rejecting non-numbers, NaN and non-positive values."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise ValueError(f"{name}: expected a positive number, got {value!r}")
+    value = float(value)
+    if not np.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        expected = "a non-negative" if allow_zero else "a positive"
+        raise ValueError(f"{name}: expected {expected} finite number, got {value!r}")
+    return value
+
+
+def check_int(value, name, *, minimum=1, maximum=None):
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise ValueError(f"{name}: expected an integer, got {value!r}")
+    value = int(value)
+    if value < minimum:
+        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name}: expected an integer <= {maximum}, got {value}")
+    return value
+
+
+def check_choice(value, name, choices):
+    if value not in choices:
+        raise ValueError(f"{name}: expected one of {sorted(choices)}, got {value!r}")
+    return value
+
+
+def check_rng(rng):
+    """SPEC 7: normalise ``rng`` (None, int, SeedSequence or Generator) to a Generator."""
+    return np.random.default_rng(rng)

@@ -1,0 +1,184 @@
+"""Kernel mean of a weighted sample, ``m = sum_i w_i k(., x_i)`` (ALGORITHMS §2).
+
+Weights may be negative and need not sum to one: what the kernel rules return is a signed
+measure. Point estimates, expectations, distances and resampling all live here.
+"""
+
+import warnings
+
+import numpy as np
+
+from ._validation import check_int, check_matrix, check_vector
+from .kernels import GaussianKernel, Kernel
+from .linalg import NumericalWarning
+
+__all__ = ["KernelMean"]
+
+
+class KernelMean:
+    """Kernel mean embedding of a weighted sample (ALGORITHMS §2).
+
+    Parameters
+    ----------
+    points : array-like of shape (n, d)
+        The sample ``x_i`` (a 1-D array is read as ``n`` scalar points).
+    weights : array-like of shape (n,), optional
+        The weights ``w_i``; uniform ``1/n`` when omitted.
+    kernel : Kernel, optional
+        The kernel ``k``. Defaults to a Gaussian kernel with the median-heuristic bandwidth of
+        ``points``; a ``"median"`` kernel that is not yet fitted is fitted on ``points``.
+
+    Attributes
+    ----------
+    info : dict
+        Notes left by the rule that produced this embedding (e.g. a fallback that was used).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kbfilter import GaussianKernel, KernelMean
+    >>> m = KernelMean([[0.0], [2.0]], [0.25, 0.75], kernel=GaussianKernel(1.0))
+    >>> m.mean()
+    array([1.5])
+    >>> float(m.expect(lambda x: x[:, 0] ** 2))
+    3.0
+    """
+
+    def __init__(self, points, weights=None, kernel=None, info=None):
+        self.points = check_matrix(points, "points")
+        n = self.points.shape[0]
+        if weights is None:
+            self.weights = np.full(n, 1.0 / n)
+        else:
+            self.weights = check_vector(weights, "weights", length=n)
+        if kernel is None:
+            kernel = GaussianKernel("median")
+        if not isinstance(kernel, Kernel):
+            raise ValueError(f"kernel: expected a kbfilter Kernel, got {type(kernel).__name__}")
+        if isinstance(getattr(kernel, "bandwidth", None), str) and not hasattr(kernel, "bandwidth_"):
+            kernel = kernel.fit(self.points)
+        self.kernel = kernel
+        self.info = dict(info or {})
+
+    def __len__(self):
+        return self.points.shape[0]
+
+    def __repr__(self):
+        return f"KernelMean(n={len(self)}, dim={self.points.shape[1]}, sum_weights={self.weights.sum():.4g})"
+
+    # -- evaluation -------------------------------------------------------------------------
+    def evaluate(self, Y):
+        """The embedding as a function: ``m(y) = sum_i w_i k(x_i, y)`` for each row of ``Y``."""
+        Y = check_matrix(Y, "Y", n_features=self.points.shape[1])
+        return self.kernel(Y, self.points) @ self.weights
+
+    def expect(self, f):
+        """``sum_i w_i f(x_i)``; ``f`` maps the (n, d) point array to an array with n rows."""
+        values = np.asarray(f(self.points), dtype=np.float64)
+        if values.shape[:1] != (len(self),):
+            raise ValueError(f"f: expected an output with {len(self)} rows, got shape {values.shape}")
+        return np.tensordot(self.weights, values, axes=(0, 0))
+
+    def norm(self):
+        """RKHS norm ``sqrt(w^T G w)``."""
+        return float(np.sqrt(max(self.weights @ self.kernel(self.points) @ self.weights, 0.0)))
+
+    def mmd(self, other, squared=False):
+        """RKHS distance to another embedding under this embedding's kernel (ALGORITHMS §2).
+
+        ``w1^T G11 w1 - 2 w1^T G12 w2 + w2^T G22 w2``, clipped at 0 before the square root.
+        """
+        if not isinstance(other, KernelMean):
+            raise ValueError(f"other: expected a KernelMean, got {type(other).__name__}")
+        if other.points.shape[1] != self.points.shape[1]:
+            raise ValueError(
+                f"other: expected points of dimension {self.points.shape[1]}, got {other.points.shape[1]}"
+            )
+        k = self.kernel
+        w1, w2 = self.weights, other.weights
+        sq = w1 @ k(self.points) @ w1 - 2 * w1 @ k(self.points, other.points) @ w2 + w2 @ k(other.points) @ w2
+        sq = max(float(sq), 0.0)
+        return sq if squared else float(np.sqrt(sq))
+
+    # -- point estimates ---------------------------------------------------------------------
+    def positive_weights(self):
+        """The clipped, normalised weights ``p_i = max(w_i, 0) / sum_j max(w_j, 0)``."""
+        p = np.maximum(self.weights, 0.0)
+        total = p.sum()
+        if not total > 0:
+            raise ValueError("weights: no weight is positive; the embedding has no probability reading")
+        return p / total
+
+    def mean(self, normalize=True):
+        """Mean ``sum_i w_i x_i``, divided by ``sum_i w_i`` when ``normalize`` (the default).
+
+        When ``normalize`` is asked for but ``sum_i w_i <= 0`` the normalised mean is undefined
+        (ALGORITHMS §5.4): the clipped normalised weights are used instead, with a
+        :class:`~kbfilter.linalg.NumericalWarning`.
+        """
+        if not normalize:
+            return self.weights @ self.points
+        total = self.weights.sum()
+        if total > 0:
+            return (self.weights @ self.points) / total
+        warnings.warn(
+            f"KernelMean.mean: sum of weights is {total:.3g} <= 0; using clipped normalised weights",
+            NumericalWarning,
+            stacklevel=2,
+        )
+        return self.positive_weights() @ self.points
+
+    def covariance(self):
+        """Weighted covariance under the clipped normalised weights (ALGORITHMS §2)."""
+        p = self.positive_weights()
+        centred = self.points - p @ self.points
+        return (centred * p[:, None]).T @ centred
+
+    def mode(self, max_iter=200, tol=1e-9):
+        """Pre-image ``argmin_x ||m - k(., x)||`` by the Gaussian fixed point (seed 000 eq. 3).
+
+        Started from the sample point where ``m`` is largest; iterates
+        ``x <- sum_i x_i w_i k(x_i, x) / sum_i w_i k(x_i, x)`` until the step is below ``tol``
+        times the data scale. If the denominator is not positive (negative weights dominate)
+        the iteration stops at the last valid point.
+        """
+        if not isinstance(self.kernel, GaussianKernel):
+            raise ValueError("kernel: mode() needs a GaussianKernel (the fixed point is specific to it)")
+        max_iter = check_int(max_iter, "max_iter")
+        start = int(np.argmax(self.evaluate(self.points)))
+        x = self.points[start].copy()
+        scale = max(float(np.ptp(self.points, axis=0).max()), 1.0)
+        for _ in range(max_iter):
+            c = self.weights * self.kernel(self.points, x[None, :])[:, 0]
+            denom = c.sum()
+            if not denom > 0:
+                break
+            new = (c @ self.points) / denom
+            step = np.max(np.abs(new - x))
+            x = new
+            if step <= tol * scale:
+                break
+        return x
+
+    # -- resampling ----------------------------------------------------------------------------
+    def herd(self, m, candidates=None):
+        """Kernel herding: ``m`` equally weighted points approximating this embedding (ALGORITHMS §2).
+
+        Greedily picks ``x_{t+1} = argmax_x m(x) - (1/(t+1)) sum_{j<=t} k(x, x_j)`` over the
+        candidates (the sample points by default). Returns a :class:`KernelMean` with weights
+        ``sum_i w_i / m`` each, so the total mass is kept.
+        """
+        m = check_int(m, "m")
+        if candidates is None:
+            candidates = self.points
+        candidates = check_matrix(candidates, "candidates", n_features=self.points.shape[1])
+        target = self.kernel(candidates, self.points) @ self.weights
+        target = target / max(abs(self.weights.sum()), np.finfo(float).tiny)
+        picked = []
+        running = np.zeros(candidates.shape[0])
+        for t in range(m):
+            j = int(np.argmax(target - running / (t + 1)))
+            picked.append(j)
+            running += self.kernel(candidates, candidates[j : j + 1])[:, 0]
+        weights = np.full(m, self.weights.sum() / m)
+        return KernelMean(candidates[picked], weights, kernel=self.kernel)

@@ -1,0 +1,204 @@
+"""Kernels and bandwidths (ALGORITHMS §1).
+
+Each kernel is a small scikit-learn estimator: hyperparameters in ``__init__``, ``fit(data)``
+resolves a ``"median"`` bandwidth, and calling the kernel on two arrays returns their Gram
+matrix (computed with :mod:`sklearn.metrics.pairwise`).
+
+Examples
+--------
+>>> import numpy as np
+>>> from kbfilter.kernels import GaussianKernel
+>>> X = np.array([[0.0], [1.0], [3.0]])
+>>> k = GaussianKernel(bandwidth="median").fit(X)
+>>> k.bandwidth_
+2.0
+>>> np.round(k(X[:1], X), 4)
+array([[1.    , 0.8825, 0.3247]])
+"""
+
+import numpy as np
+from scipy.spatial.distance import pdist
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
+from sklearn.metrics.pairwise import euclidean_distances, linear_kernel, rbf_kernel
+
+from ._validation import check_int, check_matrix, check_positive
+
+__all__ = ["Kernel", "GaussianKernel", "LaplaceKernel", "LinearKernel", "median_distance"]
+
+
+def median_distance(X, max_points=1000, random_state=0):
+    """Median pairwise Euclidean distance (the median heuristic, ALGORITHMS §1).
+
+    For more than ``max_points`` rows the median is taken on a seeded random subsample, so the
+    cost is bounded and the result reproducible.
+
+    Examples
+    --------
+    >>> median_distance([[0.0], [1.0], [3.0]])
+    2.0
+    """
+    X = check_matrix(X, "X", min_samples=2)
+    max_points = check_int(max_points, "max_points", minimum=2)
+    if X.shape[0] > max_points:
+        idx = np.random.default_rng(random_state).choice(X.shape[0], max_points, replace=False)
+        X = X[idx]
+    return float(np.median(pdist(X)))
+
+
+class Kernel(BaseEstimator):
+    """Base class: ``k(A, B)`` returns the Gram matrix ``[k(a_i, b_j)]``."""
+
+    #: True when ``k(a, b)`` depends only on ``||a - b||`` and decreases with it, so kernel
+    #: similarity ranks neighbours exactly as Euclidean distance does (ALGORITHMS §3, kNN).
+    is_radial = False
+
+    def fit(self, X):
+        """Resolve data-dependent hyperparameters; returns ``self``."""
+        return self
+
+    def __call__(self, A, B=None):
+        A = check_matrix(A, "A")
+        if B is None:
+            G = self._gram(A, A)
+            return 0.5 * (G + G.T)  # exact symmetry for Cholesky (ALGORITHMS §8)
+        B = check_matrix(B, "B", n_features=A.shape[1])
+        return self._gram(A, B)
+
+    def diag(self, A):
+        """``k(a_i, a_i)`` for every row of ``A``."""
+        A = check_matrix(A, "A")
+        return self._paired_sq(np.zeros(A.shape[0]), A)
+
+    def gram_batched(self, X):
+        """Gram matrices of a stack of point sets: (q, m, d) -> (q, m, m)."""
+        X = np.asarray(X, dtype=np.float64)
+        sq = np.einsum("qmd,qmd->qm", X, X)
+        inner = X @ np.swapaxes(X, 1, 2)
+        return self._from_parts(sq[:, :, None] + sq[:, None, :] - 2.0 * inner, inner)
+
+    def paired(self, A, B):
+        """Elementwise ``k(a, b)`` over the last axis, with broadcasting."""
+        A = np.asarray(A, dtype=np.float64)
+        B = np.asarray(B, dtype=np.float64)
+        diff = A - B
+        return self._from_parts(np.einsum("...d,...d->...", diff, diff), np.einsum("...d,...d->...", A, B))
+
+    def _paired_sq(self, sqdist, A):
+        return self._from_parts(sqdist, np.einsum("nd,nd->n", A, A))
+
+    def sklearn_metric(self):
+        """``(name, params)`` for :func:`sklearn.metrics.pairwise_kernels` and ``Nystroem``,
+        or ``None`` when scikit-learn has no named kernel equal to this one."""
+        return None
+
+
+class _RadialKernel(Kernel):
+    is_radial = True
+
+    def __init__(self, bandwidth="median", scale=1.0, max_median_points=1000, random_state=0):
+        self.bandwidth = bandwidth
+        self.scale = scale
+        self.max_median_points = max_median_points
+        self.random_state = random_state
+
+    def fit(self, X):
+        """Resolve the bandwidth: ``scale * median`` distance of ``X``, or ``scale * bandwidth``."""
+        scale = check_positive(self.scale, "scale")
+        if isinstance(self.bandwidth, str):
+            if self.bandwidth != "median":
+                raise ValueError(f"bandwidth: expected a positive float or 'median', got {self.bandwidth!r}")
+            med = median_distance(X, self.max_median_points, self.random_state)
+            if not med > 0:
+                raise ValueError(
+                    "bandwidth: the median pairwise distance of the data is 0 (constant or "
+                    "duplicated points); pass a positive float bandwidth instead of 'median'"
+                )
+            self.bandwidth_ = scale * med
+        else:
+            self.bandwidth_ = scale * check_positive(self.bandwidth, "bandwidth")
+        return self
+
+    def _resolved(self):
+        if hasattr(self, "bandwidth_"):
+            return self.bandwidth_
+        if isinstance(self.bandwidth, str):
+            raise NotFittedError(
+                f"{type(self).__name__}(bandwidth={self.bandwidth!r}) must be fitted to data before use"
+            )
+        return check_positive(self.scale, "scale") * check_positive(self.bandwidth, "bandwidth")
+
+    def _from_parts(self, sqdist, inner):
+        return self._profile(np.maximum(sqdist, 0.0), self._resolved())
+
+
+class GaussianKernel(_RadialKernel):
+    """Gaussian (RBF) kernel ``exp(-||a - b||^2 / (2 s^2))`` (ALGORITHMS §1).
+
+    Parameters
+    ----------
+    bandwidth : float or "median"
+        ``s``; ``"median"`` takes the median pairwise distance of the data given to ``fit``.
+    scale : float
+        Multiplies the bandwidth: ``s = scale * bandwidth``.
+    max_median_points : int
+        Size of the seeded subsample the median heuristic looks at.
+    random_state : int or None
+        Seed of that subsample.
+
+    Examples
+    --------
+    >>> k = GaussianKernel(bandwidth=1.0)
+    >>> float(k([[0.0, 0.0]], [[1.0, 1.0]])[0, 0])  # exp(-2 / 2)
+    0.36787944117144233
+    """
+
+    def _gram(self, A, B):
+        return rbf_kernel(A, B, **self.sklearn_metric()[1])
+
+    def sklearn_metric(self):
+        s = self._resolved()
+        return "rbf", {"gamma": 1.0 / (2.0 * s * s)}
+
+    @staticmethod
+    def _profile(sqdist, s):
+        return np.exp(-sqdist / (2.0 * s * s))
+
+
+class LaplaceKernel(_RadialKernel):
+    """Laplace kernel ``exp(-||a - b|| / s)`` with the Euclidean norm (ALGORITHMS §1).
+
+    (scikit-learn's ``laplacian_kernel`` uses the L1 norm; this one does not.)
+
+    Examples
+    --------
+    >>> k = LaplaceKernel(bandwidth=2.0)
+    >>> float(k([[0.0, 0.0]], [[3.0, 4.0]])[0, 0])  # exp(-5 / 2)
+    0.0820849986238988
+    """
+
+    def _gram(self, A, B):
+        return np.exp(-euclidean_distances(A, B) / self._resolved())
+
+    @staticmethod
+    def _profile(sqdist, s):
+        return np.exp(-np.sqrt(sqdist) / s)
+
+
+class LinearKernel(Kernel):
+    """Linear kernel ``a . b``: weights over points become plain weighted means (ALGORITHMS §1).
+
+    Examples
+    --------
+    >>> LinearKernel()([[1.0, 2.0]], [[3.0, 4.0]])
+    array([[11.]])
+    """
+
+    def _gram(self, A, B):
+        return linear_kernel(A, B)
+
+    def sklearn_metric(self):
+        return "linear", {}
+
+    def _from_parts(self, sqdist, inner):
+        return inner

@@ -1,0 +1,339 @@
+"""Conditional kernel mean embedding, CKME (ALGORITHMS §3; seeds 000, 001, 002).
+
+From pairs ``(a_i, b_i)`` the embedding of ``P(b | a)`` is ``sum_i w_i(a) k_b(., b_i)`` with
+``w(a) = (G_a + n eps I)^{-1} k_a(a)``. :class:`ConditionalEmbedding` computes ``w`` exactly or
+by one of the approximations of seed 000 (localized kNN, Nadaraya-Watson, random subsample,
+Nyström, incomplete Cholesky).
+"""
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.linalg import LinAlgError, cho_factor, cho_solve
+from sklearn.base import BaseEstimator, clone
+from sklearn.kernel_approximation import Nystroem
+from sklearn.neighbors import NearestNeighbors
+from sklearn.utils.validation import check_is_fitted
+
+from .._validation import (
+    check_choice,
+    check_int,
+    check_matrix,
+    check_positive,
+    check_rng,
+    check_same_length,
+)
+from ..embedding import KernelMean
+from ..kernels import GaussianKernel, Kernel
+from ..linalg import Woodbury, pivoted_cholesky, spd_factor
+
+__all__ = ["ConditionalEmbedding", "weighted_sq_norms"]
+
+METHODS = ("exact", "knn", "nw", "random", "nystrom", "icf")
+
+# Bound on the entries of a dense (n_train x chunk) block built while answering queries.
+_BLOCK_ENTRIES = 2**22
+
+
+def _chunks(n_items, chunk):
+    for start in range(0, n_items, chunk):
+        yield slice(start, min(start + chunk, n_items))
+
+
+def weighted_sq_norms(W, points, kernel):
+    """``diag(W^T G W)`` with ``G = kernel(points)``: squared RKHS norms of the columns' embeddings.
+
+    Sparse columns cost O(nnz^2) each; dense columns are handled in row blocks of ``G`` so memory
+    stays bounded (O(n^2) time per column is unavoidable for them).
+    """
+    n, q = W.shape
+    out = np.empty(q)
+    if sp.issparse(W):
+        W = sp.csc_matrix(W)
+        for j in range(q):
+            lo, hi = W.indptr[j], W.indptr[j + 1]
+            idx, w = W.indices[lo:hi], W.data[lo:hi]
+            out[j] = w @ kernel(points[idx]) @ w if idx.size else 0.0
+        return out
+    W = np.asarray(W)
+    out[:] = 0.0
+    block = max(1, _BLOCK_ENTRIES // max(n, 1))
+    for rows in _chunks(n, block):
+        out += np.einsum("iq,iq->q", W[rows], kernel(points[rows], points) @ W)
+    return out
+
+
+def _column_inner(W, points, targets, kernel):
+    """``sum_i W[i, j] k(points_i, targets_j)`` for each column ``j``."""
+    if sp.issparse(W):
+        W = sp.csc_matrix(W)
+        out = np.empty(W.shape[1])
+        for j in range(W.shape[1]):
+            lo, hi = W.indptr[j], W.indptr[j + 1]
+            out[j] = W.data[lo:hi] @ kernel(points[W.indices[lo:hi]], targets[j : j + 1])[:, 0]
+        return out
+    return np.einsum("iq,iq->q", W, kernel(points, targets))
+
+
+class ConditionalEmbedding(BaseEstimator):
+    """Conditional kernel mean embedding ``P(b | a)`` learned from pairs (ALGORITHMS §3).
+
+    Parameters
+    ----------
+    kernel_in, kernel_out : Kernel, optional
+        Kernels on inputs ``a`` and outputs ``b``; Gaussian with the median heuristic by default.
+        They are cloned and fitted on the training data (``kernel_in_``, ``kernel_out_``).
+    reg : float
+        ``eps`` in ``(G_a + n eps I)^{-1}``; the localized method uses ``m eps`` on ``m`` points.
+    method : {"exact", "knn", "nw", "random", "nystrom", "icf"}
+        - ``exact``: Cholesky of ``G_a + n eps I``; O(n^3) once, O(n^2) a query.
+        - ``knn``: localized CKME (seed 000 Algorithm 1) on the ``n_neighbors`` nearest training
+          inputs of each query (found with ``sklearn.neighbors.NearestNeighbors``); sparse weights.
+        - ``nw``: Nadaraya-Watson, ``w = k_a(a) / sum_i k_a(a_i, a)``.
+        - ``random``: the exact formula on ``rank`` training pairs drawn once at fit time.
+        - ``nystrom``: ``sklearn.kernel_approximation.Nystroem`` features ``Phi`` of rank ``rank``,
+          ``w = Phi (Phi^T Phi + n eps I)^{-1} phi(a)``.
+        - ``icf``: pivoted Cholesky ``G_a ~ L L^T`` of rank ``rank``, Woodbury solve (seed 000 eq. 5).
+    n_neighbors : int
+        Neighbourhood size ``m`` for ``knn``.
+    rank : int
+        Points kept by ``random``; rank of ``nystrom`` and ``icf``.
+    random_state : int, Generator or None
+        For ``random`` and ``nystrom``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kbfilter import ConditionalEmbedding
+    >>> rng = np.random.default_rng(0)
+    >>> A = rng.uniform(-2, 2, size=(300, 1))
+    >>> B = np.sin(A) + 0.05 * rng.standard_normal((300, 1))
+    >>> cme = ConditionalEmbedding(reg=1e-4).fit(A, B)
+    >>> np.round(cme.predict_mean([[1.0]]), 1)
+    array([[0.8]])
+    """
+
+    def __init__(
+        self,
+        kernel_in=None,
+        kernel_out=None,
+        reg=1e-3,
+        method="exact",
+        n_neighbors=50,
+        rank=200,
+        random_state=None,
+    ):
+        self.kernel_in = kernel_in
+        self.kernel_out = kernel_out
+        self.reg = reg
+        self.method = method
+        self.n_neighbors = n_neighbors
+        self.rank = rank
+        self.random_state = random_state
+
+    # -- fitting -------------------------------------------------------------------------------
+    def fit(self, A, B):
+        """Learn the embedding from inputs ``A`` (n, d_in) and outputs ``B`` (n, d_out)."""
+        A = check_matrix(A, "A", min_samples=2)
+        B = check_matrix(B, "B", min_samples=2)
+        check_same_length("A", A, "B", B)
+        check_choice(self.method, "method", METHODS)
+        reg = check_positive(self.reg, "reg")
+        n = A.shape[0]
+        self.A_, self.B_ = A, B
+        self.n_train_ = n
+        self.kernel_in_ = self._fitted_kernel(self.kernel_in, "kernel_in", A)
+        self.kernel_out_ = self._fitted_kernel(self.kernel_out, "kernel_out", B)
+        getattr(self, f"_fit_{self.method}")(A, reg)
+        return self
+
+    @staticmethod
+    def _fitted_kernel(kernel, name, data):
+        if kernel is None:
+            kernel = GaussianKernel("median")
+        if not isinstance(kernel, Kernel):
+            raise ValueError(f"{name}: expected a kbfilter Kernel, got {type(kernel).__name__}")
+        return clone(kernel).fit(data)
+
+    def _fit_exact(self, A, reg):
+        n = A.shape[0]
+        G = self.kernel_in_(A)
+        G[np.diag_indices(n)] += n * reg
+        self.factor_ = spd_factor(G, name="G_a + n reg I")
+
+    def _fit_knn(self, A, reg):
+        n = A.shape[0]
+        self.n_neighbors_ = check_int(self.n_neighbors, "n_neighbors", maximum=n)
+        if not self.kernel_in_.is_radial:
+            raise ValueError(
+                "kernel_in: method='knn' needs a radial kernel (Gaussian or Laplace), whose "
+                "similarity ranks neighbours like Euclidean distance"
+            )
+        self.neighbors_ = NearestNeighbors(n_neighbors=self.n_neighbors_).fit(A)
+
+    def _fit_nw(self, A, reg):
+        pass
+
+    def _fit_random(self, A, reg):
+        n = A.shape[0]
+        m = min(check_int(self.rank, "rank"), n)
+        rng = check_rng(self.random_state)
+        self.subsample_ = np.sort(rng.choice(n, m, replace=False))
+        sub = A[self.subsample_]
+        G = self.kernel_in_(sub)
+        G[np.diag_indices(m)] += m * reg
+        self.factor_ = spd_factor(G, name="G_sub + m reg I")
+
+    def _fit_nystrom(self, A, reg):
+        n = A.shape[0]
+        rank = min(check_int(self.rank, "rank"), n)
+        metric = self.kernel_in_.sklearn_metric()
+        if metric is None:
+            raise ValueError(
+                f"kernel_in: method='nystrom' needs a kernel scikit-learn's Nystroem knows "
+                f"(Gaussian or linear), got {type(self.kernel_in_).__name__}; use method='icf'"
+            )
+        name, params = metric
+        seed = check_rng(self.random_state).integers(2**31 - 1)
+        self.nystroem_ = Nystroem(kernel=name, kernel_params=params or None, n_components=rank,
+                                  random_state=int(seed)).fit(A)
+        self.features_ = self.nystroem_.transform(A)
+        C = self.features_.T @ self.features_
+        C[np.diag_indices(C.shape[0])] += n * reg
+        self.factor_ = spd_factor(C, name="Phi^T Phi + n reg I")
+
+    def _fit_icf(self, A, reg):
+        n = A.shape[0]
+        rank = check_int(self.rank, "rank")
+        k = self.kernel_in_
+        self.L_, self.pivots_ = pivoted_cholesky(k.diag(A), lambda i: k(A, A[i : i + 1])[:, 0], rank)
+        self.woodbury_ = Woodbury(self.L_, n * reg)
+
+    # -- weights ---------------------------------------------------------------------------------
+    def weights(self, Q):
+        """Weight matrix ``W`` of shape (n_train, n_queries): column ``j`` embeds ``P(b | q_j)``.
+
+        Sparse (CSC) for ``knn`` and ``random``, dense otherwise. For very large training sets
+        prefer :meth:`predict_mean`, which works through the queries in memory-bounded chunks.
+        """
+        check_is_fitted(self, "kernel_in_")
+        Q = check_matrix(Q, "Q", n_features=self.A_.shape[1])
+        return self._weights(Q)
+
+    def _weights(self, Q):
+        return getattr(self, f"_weights_{self.method}")(Q)
+
+    def _weights_exact(self, Q):
+        return self.factor_.solve(self.kernel_in_(self.A_, Q))
+
+    def _weights_nw(self, Q):
+        K = self.kernel_in_(self.A_, Q)
+        total = K.sum(axis=0)
+        # A query far from every training input has all similarities underflow to 0: fall back
+        # to the nearest training input's output instead of dividing by zero.
+        empty = ~(total > 0)
+        if np.any(empty):
+            nearest = NearestNeighbors(n_neighbors=1).fit(self.A_).kneighbors(Q[empty], return_distance=False)
+            K[:, empty] = 0.0
+            K[nearest[:, 0], np.flatnonzero(empty)] = 1.0
+            total = K.sum(axis=0)
+        return K / total
+
+    def _weights_random(self, Q):
+        sub = self.subsample_
+        local = self.factor_.solve(self.kernel_in_(self.A_[sub], Q))
+        W = sp.lil_matrix((self.n_train_, Q.shape[0]))
+        W[sub] = local
+        return W.tocsc()
+
+    def _weights_nystrom(self, Q):
+        return self.features_ @ self.factor_.solve(self.nystroem_.transform(Q).T)
+
+    def _weights_icf(self, Q):
+        return self.woodbury_.solve(self.kernel_in_(self.A_, Q))
+
+    def _weights_knn(self, Q):
+        idx, vals = self.local_weights(Q)
+        q, m = idx.shape
+        return sp.csc_matrix(
+            (vals.ravel(), idx.ravel(), np.arange(0, q * m + 1, m)), shape=(self.n_train_, q)
+        )
+
+    def local_weights(self, Q):
+        """For ``method='knn'``: neighbour indices and their weights, both of shape (q, m)."""
+        check_is_fitted(self, "neighbors_")
+        Q = check_matrix(Q, "Q", n_features=self.A_.shape[1])
+        m = self.n_neighbors_
+        idx = self.neighbors_.kneighbors(Q, return_distance=False)
+        vals = np.empty(idx.shape)
+        chunk = max(1, _BLOCK_ENTRIES // (m * m))
+        for rows in _chunks(Q.shape[0], chunk):
+            local = self.A_[idx[rows]]
+            G = self.kernel_in_.gram_batched(local)
+            G[:, np.arange(m), np.arange(m)] += m * self.reg
+            kq = self.kernel_in_.paired(local, Q[rows][:, None, :])
+            try:
+                vals[rows] = cho_solve(cho_factor(G, lower=True), kq[..., None])[..., 0]
+            except LinAlgError:
+                # one of the local systems is not numerically SPD: solve them one by one with
+                # the library's jitter/LU rule (which warns)
+                vals[rows] = [spd_factor(g, name="local Gram").solve(k) for g, k in zip(G, kq)]
+        return idx, vals
+
+    # -- predictions -------------------------------------------------------------------------------
+    def _query_chunk(self):
+        if self.method == "knn":
+            return 4096
+        return max(1, _BLOCK_ENTRIES // self.n_train_)
+
+    def predict_mean(self, Q):
+        """Conditional mean ``sum_i w_i(q) b_i`` for each query (raw, unnormalised; seed 000 §5)."""
+        check_is_fitted(self, "kernel_in_")
+        Q = check_matrix(Q, "Q", n_features=self.A_.shape[1])
+        out = np.empty((Q.shape[0], self.B_.shape[1]))
+        for rows in _chunks(Q.shape[0], self._query_chunk()):
+            out[rows] = self._weights(Q[rows]).T @ self.B_
+        return out
+
+    def embed(self, Q):
+        """The conditional embeddings as a list of :class:`~kbfilter.KernelMean`, one per query.
+
+        Each is expressed on the training outputs its weights touch (all for dense methods).
+        """
+        check_is_fitted(self, "kernel_in_")
+        Q = check_matrix(Q, "Q", n_features=self.A_.shape[1])
+        means = []
+        for rows in _chunks(Q.shape[0], self._query_chunk()):
+            W = self._weights(Q[rows])
+            if sp.issparse(W):
+                W = sp.csc_matrix(W)
+                for j in range(W.shape[1]):
+                    lo, hi = W.indptr[j], W.indptr[j + 1]
+                    means.append(KernelMean(self.B_[W.indices[lo:hi]], W.data[lo:hi], self.kernel_out_))
+            else:
+                means.extend(KernelMean(self.B_, W[:, j], self.kernel_out_) for j in range(W.shape[1]))
+        return means
+
+    def predict_mode(self, Q, max_iter=200):
+        """Mode (pre-image) of each conditional embedding (ALGORITHMS §2; Gaussian ``kernel_out``)."""
+        return np.array([m.mode(max_iter=max_iter) for m in self.embed(Q)])
+
+    def held_out_loss(self, A, B):
+        """Mean held-out CKME loss ``||k_b(., b_j) - mu(a_j)||^2`` (ALGORITHMS §3, seed 002 §3.2).
+
+        ``k_b(b_j, b_j) - 2 w(a_j)^T k_b(b_j) + w(a_j)^T G_b w(a_j)``, averaged over the pairs.
+        """
+        check_is_fitted(self, "kernel_in_")
+        A = check_matrix(A, "A", n_features=self.A_.shape[1])
+        B = check_matrix(B, "B", n_features=self.B_.shape[1])
+        check_same_length("A", A, "B", B)
+        total = 0.0
+        k = self.kernel_out_
+        for rows in _chunks(A.shape[0], self._query_chunk()):
+            W = self._weights(A[rows])
+            cross = _column_inner(W, self.B_, B[rows], k)
+            total += np.sum(k.diag(B[rows]) - 2 * cross + weighted_sq_norms(W, self.B_, k))
+        return total / A.shape[0]
+
+    def score(self, A, B):
+        """Negative :meth:`held_out_loss` (larger is better, as scikit-learn expects)."""
+        return -self.held_out_loss(A, B)
