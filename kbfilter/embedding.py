@@ -121,12 +121,13 @@ class KernelMean:
         total = self.weights.sum()
         if total > 0:
             return (self.weights @ self.points) / total
+        p = self.positive_weights()
         warnings.warn(
             f"KernelMean.mean: sum of weights is {total:.3g} <= 0; using clipped normalised weights",
             NumericalWarning,
             stacklevel=2,
         )
-        return self.positive_weights() @ self.points
+        return p @ self.points
 
     def covariance(self):
         """Weighted covariance under the clipped normalised weights (ALGORITHMS §2)."""

@@ -1,0 +1,75 @@
+"""Closed forms for Gaussian models under the Gaussian kernel (ALGORITHMS §1).
+
+Ground truth for tests, scenarios and benchmarks: the kernel mean of ``N(mu, V)`` under the
+unnormalised kernel ``exp(-||a - b||^2 / (2 s^2))``, its squared RKHS norm, the RKHS distance
+from a weighted sample to it, and Gaussian conditionals.
+"""
+
+import numpy as np
+
+__all__ = [
+    "gaussian_kernel_mean",
+    "gaussian_kernel_mean_sqnorm",
+    "rkhs_error_to_gaussian",
+    "gaussian_conditional",
+]
+
+
+def gaussian_kernel_mean(Y, mu, V, s):
+    """``m_P(y) = det(I + V/s^2)^(-1/2) exp(-1/2 (y-mu)^T (V + s^2 I)^(-1) (y-mu))`` for rows of Y.
+
+    Examples
+    --------
+    >>> float(gaussian_kernel_mean([[0.0]], [0.0], [[1.0]], 1.0)[0])  # 1/sqrt(2)
+    0.7071067811865476
+    """
+    Y = np.atleast_2d(np.asarray(Y, dtype=np.float64))
+    mu = np.asarray(mu, dtype=np.float64)
+    V = np.atleast_2d(np.asarray(V, dtype=np.float64))
+    d = V.shape[0]
+    S = V + s * s * np.eye(d)
+    diff = Y - mu
+    quad = np.einsum("nd,nd->n", diff, np.linalg.solve(S, diff.T).T)
+    return np.linalg.det(np.eye(d) + V / (s * s)) ** -0.5 * np.exp(-0.5 * quad)
+
+
+def gaussian_kernel_mean_sqnorm(V, s):
+    """``||m_P||^2 = det(I + 2 V / s^2)^(-1/2)`` for ``P = N(mu, V)``."""
+    V = np.atleast_2d(np.asarray(V, dtype=np.float64))
+    return float(np.linalg.det(np.eye(V.shape[0]) + 2.0 * V / (s * s)) ** -0.5)
+
+
+def rkhs_error_to_gaussian(points, weights, mu, V, s, sq_norm_hat=None):
+    """``||m_P - sum_i w_i k(., y_i)||`` in the Gaussian RKHS of bandwidth ``s`` (ALGORITHMS §1).
+
+    ``sq_norm_hat`` (``w^T G w``) may be passed when the caller has it already.
+    """
+    points = np.atleast_2d(np.asarray(points, dtype=np.float64))
+    weights = np.asarray(weights, dtype=np.float64)
+    if sq_norm_hat is None:
+        diff = points[:, None, :] - points[None, :, :]
+        G = np.exp(-np.einsum("ijd,ijd->ij", diff, diff) / (2 * s * s))
+        sq_norm_hat = weights @ G @ weights
+    sq = gaussian_kernel_mean_sqnorm(V, s) - 2 * weights @ gaussian_kernel_mean(points, mu, V, s) + sq_norm_hat
+    return float(np.sqrt(max(sq, 0.0)))
+
+
+def gaussian_conditional(mean, cov, idx_given, idx_out):
+    """Conditional of a joint Gaussian: returns ``(gain, offset, cond_cov)`` so that
+    ``E[out | given = g] = offset + gain @ g``.
+
+    Examples
+    --------
+    >>> gain, offset, cov = gaussian_conditional([0.0, 0.0], [[1.0, 0.5], [0.5, 1.0]], [0], [1])
+    >>> float(gain[0, 0]), float(cov[0, 0])
+    (0.5, 0.75)
+    """
+    mean = np.asarray(mean, dtype=np.float64)
+    cov = np.asarray(cov, dtype=np.float64)
+    g, o = np.asarray(idx_given), np.asarray(idx_out)
+    Sgg = cov[np.ix_(g, g)]
+    Sog = cov[np.ix_(o, g)]
+    gain = np.linalg.solve(Sgg, Sog.T).T
+    offset = mean[o] - gain @ mean[g]
+    cond_cov = cov[np.ix_(o, o)] - gain @ Sog.T
+    return gain, offset, cond_cov

@@ -1,0 +1,184 @@
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.kernel_ridge import KernelRidge
+
+from kbfilter import ConditionalEmbedding, GaussianKernel, LaplaceKernel, LinearKernel, loo_loss, select_conditional_embedding
+from kbfilter.closed_forms import gaussian_conditional, rkhs_error_to_gaussian
+
+
+def linear_data(n, seed=0):
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(n, 2))
+    B = A @ np.array([[1.0, 0.5], [-0.3, 1.0]]) + 0.3 * rng.normal(size=(n, 2))
+    return A, B, rng.normal(size=(25, 2))
+
+
+def dense(W):
+    return W.toarray() if sp.issparse(W) else W
+
+
+def test_exact_mean_equals_kernel_ridge():
+    A, B, Q = linear_data(300)
+    reg = 1e-3
+    cme = ConditionalEmbedding(GaussianKernel(0.9), GaussianKernel(1.0), reg=reg).fit(A, B)
+    krr = KernelRidge(alpha=300 * reg, kernel="rbf", gamma=1 / (2 * 0.9**2)).fit(A, B)
+    np.testing.assert_allclose(cme.predict_mean(Q), krr.predict(Q), atol=1e-8)
+
+
+@pytest.mark.parametrize(
+    "method, params",
+    [("knn", {"n_neighbors": 200}), ("nystrom", {"rank": 200}), ("icf", {"rank": 200}), ("random", {"rank": 200})],
+)
+def test_full_size_approximations_equal_exact(method, params):
+    A, B, Q = linear_data(200)
+    kw = dict(kernel_in=GaussianKernel(1.0), kernel_out=GaussianKernel(1.0), reg=1e-2)
+    exact = ConditionalEmbedding(**kw).fit(A, B)
+    approx = ConditionalEmbedding(method=method, random_state=0, **kw, **params).fit(A, B)
+    np.testing.assert_allclose(dense(approx.weights(Q)), exact.weights(Q), atol=1e-6)
+    np.testing.assert_allclose(approx.predict_mean(Q), exact.predict_mean(Q), atol=1e-6)
+
+
+def test_knn_weights_are_sparse_with_m_entries_per_column():
+    A, B, Q = linear_data(500)
+    cme = ConditionalEmbedding(reg=1e-3, method="knn", n_neighbors=30).fit(A, B)
+    W = cme.weights(Q)
+    assert sp.issparse(W) and W.shape == (500, 25)
+    assert np.all(np.diff(W.indptr) == 30)
+    # each column is the exact CKME on its neighbourhood (seed 000 eq. 4)
+    idx = np.flatnonzero(dense(W[:, 3]))
+    sub = ConditionalEmbedding(GaussianKernel(cme.kernel_in_.bandwidth_), reg=1e-3).fit(A[idx], B[idx])
+    np.testing.assert_allclose(dense(W[:, 3])[idx, 0], sub.weights(Q[3:4])[:, 0], atol=1e-10)
+
+
+def test_knn_with_laplace_kernel_and_linear_kernel_rejected():
+    A, B, Q = linear_data(100)
+    ConditionalEmbedding(LaplaceKernel("median"), method="knn", n_neighbors=10).fit(A, B).predict_mean(Q)
+    with pytest.raises(ValueError, match="radial"):
+        ConditionalEmbedding(LinearKernel(), method="knn", n_neighbors=10).fit(A, B)
+    with pytest.raises(ValueError, match="Nystroem"):
+        ConditionalEmbedding(LaplaceKernel("median"), method="nystrom").fit(A, B)
+
+
+def test_nadaraya_watson_weights_are_normalised_similarities():
+    A, B, Q = linear_data(100)
+    cme = ConditionalEmbedding(GaussianKernel(0.5), method="nw").fit(A, B)
+    W = cme.weights(Q)
+    np.testing.assert_allclose(W.sum(axis=0), 1.0)
+    K = GaussianKernel(0.5)(A, Q)
+    np.testing.assert_allclose(W, K / K.sum(axis=0))
+    far = cme.predict_mean([[1e3, 1e3]])  # every similarity underflows: nearest output is used
+    assert np.all(np.isfinite(far))
+
+
+def gaussian_model(seed):
+    rng = np.random.default_rng(seed)
+    M = rng.normal(size=(4, 4))
+    V = M.T @ M
+    return rng, V
+
+
+def mean_rkhs_error(n, seed, n_queries=30):
+    rng, V = gaussian_model(seed)
+    XY = rng.multivariate_normal(np.zeros(4), V, size=n)
+    A, B = XY[:, :2], XY[:, 2:]
+    s_out = 1.0
+    cme = ConditionalEmbedding(GaussianKernel("median"), GaussianKernel(s_out), reg=1e-3 / np.sqrt(n)).fit(A, B)
+    gain, offset, cov = gaussian_conditional(np.zeros(4), V, [0, 1], [2, 3])
+    Q = rng.multivariate_normal(np.zeros(2), V[:2, :2], size=n_queries)
+    W = cme.weights(Q)
+    G = GaussianKernel(s_out)(B)
+    errs = [rkhs_error_to_gaussian(B, W[:, j], offset + gain @ q, cov, s_out, W[:, j] @ G @ W[:, j])
+            for j, q in enumerate(Q)]
+    return np.mean(errs)
+
+
+def test_rkhs_error_of_exact_falls_with_n():
+    small = np.mean([mean_rkhs_error(100, s) for s in range(3)])
+    large = np.mean([mean_rkhs_error(2000, s) for s in range(3)])
+    assert large < 0.7 * small
+
+
+def test_closed_form_loo_equals_brute_force():
+    A, B, _ = linear_data(40, seed=5)
+    kin, kout = GaussianKernel(0.8), GaussianKernel(1.2)
+    reg = 1e-2
+    n = len(A)
+    brute = []
+    for j in range(n):
+        keep = np.arange(n) != j
+        # same ridge n*reg in the (n-1)-point fit
+        cme = ConditionalEmbedding(kin, kout, reg=reg * n / (n - 1)).fit(A[keep], B[keep])
+        brute.append(cme.held_out_loss(A[j : j + 1], B[j : j + 1]))
+    assert loo_loss(kin(A), kout(B), reg) == pytest.approx(np.mean(brute), rel=1e-8)
+
+
+def test_grid_selection_prefers_sensible_parameters():
+    A, B, Q = linear_data(200, seed=6)
+    cme, table = select_conditional_embedding(A, B, scales=(0.02, 1.0), regs=(1e-3, 1e3))
+    assert len(table) == 4
+    best = min(table, key=lambda r: r["loo"])
+    assert best["scale"] == 1.0 and best["reg"] == 1e-3
+    assert cme.reg == 1e-3 and cme.kernel_in_.bandwidth_ == pytest.approx(cme.kernel_in.fit(A).bandwidth_)
+
+
+def test_held_out_loss_same_for_sparse_and_dense_weights():
+    A, B, Q = linear_data(150)
+    kw = dict(kernel_in=GaussianKernel(1.0), kernel_out=GaussianKernel(1.0), reg=1e-2)
+    Bq = Q @ np.array([[1.0, 0.5], [-0.3, 1.0]])
+    exact = ConditionalEmbedding(**kw).fit(A, B).held_out_loss(Q, Bq)
+    knn = ConditionalEmbedding(method="knn", n_neighbors=150, **kw).fit(A, B).held_out_loss(Q, Bq)
+    assert knn == pytest.approx(exact, rel=1e-8)
+
+
+def test_mode_prediction_on_bimodal_conditional():
+    rng = np.random.default_rng(7)
+    A = rng.uniform(-1, 1, size=(600, 1))
+    sign = np.where(rng.uniform(size=(600, 1)) < 0.8, 1.0, -1.0)
+    B = sign * 2.0 + 0.2 * rng.normal(size=(600, 1))
+    cme = ConditionalEmbedding(GaussianKernel(0.5), GaussianKernel(0.3), reg=1e-3).fit(A, B)
+    np.testing.assert_allclose(cme.predict_mode([[0.0]]), [[2.0]], atol=0.15)
+    assert abs(cme.predict_mean([[0.0]])[0, 0] - 1.2) < 0.3  # 0.8*2 - 0.2*2
+
+
+def test_embed_returns_kernel_means_on_support():
+    A, B, Q = linear_data(100)
+    means = ConditionalEmbedding(method="knn", n_neighbors=10).fit(A, B).embed(Q[:3])
+    assert len(means) == 3 and all(len(m) == 10 for m in means)
+
+
+def test_random_subsample_is_reproducible():
+    A, B, Q = linear_data(300)
+    a = ConditionalEmbedding(method="random", rank=50, random_state=3).fit(A, B).predict_mean(Q)
+    b = ConditionalEmbedding(method="random", rank=50, random_state=3).fit(A, B).predict_mean(Q)
+    c = ConditionalEmbedding(method="random", rank=50, random_state=4).fit(A, B).predict_mean(Q)
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+
+
+@pytest.mark.parametrize(
+    "kwargs, A_mod, B_mod, match",
+    [
+        ({}, lambda A: A[:-1], None, "same number of samples"),
+        ({}, lambda A: np.where(np.arange(A.size).reshape(A.shape) == 0, np.nan, A), None, "A: contains NaN"),
+        ({}, None, lambda B: np.where(B == B[0, 0], np.inf, B), "B: contains NaN or infinite"),
+        ({}, lambda A: A[:, :, None], None, "A: expected a 2-D array"),
+        ({"method": "knn", "n_neighbors": 1000}, None, None, "n_neighbors"),
+        ({"reg": 0.0}, None, None, "reg"),
+        ({"reg": -1.0}, None, None, "reg"),
+        ({"kernel_in": GaussianKernel(-1.0)}, None, None, "bandwidth"),
+        ({"method": "lowrank"}, None, None, "method"),
+    ],
+)
+def test_bad_input_names_argument(kwargs, A_mod, B_mod, match):
+    A, B, _ = linear_data(50)
+    A = A_mod(A) if A_mod else A
+    B = B_mod(B) if B_mod else B
+    with pytest.raises(ValueError, match=match):
+        ConditionalEmbedding(**kwargs).fit(A, B)
+
+
+def test_query_dimension_checked():
+    A, B, _ = linear_data(50)
+    cme = ConditionalEmbedding().fit(A, B)
+    with pytest.raises(ValueError, match="Q: expected 2 features"):
+        cme.predict_mean(np.zeros((3, 3)))

@@ -1,0 +1,91 @@
+import numpy as np
+import pytest
+
+from kbfilter import GaussianKernel, KernelMean, LinearKernel, NumericalWarning
+from kbfilter.closed_forms import gaussian_kernel_mean, gaussian_kernel_mean_sqnorm, rkhs_error_to_gaussian
+
+
+def test_closed_form_kernel_mean_agrees_with_monte_carlo():
+    rng = np.random.default_rng(0)
+    mu = np.array([0.5, -1.0])
+    M = rng.normal(size=(2, 2))
+    V = M @ M.T + 0.2 * np.eye(2)
+    s = 0.8
+    sample = rng.multivariate_normal(mu, V, size=200_000)
+    Y = rng.normal(size=(5, 2))
+    mc = KernelMean(sample, kernel=GaussianKernel(s)).evaluate(Y)
+    np.testing.assert_allclose(mc, gaussian_kernel_mean(Y, mu, V, s), atol=5e-3)
+    # ||m_P||^2 = E k(X, X') for independent X, X'
+    other = rng.multivariate_normal(mu, V, size=200_000)
+    mc_sq = np.mean(GaussianKernel(s).paired(sample, other))
+    assert mc_sq == pytest.approx(gaussian_kernel_mean_sqnorm(V, s), abs=5e-3)
+    # and the RKHS distance of a large sample to m_P is small, of a shifted one large
+    small = rkhs_error_to_gaussian(sample[:2000], np.full(2000, 1 / 2000), mu, V, s)
+    far = rkhs_error_to_gaussian(sample[:2000] + 1.0, np.full(2000, 1 / 2000), mu, V, s)
+    assert small < 0.05 < far
+
+
+def test_mean_expect_covariance():
+    pts = np.array([[0.0, 0.0], [2.0, 0.0], [0.0, 4.0]])
+    w = np.array([0.2, 0.3, 0.5])
+    m = KernelMean(pts, w, kernel=GaussianKernel(1.0))
+    np.testing.assert_allclose(m.mean(), w @ pts)
+    np.testing.assert_allclose(m.mean(normalize=False), w @ pts)
+    np.testing.assert_allclose(m.expect(lambda x: x.sum(axis=1)), w @ pts.sum(axis=1))
+    np.testing.assert_allclose(m.covariance(), np.cov(pts.T, aweights=w, bias=True))
+    doubled = KernelMean(pts, 2 * w, kernel=GaussianKernel(1.0))
+    np.testing.assert_allclose(doubled.mean(), w @ pts)
+    np.testing.assert_allclose(doubled.mean(normalize=False), 2 * w @ pts)
+
+
+def test_negative_weight_sum_falls_back_with_warning():
+    m = KernelMean([[0.0], [1.0], [5.0]], [0.5, -2.0, 0.5], kernel=GaussianKernel(1.0))
+    with pytest.warns(NumericalWarning, match="sum of weights"):
+        est = m.mean()
+    np.testing.assert_allclose(est, [2.5])
+    with pytest.raises(ValueError, match="no weight is positive"):
+        KernelMean([[0.0], [1.0]], [-1.0, -1.0], kernel=GaussianKernel(1.0)).mean()
+
+
+def test_mode_recovers_dominant_component_of_two_point_mixture():
+    rng = np.random.default_rng(3)
+    a = rng.normal([3.0, 3.0], 0.3, size=(300, 2))
+    b = rng.normal([-3.0, 0.0], 0.3, size=(100, 2))
+    m = KernelMean(np.vstack([a, b]), kernel=GaussianKernel(0.5))
+    np.testing.assert_allclose(m.mode(), [3.0, 3.0], atol=0.1)
+    # the mean, by contrast, lies between the components
+    assert np.linalg.norm(m.mean() - [3.0, 3.0]) > 1.0
+
+
+def test_mode_needs_gaussian_kernel():
+    with pytest.raises(ValueError, match="GaussianKernel"):
+        KernelMean([[0.0], [1.0]], kernel=LinearKernel()).mode()
+
+
+def test_mmd_matches_norm_of_difference():
+    k = GaussianKernel(1.0)
+    p = KernelMean([[0.0], [1.0]], [0.5, 0.5], kernel=k)
+    q = KernelMean([[0.0], [1.0]], [0.9, 0.1], kernel=k)
+    G = k(np.array([[0.0], [1.0]]))
+    d = np.array([-0.4, 0.4])
+    assert p.mmd(q, squared=True) == pytest.approx(d @ G @ d)
+    assert p.mmd(p) == 0.0
+
+
+def test_herding_approaches_target_as_more_points_are_picked():
+    rng = np.random.default_rng(4)
+    pts = rng.normal(size=(400, 2))
+    w = rng.uniform(size=400)
+    target = KernelMean(pts, w / w.sum(), kernel=GaussianKernel(1.0))
+    d = [target.mmd(target.herd(m)) for m in (2, 10, 50)]
+    assert d[0] > d[1] > d[2]
+    assert d[2] < 0.05
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="weights: expected length 2"):
+        KernelMean([[0.0], [1.0]], [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="points: contains NaN"):
+        KernelMean([[np.nan], [1.0]])
+    with pytest.raises(ValueError, match="kernel"):
+        KernelMean([[0.0], [1.0]], kernel="rbf")

@@ -1,0 +1,77 @@
+import numpy as np
+import pytest
+from scipy.spatial.distance import cdist
+from sklearn.exceptions import NotFittedError
+
+from kbfilter import GaussianKernel, LaplaceKernel, LinearKernel, median_distance
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng(1)
+    return rng.normal(size=(40, 3)), rng.normal(size=(7, 3))
+
+
+def test_gaussian_and_laplace_match_their_formulas(data):
+    A, B = data
+    D = cdist(A, B)
+    np.testing.assert_allclose(GaussianKernel(0.7)(A, B), np.exp(-D**2 / (2 * 0.7**2)), rtol=1e-12)
+    np.testing.assert_allclose(LaplaceKernel(0.7)(A, B), np.exp(-D / 0.7), rtol=1e-12)
+    np.testing.assert_allclose(LinearKernel()(A, B), A @ B.T, rtol=1e-12)
+
+
+def test_scale_multiplies_bandwidth(data):
+    A, _ = data
+    np.testing.assert_allclose(GaussianKernel(0.5, scale=2.0)(A), GaussianKernel(1.0)(A))
+
+
+def test_median_heuristic_and_subsample_seed(data):
+    A, _ = data
+    k = GaussianKernel("median", scale=0.5).fit(A)
+    assert k.bandwidth_ == pytest.approx(0.5 * np.median(cdist(A, A)[np.triu_indices(40, 1)]))
+    big = np.random.default_rng(0).normal(size=(3000, 2))
+    assert median_distance(big, random_state=3) == median_distance(big, random_state=3)
+    # the distance between two independent N(0, I_2) points is Rayleigh(sqrt 2): median 2 sqrt(ln 2)
+    assert median_distance(big, random_state=3) == pytest.approx(2 * np.sqrt(np.log(2)), rel=0.05)
+
+
+def test_gram_is_exactly_symmetric(data):
+    A, _ = data
+    G = GaussianKernel(0.3)(A)
+    assert np.array_equal(G, G.T)
+
+
+def test_batched_and_paired_agree_with_gram(data):
+    A, B = data
+    for k in (GaussianKernel(0.8), LaplaceKernel(0.8), LinearKernel()):
+        stack = np.stack([A[:5], A[5:10]])
+        G = k.gram_batched(stack)
+        np.testing.assert_allclose(G[1], k(A[5:10], A[5:10]), atol=1e-12)
+        np.testing.assert_allclose(k.paired(A[:7], B), np.diag(k(A[:7], B)), atol=1e-12)
+        np.testing.assert_allclose(k.diag(B), np.diag(k(B)), atol=1e-12)
+
+
+def test_unfitted_median_kernel_is_reported(data):
+    with pytest.raises(NotFittedError, match="fitted"):
+        GaussianKernel("median")(data[0])
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, np.nan, "mean"])
+def test_bad_bandwidth(bad, data):
+    with pytest.raises(ValueError, match="bandwidth"):
+        GaussianKernel(bad).fit(data[0])
+
+
+def test_constant_data_has_no_median_bandwidth():
+    with pytest.raises(ValueError, match="median pairwise distance"):
+        GaussianKernel("median").fit(np.ones((10, 2)))
+
+
+def test_bad_arrays(data):
+    A, _ = data
+    with pytest.raises(ValueError, match="B: expected 3 features"):
+        GaussianKernel(1.0)(A, np.ones((2, 2)))
+    bad = A.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        GaussianKernel(1.0)(bad)

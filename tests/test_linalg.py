@@ -1,0 +1,56 @@
+import numpy as np
+import pytest
+
+from kbfilter.linalg import NumericalWarning, Woodbury, pivoted_cholesky, solve_spd, spd_factor
+from kbfilter import GaussianKernel
+
+
+def test_spd_solve_matches_dense_solve():
+    rng = np.random.default_rng(0)
+    M = rng.normal(size=(30, 30))
+    A = M @ M.T + np.eye(30)
+    B = rng.normal(size=(30, 4))
+    np.testing.assert_allclose(A @ solve_spd(A, B), B, atol=1e-9)
+    assert spd_factor(A).jitter == 0.0
+
+
+def test_singular_psd_matrix_gets_stated_jitter_and_warning():
+    v = np.arange(1.0, 6.0)
+    A = np.outer(v, v)  # rank one: Cholesky fails
+    with pytest.warns(NumericalWarning, match="jitter"):
+        f = spd_factor(A, name="test matrix")
+    assert f.method == "cholesky" and f.jitter > 0
+    x = f.solve(v)
+    assert np.all(np.isfinite(x))
+    np.testing.assert_allclose((A + f.jitter * np.eye(5)) @ x, v, rtol=1e-6)
+
+
+def test_indefinite_matrix_falls_back_to_lu():
+    A = np.array([[1.0, 0.0], [0.0, -1.0]])
+    with pytest.warns(NumericalWarning, match="LU"):
+        f = spd_factor(A)
+    assert f.method == "lu"
+    np.testing.assert_allclose(A @ f.solve(np.array([2.0, 3.0])), [2.0, 3.0])
+
+
+def test_woodbury_matches_direct_solve():
+    rng = np.random.default_rng(1)
+    L = rng.normal(size=(50, 5))
+    B = rng.normal(size=(50, 3))
+    direct = np.linalg.solve(L @ L.T + 0.3 * np.eye(50), B)
+    np.testing.assert_allclose(Woodbury(L, 0.3).solve(B), direct, atol=1e-10)
+    with pytest.raises(ValueError, match="c:"):
+        Woodbury(L, 0.0)
+
+
+def test_pivoted_cholesky_exact_at_full_rank_and_improves_with_rank():
+    X = np.random.default_rng(2).normal(size=(80, 2))
+    k = GaussianKernel(1.0)
+    G = k(X)
+    errors = []
+    for r in (5, 10, 20, 80):
+        L, piv = pivoted_cholesky(np.diag(G).copy(), lambda i: G[:, i], r)
+        errors.append(np.abs(G - L @ L.T).max())
+        assert len(set(piv.tolist())) == len(piv)
+    assert errors[-1] < 1e-8
+    assert errors[0] > errors[1] > errors[2]
