@@ -73,3 +73,35 @@ def gaussian_conditional(mean, cov, idx_given, idx_out):
     offset = mean[o] - gain @ mean[g]
     cond_cov = cov[np.ix_(o, o)] - gain @ Sog.T
     return gain, offset, cond_cov
+
+
+def random_joint_gaussian(d_in, d_out, rng):
+    """Seed 000 §5.1 model: ``(a, b) ~ N(0, V)`` with ``V = M^T M``, ``M`` standard normal.
+
+    Returns ``V`` and the conditional ``(gain, offset, cond_cov)`` of ``b`` given ``a``.
+    """
+    d = d_in + d_out
+    M = rng.standard_normal((d, d))
+    V = M.T @ M
+    return V, gaussian_conditional(np.zeros(d), V, np.arange(d_in), np.arange(d_in, d))
+
+
+def conditional_rkhs_errors(W, B, Q, gain, offset, cond_cov, s_out, sq_norms):
+    """RKHS errors ``||m_{P(b|q_j)} - sum_i W_ij k(., b_i)||`` for each query (seed 000 §5.1).
+
+    ``W`` (n, q) dense or sparse; ``sq_norms`` are ``diag(W^T G_B W)`` computed by the caller.
+    """
+    import scipy.sparse as sp
+
+    W = sp.csc_matrix(W) if sp.issparse(W) else np.asarray(W)
+    norm_p = gaussian_kernel_mean_sqnorm(cond_cov, s_out)
+    errors = np.empty(Q.shape[0])
+    for j, q in enumerate(Q):
+        if sp.issparse(W):
+            lo, hi = W.indptr[j], W.indptr[j + 1]
+            idx, w = W.indices[lo:hi], W.data[lo:hi]
+        else:
+            idx, w = slice(None), W[:, j]
+        cross = w @ gaussian_kernel_mean(B[idx], offset + gain @ q, cond_cov, s_out)
+        errors[j] = np.sqrt(max(norm_p - 2 * cross + sq_norms[j], 0.0))
+    return errors

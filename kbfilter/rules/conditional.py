@@ -39,6 +39,17 @@ def _chunks(n_items, chunk):
         yield slice(start, min(start + chunk, n_items))
 
 
+def _regular_columns(W):
+    """For a CSC matrix whose columns all hold the same number ``m`` of entries (knn, random):
+    its row indices and values as (q, m) arrays; otherwise ``None``."""
+    W = sp.csc_matrix(W)
+    counts = np.diff(W.indptr)
+    if counts.size == 0 or np.any(counts != counts[0]) or counts[0] == 0:
+        return None
+    m = counts[0]
+    return W.indices.reshape(-1, m), W.data.reshape(-1, m)
+
+
 def weighted_sq_norms(W, points, kernel):
     """``diag(W^T G W)`` with ``G = kernel(points)``: squared RKHS norms of the columns' embeddings.
 
@@ -46,16 +57,24 @@ def weighted_sq_norms(W, points, kernel):
     stays bounded (O(n^2) time per column is unavoidable for them).
     """
     n, q = W.shape
-    out = np.empty(q)
     if sp.issparse(W):
+        regular = _regular_columns(W)
+        if regular is not None:
+            idx, vals = regular
+            out = np.empty(q)
+            for rows in _chunks(q, max(1, _BLOCK_ENTRIES // idx.shape[1] ** 2)):
+                G = kernel.gram_batched(points[idx[rows]])
+                out[rows] = np.einsum("qi,qij,qj->q", vals[rows], G, vals[rows])
+            return out
         W = sp.csc_matrix(W)
+        out = np.empty(q)
         for j in range(q):
             lo, hi = W.indptr[j], W.indptr[j + 1]
             idx, w = W.indices[lo:hi], W.data[lo:hi]
             out[j] = w @ kernel(points[idx]) @ w if idx.size else 0.0
         return out
     W = np.asarray(W)
-    out[:] = 0.0
+    out = np.zeros(q)
     block = max(1, _BLOCK_ENTRIES // max(n, 1))
     for rows in _chunks(n, block):
         out += np.einsum("iq,iq->q", W[rows], kernel(points[rows], points) @ W)
@@ -65,6 +84,10 @@ def weighted_sq_norms(W, points, kernel):
 def _column_inner(W, points, targets, kernel):
     """``sum_i W[i, j] k(points_i, targets_j)`` for each column ``j``."""
     if sp.issparse(W):
+        regular = _regular_columns(W)
+        if regular is not None:
+            idx, vals = regular
+            return np.einsum("qm,qm->q", vals, kernel.paired(points[idx], targets[:, None, :]))
         W = sp.csc_matrix(W)
         out = np.empty(W.shape[1])
         for j in range(W.shape[1]):
