@@ -6,7 +6,16 @@ See ``DESIGN.md`` for the public surface and ``ALGORITHMS.md`` for the formulas 
 from .embedding import KernelMean
 from .kernels import GaussianKernel, LaplaceKernel, LinearKernel, median_distance
 from .linalg import NumericalWarning
-from .rules import ConditionalEmbedding, loo_loss, select_conditional_embedding
+from .rules import (
+    ConditionalEmbedding,
+    JointKernelMean,
+    KernelBayesRule,
+    kernel_chain_rule,
+    kernel_sum_rule,
+    kulsif_weights,
+    loo_loss,
+    select_conditional_embedding,
+)
 
 __version__ = "0.1.0"
 
@@ -20,4 +29,9 @@ __all__ = [
     "ConditionalEmbedding",
     "loo_loss",
     "select_conditional_embedding",
+    "kernel_sum_rule",
+    "kernel_chain_rule",
+    "JointKernelMean",
+    "kulsif_weights",
+    "KernelBayesRule",
 ]

@@ -1,0 +1,220 @@
+import numpy as np
+import pytest
+from sklearn.kernel_approximation import RBFSampler
+
+import kbfilter as kb
+from kbfilter import GaussianKernel, KernelBayesRule, KernelMean, NumericalWarning
+
+
+# -- sum and chain rules -----------------------------------------------------------------------
+def linear_gaussian_pairs(n, rng, c=2.0, sigma=0.5):
+    A = rng.normal(size=(n, 1))
+    return A, c * A + sigma * rng.normal(size=(n, 1))
+
+
+def sum_rule_moment_errors(n, method, seed):
+    rng = np.random.default_rng(seed)
+    A, B = linear_gaussian_pairs(n, rng)
+    prior = KernelMean(rng.normal(0.5, 0.7, size=(400, 1)), kernel=GaussianKernel(1.0))
+    cme = kb.ConditionalEmbedding(reg=1e-4, method=method, n_neighbors=min(n, 100), rank=min(n, 300),
+                                  random_state=seed).fit(A, B)
+    out = kb.kernel_sum_rule(prior, cme)
+    m1 = out.expect(lambda b: b[:, 0])
+    m2 = out.expect(lambda b: b[:, 0] ** 2)
+    # b = 2 a + N(0, 0.25) with a ~ N(0.5, 0.49): E b = 1, E b^2 = 4 (0.49 + 0.25) + 0.25
+    return abs(m1 - 1.0), abs(m2 - 3.21)
+
+
+@pytest.mark.parametrize("method", ["exact", "knn", "nystrom", "icf"])
+def test_sum_rule_moments_of_linear_gaussian_conditional(method):
+    small = np.mean([sum_rule_moment_errors(200, method, s) for s in range(4)], axis=0)
+    large = np.mean([sum_rule_moment_errors(3000, method, s) for s in range(4)], axis=0)
+    assert large[0] < 0.05 and large[1] < 0.15
+    assert large.sum() < small.sum()
+
+
+def test_sum_rule_with_sparse_knn_weights_keeps_support_only():
+    rng = np.random.default_rng(0)
+    A, B = linear_gaussian_pairs(2000, rng)
+    cme = kb.ConditionalEmbedding(method="knn", n_neighbors=20).fit(A, B)
+    out = kb.kernel_sum_rule(KernelMean([[0.0], [0.1]]), cme)
+    assert len(out) <= 40
+    assert abs(out.mean()[0]) < 0.3
+
+
+def test_chain_rule_marginals_agree_with_sum_rule_and_prior():
+    rng = np.random.default_rng(1)
+    A, B = linear_gaussian_pairs(1500, rng)
+    prior = KernelMean(rng.normal(0.5, 0.7, size=(400, 1)), kernel=GaussianKernel(1.0))
+    cme = kb.ConditionalEmbedding(GaussianKernel(1.0), reg=1e-5).fit(A, B)
+    joint = kb.kernel_chain_rule(prior, cme)
+    out = kb.kernel_sum_rule(prior, cme)
+    np.testing.assert_allclose(joint.marginal("out").weights, out.weights)
+    back = joint.marginal("in")
+    training = KernelMean(A, kernel=GaussianKernel(1.0))
+    assert prior.mmd(back) < 0.1 * prior.mmd(training)
+    # E[a b] = E[2 a^2] = 2 (0.49 + 0.25)
+    assert joint.expect(lambda b, a: a[:, 0] * b[:, 0]) == pytest.approx(1.48, abs=0.1)
+
+
+def test_rules_reject_bad_arguments():
+    rng = np.random.default_rng(2)
+    A, B = linear_gaussian_pairs(50, rng)
+    cme = kb.ConditionalEmbedding().fit(A, B)
+    with pytest.raises(ValueError, match="prior: expected points of dimension 1"):
+        kb.kernel_sum_rule(KernelMean(np.arange(6.0).reshape(3, 2)), cme)
+    with pytest.raises(ValueError, match="conditional"):
+        kb.kernel_sum_rule(KernelMean(np.arange(3.0)[:, None]), "cme")
+    with pytest.raises(ValueError, match="prior: expected a KernelMean"):
+        kb.kernel_chain_rule(np.zeros((3, 1)), cme)
+
+
+# -- KuLSIF --------------------------------------------------------------------------------------
+def test_kulsif_recovers_ratio_of_two_gaussians_on_a_grid():
+    # seed 003 Appendix A: pi = N(0, 1), p = N(0, 2), r0(x) = sqrt(2) exp(-x^2 / 4)
+    rng = np.random.default_rng(3)
+    states = np.sort(rng.normal(0, np.sqrt(2), size=3000))[:, None]
+    prior = KernelMean(rng.normal(0, 1, size=(3000, 1)))
+    r = kb.kulsif_weights(states, prior, GaussianKernel(np.sqrt(2)), reg=1e-3)
+    grid = np.linspace(-2, 2, 9)
+    idx = np.searchsorted(states[:, 0], grid)
+    truth = np.sqrt(2) * np.exp(-states[idx, 0] ** 2 / 4)
+    np.testing.assert_allclose(r[idx], truth, atol=0.12)
+
+
+def test_kulsif_rejects_bad_reg():
+    with pytest.raises(ValueError, match="reg"):
+        kb.kulsif_weights(np.arange(5.0)[:, None], KernelMean([[0.0]], kernel=GaussianKernel(1.0)), reg=-1.0)
+
+
+# -- kernel Bayes' rule -----------------------------------------------------------------------------
+def gaussian_bayes_problem(n, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 1))
+    z = x + 0.5 * rng.normal(size=(n, 1))
+    prior = KernelMean(rng.normal(0.5, 0.6, size=(500, 1)))
+    return x, z, prior
+
+
+def exact_posterior_mean(z):
+    # prior N(0.5, 0.36), likelihood z | x ~ N(x, 0.25)
+    v = 1 / (1 / 0.36 + 1 / 0.25)
+    return v * (0.5 / 0.36 + z / 0.25)
+
+
+@pytest.mark.parametrize("method, reg_update", [("iw", 1e-2), ("original", 1e-1)])
+def test_kbr_posterior_mean_matches_gaussian_posterior(method, reg_update):
+    x, z, prior = gaussian_bayes_problem(1000, 4)
+    kbr = KernelBayesRule(method=method, reg_prior=1e-3, reg_update=reg_update).fit(x, z)
+    zs = np.array([-0.5, 0.3, 1.0, 1.5])
+    est = np.array([m.mean()[0] for m in kbr.posterior_batch(prior, zs[:, None])])
+    np.testing.assert_allclose(est, exact_posterior_mean(zs), atol=0.1)
+    one = kbr.posterior(prior, [1.0])
+    assert one.mean()[0] == pytest.approx(est[2], abs=1e-12)
+
+
+def test_support_restricted_iw_equals_full_solve():
+    x, z, prior = gaussian_bayes_problem(300, 5)
+    prior = KernelMean(np.random.default_rng(0).normal(1.5, 0.3, size=(200, 1)))  # many r_i = 0
+    kbr = KernelBayesRule(reg_prior=1e-2, reg_update=1e-3).fit(x, z)
+    r = kbr.ratio(kbr.prior_values(prior))
+    assert 0 < np.count_nonzero(r) < len(r)
+    k = kbr.kernel_z_(z, [[1.2]])[:, 0]
+    sq = np.sqrt(r)
+    full = sq * np.linalg.solve(sq[:, None] * kbr.G_z_ * sq[None, :] + 300 * 1e-3 * np.eye(300), sq * k)
+    np.testing.assert_allclose(kbr.posterior(prior, [1.2]).weights, full, atol=1e-8)
+
+
+def test_feature_form_iw_converges_to_kernel_form():
+    x, z, prior = gaussian_bayes_problem(400, 6)
+    kz = GaussianKernel(0.7)
+    kernel_post = KernelBayesRule(kernel_z=kz, reg_prior=1e-3, reg_update=1e-3).fit(x, z)
+    zs = np.array([[-0.5], [0.4], [1.2]])
+    ref = np.array([m.mean()[0] for m in kernel_post.posterior_batch(prior, zs)])
+    errors = []
+    for n_features in (20, 200, 5000):
+        errs = []
+        for seed in range(3):
+            rff = RBFSampler(gamma=1 / (2 * 0.7**2), n_components=n_features, random_state=seed)
+            feat = KernelBayesRule(features=rff, reg_prior=1e-3, reg_update=1e-3).fit(x, z)
+            est = np.array([m.mean()[0] for m in feat.posterior_batch(prior, zs)])
+            errs.append(np.max(np.abs(est - ref)))
+        errors.append(np.mean(errs))
+    assert errors[0] > errors[1] > errors[2]
+    assert errors[2] < 0.02
+
+
+def test_all_zero_ratio_falls_back_and_reports_once():
+    x, z, _ = gaussian_bayes_problem(200, 7)
+    far = KernelMean(np.full((10, 1), 50.0), kernel=GaussianKernel(1.0))
+    kbr = KernelBayesRule(kernel_x=GaussianKernel(0.5), reg_prior=1e-2, reg_update=1e-2).fit(x, z)
+    with pytest.warns(NumericalWarning, match="every KuLSIF weight is 0"):
+        post = kbr.posterior(far, [1.0])
+    assert post.info["fallback"] == "uniform_ratio"
+    assert np.all(np.isfinite(post.weights)) and np.any(post.weights != 0)
+    # CKME regression from the observation: the estimate follows z
+    assert 0.3 < post.mean()[0] < 1.2
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NumericalWarning)  # warned once only
+        kbr.posterior(far, [0.5])
+    assert kbr.diagnostics_["uniform_ratio"] == 2
+
+
+def test_true_ratio_variant():
+    x, z, prior = gaussian_bayes_problem(500, 8)
+    kbr = KernelBayesRule(reg_prior=1e-3, reg_update=1e-2).fit(x, z)
+    # pi = N(0.5, 0.36) over p = N(0, 1)
+    r0 = np.exp(-((x[:, 0] - 0.5) ** 2) / 0.72) / 0.6 / np.exp(-x[:, 0] ** 2 / 2)
+    post = kbr.posterior_given_ratio(r0, [1.0])
+    assert post.mean()[0] == pytest.approx(exact_posterior_mean(1.0), abs=0.15)
+    with pytest.raises(ValueError, match="ratio: expected length 500"):
+        kbr.posterior_given_ratio(r0[:-1], [1.0])
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda kbr, prior: kbr.posterior(prior, [1.0, 2.0]), "z: expected length 1"),
+        (lambda kbr, prior: kbr.posterior(prior, [np.nan]), "z: contains NaN"),
+        (lambda kbr, prior: kbr.posterior(KernelMean(np.arange(8.0).reshape(4, 2)), [1.0]), "prior: expected points of dimension 1"),
+        (lambda kbr, prior: kbr.posterior_batch(prior, np.zeros((3, 2))), "z: expected 1 features"),
+        (lambda kbr, prior: kbr.posterior("prior", [1.0]), "prior: expected a KernelMean"),
+    ],
+)
+def test_kbr_bad_input(call, match):
+    x, z, prior = gaussian_bayes_problem(60, 9)
+    kbr = KernelBayesRule().fit(x, z)
+    with pytest.raises(ValueError, match=match):
+        call(kbr, prior)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [({"reg_prior": -1.0}, "reg_prior"), ({"reg_update": 0.0}, "reg_update"), ({"method": "kbr"}, "method")],
+)
+def test_kbr_bad_hyperparameters(kwargs, match):
+    x, z, _ = gaussian_bayes_problem(60, 9)
+    with pytest.raises(ValueError, match=match):
+        KernelBayesRule(**kwargs).fit(x, z)
+
+
+def test_kbr_fit_rejects_mismatched_lengths():
+    x, z, _ = gaussian_bayes_problem(60, 9)
+    with pytest.raises(ValueError, match="same number of samples"):
+        KernelBayesRule().fit(x, z[:-1])
+    with pytest.raises(ValueError, match="prior weights|weights: expected length"):
+        KernelMean(x[:5], np.ones(4))
+
+
+def test_push_through_feature_form_equals_linear_kernel_on_features():
+    from sklearn.preprocessing import FunctionTransformer
+
+    x, z, prior = gaussian_bayes_problem(300, 10)
+    lift = FunctionTransformer(lambda Z: np.hstack([Z, Z**2, np.sin(3 * Z)]))
+    feat = KernelBayesRule(features=lift, reg_prior=1e-3, reg_update=1e-3).fit(x, z)
+    lin = KernelBayesRule(kernel_z=kb.LinearKernel(), reg_prior=1e-3, reg_update=1e-3).fit(x, lift.transform(z))
+    a = feat.posterior(prior, [0.7]).weights
+    b = lin.posterior(prior, lift.transform(np.array([[0.7]]))[0]).weights
+    np.testing.assert_allclose(a, b, atol=1e-8)
