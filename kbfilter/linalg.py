@@ -162,3 +162,33 @@ def pivoted_cholesky(diag, column, max_rank, tol=1e-12):
         pivots.append(i)
     r = len(pivots)
     return L[:, :r].copy(), np.asarray(pivots, dtype=np.intp)
+
+
+def batched_pivoted_cholesky(kernel, X, tol, max_rank):
+    """Pivoted Cholesky of a stack of Gram matrices ``G_q = kernel(X[q])``, X of shape (q, m, d).
+
+    Each factor stops growing once its residual trace ``tr(G_q - L_q L_q^T)`` is at most
+    ``tol``; all stop at ``max_rank`` columns. Returns ``L`` of shape (q, m, r) (columns beyond a
+    factor's own rank are 0) and a mask of the factors that met ``tol``.
+    """
+    q, m, _ = X.shape
+    rows = np.arange(q)
+    residual = kernel.paired(X, X)
+    L = np.zeros((q, m, max(int(max_rank), 0)))
+    done = residual.sum(axis=1) <= tol
+    rank = 0
+    for j in range(L.shape[2]):
+        if done.all():
+            break
+        piv = residual.argmax(axis=1)
+        pivot = residual[rows, piv]
+        active = ~done & (pivot > 0)
+        col = kernel.paired(X, X[rows, piv][:, None, :])
+        col -= np.einsum("qmr,qr->qm", L[:, :, :j], L[rows, piv, :j])
+        col *= np.where(active, 1.0 / np.sqrt(np.where(active, pivot, 1.0)), 0.0)[:, None]
+        L[:, :, j] = col
+        residual -= col**2
+        residual[rows[active], piv[active]] = 0.0
+        rank = j + 1
+        done |= np.maximum(residual, 0.0).sum(axis=1) <= tol
+    return L[:, :, :rank], done
