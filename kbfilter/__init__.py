@@ -3,7 +3,9 @@
 See ``DESIGN.md`` for the public surface and ``ALGORITHMS.md`` for the formulas (cited as §N).
 """
 
+from . import filters, systems
 from .embedding import KernelMean
+from .filters import KernelBayesFilter
 from .kernels import GaussianKernel, LaplaceKernel, LinearKernel, median_distance
 from .linalg import NumericalWarning
 from .rules import (
@@ -20,6 +22,9 @@ from .rules import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "filters",
+    "systems",
+    "KernelBayesFilter",
     "GaussianKernel",
     "LaplaceKernel",
     "LinearKernel",

@@ -218,3 +218,21 @@ def test_push_through_feature_form_equals_linear_kernel_on_features():
     a = feat.posterior(prior, [0.7]).weights
     b = lin.posterior(prior, lift.transform(np.array([[0.7]]))[0]).weights
     np.testing.assert_allclose(a, b, atol=1e-8)
+
+
+def test_low_rank_iw_update_equals_dense_update():
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(600, 2))
+    z = x + 0.3 * rng.normal(size=(600, 2))
+    prior = KernelMean(rng.normal(0.3, 0.7, size=(300, 2)))
+    kbr = KernelBayesRule(reg_prior=1e-3, reg_update=1e-2).fit(x, z)
+    assert kbr.obs_factor_ is not None and kbr.obs_factor_.shape[1] < 200  # the low-rank path is on
+    r = kbr.ratio(kbr.prior_values(prior))
+    obs = kbr.observation_vectors([[0.4, -0.2]])
+    low_rank, _ = kbr.weights_from_ratio(r, obs)
+    S = r > 0
+    sq = np.sqrt(r[S])
+    M = sq[:, None] * kbr.G_z_[np.ix_(S, S)] * sq[None, :] + 600 * 1e-2 * np.eye(S.sum())
+    dense = np.zeros(600)
+    dense[S] = sq * np.linalg.solve(M, sq * obs[S, 0])
+    np.testing.assert_allclose(low_rank[:, 0], dense, rtol=1e-6, atol=1e-9 * np.abs(dense).max())

@@ -1,0 +1,78 @@
+"""The interface a simulated system offers to the filters and benchmarks."""
+
+import numpy as np
+
+from .._validation import check_int, check_rng
+
+
+class System:
+    """A state-space model ``x_{t+1} = f(x_t) + N(0, Q)``, ``z_t = h(x_t) + N(0, R)``.
+
+    Subclasses define ``dim_x``, ``dim_z``, :meth:`transition_mean`, :meth:`observe_mean`,
+    ``process_cov`` and ``observation_cov``, and may override the Jacobians, the samplers and
+    :meth:`initial_state`.
+    """
+
+    dim_x = None
+    dim_z = None
+
+    # -- the model ------------------------------------------------------------------------------
+    def transition_mean(self, X):
+        raise NotImplementedError
+
+    def transition_jacobian(self, x):
+        raise NotImplementedError
+
+    def observe_mean(self, X):
+        raise NotImplementedError
+
+    def observation_jacobian(self, x):
+        raise NotImplementedError
+
+    def sample_transition(self, X, rng):
+        """Draw ``x_{t+1}`` for each row of ``X``."""
+        X = np.atleast_2d(X)
+        noise = rng.multivariate_normal(np.zeros(self.dim_x), self.process_cov, size=X.shape[0])
+        return self.transition_mean(X) + noise
+
+    def sample_observation(self, X, rng):
+        """Draw ``z_t`` for each row of ``X``."""
+        X = np.atleast_2d(X)
+        noise = rng.multivariate_normal(np.zeros(self.dim_z), self.observation_cov, size=X.shape[0])
+        return self.observe_mean(X) + noise
+
+    def observation_loglik(self, z, X):
+        """``log p(z | x)`` for each row of ``X`` (Gaussian observation noise)."""
+        X = np.atleast_2d(X)
+        diff = np.asarray(z, dtype=np.float64) - self.observe_mean(X)
+        R = self.observation_cov
+        sol = np.linalg.solve(R, diff.T).T
+        _, logdet = np.linalg.slogdet(2 * np.pi * R)
+        return -0.5 * (np.einsum("nd,nd->n", diff, sol) + logdet)
+
+    def initial_state(self, rng):
+        raise NotImplementedError
+
+    def initial_belief(self, z0):
+        """A Gaussian belief ``(mean, cov)`` about ``x_0`` from the first observation alone."""
+        raise NotImplementedError
+
+    # -- simulation -------------------------------------------------------------------------------
+    def simulate(self, T, rng=None, burn_in=100):
+        """Simulate ``T`` steps after ``burn_in`` discarded ones.
+
+        Returns
+        -------
+        states : ndarray of shape (T, dim_x)
+        observations : ndarray of shape (T, dim_z)
+        """
+        T = check_int(T, "T")
+        burn_in = check_int(burn_in, "burn_in", minimum=0)
+        rng = check_rng(rng)
+        x = self.initial_state(rng)
+        states = np.empty((T, self.dim_x))
+        for t in range(burn_in + T):
+            if t >= burn_in:
+                states[t - burn_in] = x
+            x = self.sample_transition(x[None, :], rng)[0]
+        return states, self.sample_observation(states, rng)

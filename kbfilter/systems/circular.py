@@ -1,0 +1,99 @@
+"""Noisy rotation and noisy oscillation (seed 001 "Numerical examples"; seed 003 eq. 5).
+
+With ``theta_t = atan2(v_t, u_t)``::
+
+    x_{t+1} = (1 + b sin(M theta_t)) (cos(theta_t + omega), sin(theta_t + omega)) + N(0, s_x^2 I)
+    z_t     = x_t + N(0, s_z^2 I)
+"""
+
+import numpy as np
+
+from .._validation import check_positive
+from .base import System
+
+__all__ = ["Oscillation", "Rotation"]
+
+
+class Oscillation(System):
+    """Noisy oscillation on the plane; ``b = 0`` gives the noisy rotation.
+
+    Parameters
+    ----------
+    omega : float
+        Angular step per time step.
+    b, M : float, int
+        Amplitude and frequency of the radial oscillation ``1 + b sin(M theta)``.
+    process_noise, observation_noise : float
+        Standard deviations ``s_x``, ``s_z`` (per coordinate).
+
+    Examples
+    --------
+    >>> states, obs = Oscillation().simulate(5, rng=0)
+    >>> states.shape, obs.shape
+    ((5, 2), (5, 2))
+    """
+
+    dim_x = 2
+    dim_z = 2
+
+    def __init__(self, omega=0.4, b=0.4, M=8, process_noise=0.2, observation_noise=0.2):
+        self.omega = float(omega)
+        self.b = float(b)
+        self.M = float(M)
+        self.process_noise = check_positive(process_noise, "process_noise")
+        self.observation_noise = check_positive(observation_noise, "observation_noise")
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(omega={self.omega}, b={self.b}, M={self.M:g}, "
+                f"process_noise={self.process_noise}, observation_noise={self.observation_noise})")
+
+    @property
+    def process_cov(self):
+        return self.process_noise**2 * np.eye(2)
+
+    @property
+    def observation_cov(self):
+        return self.observation_noise**2 * np.eye(2)
+
+    def transition_mean(self, X):
+        X = np.atleast_2d(X)
+        theta = np.arctan2(X[:, 1], X[:, 0])
+        radius = 1.0 + self.b * np.sin(self.M * theta)
+        return radius[:, None] * np.column_stack([np.cos(theta + self.omega), np.sin(theta + self.omega)])
+
+    def transition_jacobian(self, x):
+        u, v = np.asarray(x, dtype=np.float64)
+        r2 = max(u * u + v * v, 1e-12)
+        theta = np.arctan2(v, u)
+        c, s = np.cos(theta + self.omega), np.sin(theta + self.omega)
+        radius = 1.0 + self.b * np.sin(self.M * theta)
+        dradius = self.b * self.M * np.cos(self.M * theta)
+        dg = np.array([dradius * c - radius * s, dradius * s + radius * c])  # d f / d theta
+        dtheta = np.array([-v / r2, u / r2])  # d theta / d (u, v)
+        return np.outer(dg, dtheta)
+
+    def observe_mean(self, X):
+        return np.atleast_2d(np.asarray(X, dtype=np.float64)).copy()
+
+    def observation_jacobian(self, x):
+        return np.eye(2)
+
+    def initial_state(self, rng):
+        theta = rng.uniform(0, 2 * np.pi)
+        return np.array([np.cos(theta), np.sin(theta)])
+
+    def initial_belief(self, z0):
+        return np.asarray(z0, dtype=np.float64).copy(), self.observation_cov
+
+
+class Rotation(Oscillation):
+    """Noisy rotation: :class:`Oscillation` with ``omega = 0.3`` and ``b = 0``.
+
+    Examples
+    --------
+    >>> Rotation()
+    Rotation(omega=0.3, b=0.0, M=8, process_noise=0.2, observation_noise=0.2)
+    """
+
+    def __init__(self, omega=0.3, b=0.0, M=8, process_noise=0.2, observation_noise=0.2):
+        super().__init__(omega, b, M, process_noise, observation_noise)
