@@ -8,6 +8,7 @@ from .embedding import KernelMean
 from .filters import KernelBayesFilter
 from .kernels import GaussianKernel, LaplaceKernel, LinearKernel, median_distance
 from .linalg import NumericalWarning
+from .tuning import tune_filter
 from .rules import (
     ConditionalEmbedding,
     JointKernelMean,
@@ -25,6 +26,7 @@ __all__ = [
     "filters",
     "systems",
     "KernelBayesFilter",
+    "tune_filter",
     "GaussianKernel",
     "LaplaceKernel",
     "LinearKernel",

@@ -28,6 +28,8 @@ __all__ = ["kulsif_weights", "KernelBayesRule"]
 
 # Relative error allowed to the low-rank form of the iw update (an exact speed-up to this accuracy).
 _LOW_RANK_RTOL = 1e-9
+# Residual diagonal, relative to the largest, below which a pivoted Cholesky factor is at round-off.
+_ROUNDOFF_RTOL = 1e-14
 
 
 def _fitted_kernel(kernel, name, data):
@@ -156,16 +158,20 @@ class KernelBayesRule(BaseEstimator):
         return self
 
     def _factor_observation_gram(self, n):
-        # G_z is often numerically of low rank: G_z = L L^T + E with tr(E) tiny. The iw update then
-        # costs O(n r^2) by Woodbury instead of O(|S|^3), and is used only while the error bound
-        # max(r) tr(E) / (n lam) stays below _LOW_RANK_RTOL (checked each step).
+        # G_z is often numerically of low rank: G_z = L L^T + E with E tiny. The updates then cost
+        # O(n r^2) by Woodbury instead of O(n^3) (original) or O(|S|^3) (iw). For iw, E is kept
+        # below ~1e-12 n lam in trace and the error bound max(r) tr(E) / (n lam) <= _LOW_RANK_RTOL
+        # is checked each step. The original update squares an ill-conditioned operator, so its
+        # factor goes down to round-off (residual diagonal <= _ROUNDOFF_RTOL), where it is as
+        # accurate as the dense computation itself.
         self.obs_factor_, self.obs_residual_ = None, np.inf
-        if self.method != "iw" or self.features is not None or n < 64:
+        if self.features is not None or n < 64:
             return
         G = self.G_z_
         diag = np.diag(G).copy()
-        L, _ = pivoted_cholesky(diag, lambda i: G[:, i], n // 3,
-                                tol=_LOW_RANK_RTOL * 1e-3 * self.reg_update_ / max(diag.max(), 1e-300))
+        scale = max(diag.max(), 1e-300)
+        rtol = _LOW_RANK_RTOL * 1e-3 * self.reg_update_ / scale if self.method == "iw" else _ROUNDOFF_RTOL
+        L, _ = pivoted_cholesky(diag, lambda i: G[:, i], n // 3, tol=rtol)
         residual = float(diag.sum() - np.sum(L * L))
         if L.shape[1] < n // 3:
             self.obs_factor_, self.obs_residual_ = L, max(residual, 0.0)
@@ -253,12 +259,24 @@ class KernelBayesRule(BaseEstimator):
     def _weights_original(self, mu, obs):
         G_z = self.G_z_
         K = obs if self.features is None else self.Phi_ @ obs
-        LG = mu[:, None] * G_z
-        A = LG @ LG
-        A[np.diag_indices(A.shape[0])] += self.reg_update_
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", LinAlgWarning)
-            W = LG @ lu_solve(lu_factor(A, check_finite=False), mu[:, None] * K, check_finite=False)
+            if self.obs_factor_ is not None:
+                # G_z = L L^T: (Lambda G_z)^2 = P C L^T with P = Lambda L, C = L^T P (r x r); Woodbury
+                L = self.obs_factor_
+                P = mu[:, None] * L
+                C = L.T @ P
+                U = P @ C
+                y = mu[:, None] * K
+                inner = C @ C
+                inner[np.diag_indices(inner.shape[0])] += self.reg_update_
+                v = (y - U @ lu_solve(lu_factor(inner, check_finite=False), L.T @ y, check_finite=False)) / self.reg_update_
+                W = P @ (L.T @ v)
+            else:
+                LG = mu[:, None] * G_z
+                A = LG @ LG
+                A[np.diag_indices(A.shape[0])] += self.reg_update_
+                W = LG @ lu_solve(lu_factor(A, check_finite=False), mu[:, None] * K, check_finite=False)
         if np.all(np.isfinite(W)) and np.any(W != 0):
             return W, {}
         # singular squared operator or a vanished Lambda: the stated fallback is CKME regression
