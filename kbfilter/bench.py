@@ -152,8 +152,28 @@ def write_results(out, system, rows, summary, config):
     ax = plot_mse_box({m: [r["mse"][m] for r in rows] for m in rows[0]["mse"]})
     ax.set_title(f"{system}: test MSE over {len(rows)} runs")
     save_figure(ax, paths[2])
+    import matplotlib.pyplot as plt
+
     traj = rows[0]["trajectory"]
-    ax = plot_trajectory(traj["states"], traj["estimates"], observations=traj["observations"])
-    ax.set_title(f"{system}: run 0, test trajectory")
-    save_figure(ax, paths[3])
+    fig, axes = plt.subplots(traj["states"].shape[1], 1, figsize=(9, 3 * traj["states"].shape[1]), sharex=True)
+    for coord, ax in enumerate(np.atleast_1d(axes)):
+        plot_trajectory(traj["states"], traj["estimates"], observations=traj["observations"], coord=coord, ax=ax)
+    np.atleast_1d(axes)[0].set_title(f"{system}: run 0, first 100 test steps")
+    save_figure(np.atleast_1d(axes)[0], paths[3])
     return paths
+
+
+def run_and_report(system, out, runs=10, train_length=1000, test_length=200, methods=METHODS, n_jobs=None,
+                   seed=0, progress=True, validation_length=200, search="coordinate", print_fn=print):
+    """:func:`run_bench`, then print the table and write results and figures to ``out``."""
+    config = {"runs": runs, "train_length": train_length, "test_length": test_length,
+              "validation_length": validation_length, "methods": list(methods), "search": search, "seed": seed}
+    start = time.perf_counter()
+    rows = run_bench(system, runs=runs, train_length=train_length, test_length=test_length, methods=methods,
+                     n_jobs=n_jobs, seed=seed, progress=progress, validation_length=validation_length,
+                     search=search)
+    summary = summarise(rows)
+    print_fn(format_table(summary, runs))
+    paths = write_results(out, system, rows, summary, config)
+    print_fn(f"\n{time.perf_counter() - start:.0f} s; wrote " + ", ".join(str(p) for p in paths))
+    return rows, summary

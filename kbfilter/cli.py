@@ -3,7 +3,6 @@
 import argparse
 import contextlib
 import sys
-import time
 
 from . import __version__
 
@@ -67,7 +66,7 @@ def bench_command(args, parser):
     import matplotlib
 
     matplotlib.use("Agg")
-    from .bench import format_table, run_bench, summarise, write_results
+    from .bench import run_and_report
 
     if args.runs < 1:
         parser.error(f"argument --runs: expected a positive integer, got {args.runs}")
@@ -76,19 +75,13 @@ def bench_command(args, parser):
                      f"{args.validation_length + 3}, got {args.train_length}")
     if args.test_length < 1:
         parser.error(f"argument --test-length: expected a positive integer, got {args.test_length}")
-    config = {k: getattr(args, k) for k in ("runs", "train_length", "test_length", "validation_length",
-                                            "methods", "search", "seed")}
     print(f"kbfilter bench {args.system}: {args.runs} runs, training {args.train_length} steps "
           f"(last {args.validation_length} for tuning), test {args.test_length} steps", flush=True)
-    start = time.perf_counter()
     with _backend(args, parser):
-        rows = run_bench(args.system, runs=args.runs, train_length=args.train_length,
-                         test_length=args.test_length, methods=args.methods, n_jobs=args.jobs, seed=args.seed,
-                         progress=not args.quiet, validation_length=args.validation_length, search=args.search)
-    summary = summarise(rows)
-    print(format_table(summary, args.runs))
-    paths = write_results(args.out or f"results/bench-{args.system}", args.system, rows, summary, config)
-    print(f"\n{time.perf_counter() - start:.0f} s; wrote " + ", ".join(str(p) for p in paths))
+        run_and_report(args.system, args.out or f"results/bench-{args.system}", runs=args.runs,
+                       train_length=args.train_length, test_length=args.test_length, methods=args.methods,
+                       n_jobs=args.jobs, seed=args.seed, progress=not args.quiet,
+                       validation_length=args.validation_length, search=args.search)
     return 0
 
 

@@ -26,20 +26,22 @@ def plot_mse_box(mse_by_method, ax=None):
     return ax
 
 
-def plot_trajectory(states, estimates, observations=None, ax=None):
-    """The first two state coordinates of a test run, with each method's estimates."""
-    ax = _axes(ax, figsize=(6.5, 6.5))
-    states = np.asarray(states)
+def plot_trajectory(states, estimates, observations=None, coord=0, steps=100, ax=None):
+    """One state coordinate against time over the first ``steps`` test steps, with each
+    method's estimate (and the observation when it shares the state's coordinates)."""
+    ax = _axes(ax, figsize=(9, 3.2))
+    states = np.asarray(states)[:steps]
+    t = np.arange(len(states))
     if observations is not None:
-        obs = np.asarray(observations)
+        obs = np.asarray(observations)[:steps]
         if obs.ndim == 2 and obs.shape[1] == states.shape[1]:
-            ax.scatter(obs[:, 0], obs[:, 1], s=6, color="0.7", label="observations")
-    ax.plot(states[:, 0], states[:, 1], color="k", lw=2, label="true state")
+            ax.scatter(t, obs[:, coord], s=8, color="0.6", label="observation", zorder=1)
+    ax.plot(t, states[:, coord], color="k", lw=2, label="true state", zorder=2)
     for name, est in estimates.items():
-        est = np.asarray(est)
-        ax.plot(est[:, 0], est[:, 1], lw=1, alpha=0.8, label=name)
-    ax.set_aspect("equal", adjustable="datalim")
-    ax.legend(fontsize=8)
+        ax.plot(t, np.asarray(est)[:steps, coord], lw=1, alpha=0.85, label=name, zorder=3)
+    ax.set_xlabel("test step")
+    ax.set_ylabel(f"x[{coord}]")
+    ax.legend(fontsize=7, ncol=4, loc="upper right")
     return ax
 
 
