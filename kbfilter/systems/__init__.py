@@ -2,5 +2,6 @@
 
 from .base import System
 from .circular import Oscillation, Rotation
+from .linear import LinearGaussian
 
-__all__ = ["System", "Rotation", "Oscillation"]
+__all__ = ["System", "Rotation", "Oscillation", "LinearGaussian"]

@@ -1,0 +1,72 @@
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from kbfilter.bench import format_table, run_bench, summarise
+from kbfilter.cli import main
+
+TINY = dict(runs=2, train_length=60, test_length=15, validation_length=20, progress=False,
+            methods=("kbf-iw", "ekf", "pf"),
+            param_grid={"scale": (0.5, 1.0), "reg_prior": (1e-3,), "reg_update": (1e-3, 1e-1)})
+
+
+def strip_times(rows):
+    return [{k: r[k] for k in ("mse", "params")} for r in rows]
+
+
+def test_same_seed_gives_identical_tables():
+    a = run_bench("rotation", seed=7, n_jobs=1, **TINY)
+    b = run_bench("rotation", seed=7, n_jobs=2, **TINY)
+    c = run_bench("rotation", seed=8, n_jobs=1, **TINY)
+    assert strip_times(a) == strip_times(b)
+    assert strip_times(a) != strip_times(c)
+    summary = summarise(a)
+    assert summary["ekf"]["wins"] in (0, 1, 2) and summary["kbf-iw"]["wins"] is None
+    assert "kbf-iw wins" in format_table(summary, 2)
+
+
+def test_dask_local_cluster_gives_the_same_table_as_a_local_run():
+    distributed = pytest.importorskip("dask.distributed")
+    from joblib import parallel_config
+
+    local = run_bench("oscillation", seed=3, n_jobs=1, **TINY)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False) as cluster, \
+            distributed.Client(cluster), parallel_config(backend="dask"):
+        remote = run_bench("oscillation", seed=3, **TINY)
+    assert strip_times(local) == strip_times(remote)
+
+
+def test_cli_bench_writes_results(tmp_path, capsys):
+    code = main(["bench", "rotation", "--runs", "2", "--train-length", "50", "--validation-length", "20",
+                 "--test-length", "10", "--methods", "ekf", "ukf", "pf", "--jobs", "1", "--quiet",
+                 "--out", str(tmp_path)])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "MSE mean" in out and "ukf" in out
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["system"] == "rotation" and len(data["runs"]) == 2
+    for name in ("results.csv", "mse_boxplot.png", "trajectory.png"):
+        assert (tmp_path / name).stat().st_size > 0
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["bench", "pendulum"], "invalid choice"),
+    (["bench", "rotation", "--runs", "0"], "--runs"),
+    (["bench", "rotation", "--runs", "many"], "invalid int value"),
+    (["bench", "rotation", "--train-length", "100"], "--train-length"),
+    (["bench", "rotation", "--methods", "lstm"], "invalid choice"),
+    (["bench", "rotation", "--scheduler", "tcp://127.0.0.1:1"], "--scheduler needs --backend dask"),
+])
+def test_cli_bad_arguments_one_line_and_exit_code_2(args, fragment):
+    proc = subprocess.run([sys.executable, "-m", "kbfilter", *args], capture_output=True, text=True)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0] and lines[0].startswith("kbfilter")
+
+
+def test_cli_help_runs():
+    proc = subprocess.run([sys.executable, "-m", "kbfilter"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "bench" in proc.stdout

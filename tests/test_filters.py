@@ -1,0 +1,197 @@
+import numpy as np
+import pytest
+from filterpy.common import Saver
+from filterpy.kalman import KalmanFilter
+
+import kbfilter as kb
+from kbfilter.filters import ExtendedKalman, KernelBayesFilter, ParticleFilter, UnscentedKalman
+from kbfilter.systems import LinearGaussian, Oscillation, Rotation
+
+LINEAR = LinearGaussian(F=[[0.8, 0.2], [-0.2, 0.8]], H=np.eye(2), Q=0.1 * np.eye(2), R=0.3 * np.eye(2))
+
+
+def kalman_means(system, zs, x0, P0):
+    kf = KalmanFilter(system.dim_x, system.dim_z)
+    kf.F, kf.H, kf.Q, kf.R = system.F, system.H, system.Q, system.R
+    kf.x, kf.P = np.array(x0, dtype=float), np.array(P0, dtype=float)
+    return kf.batch_filter(zs)[0]
+
+
+def distance_to_kalman(T, seed):
+    rng = np.random.default_rng(seed)
+    states, obs = LINEAR.simulate(T, rng)
+    test_states, test_obs = LINEAR.simulate(300, rng)
+    exact = kalman_means(LINEAR, test_obs, np.zeros(2), LINEAR.stationary_cov)
+    kbf = KernelBayesFilter(reg_prior=1e-3, reg_update=1e-3).fit(states, obs)
+    means = kbf.batch_filter(test_obs)[0]
+    return np.mean(np.sum((means - exact) ** 2, axis=1)), np.mean(np.sum((exact - test_states) ** 2, axis=1))
+
+
+def test_kbf_approaches_exact_kalman_filter_as_training_grows():
+    small = np.mean([distance_to_kalman(100, s)[0] for s in range(2)])
+    large, kalman_mse = np.mean([distance_to_kalman(1500, s) for s in range(2)], axis=0)
+    assert large < 0.2 * small
+    # stated tolerance: within 10% of the Kalman filter's own error, in mean squared distance
+    assert large < 0.1 * kalman_mse
+
+
+def test_ekf_and_ukf_are_exact_on_a_linear_gaussian_system():
+    rng = np.random.default_rng(0)
+    _, obs = LINEAR.simulate(100, rng)
+    exact = kalman_means(LINEAR, obs[1:], *LINEAR.initial_belief(obs[0]))
+    for filt in (ExtendedKalman(LINEAR), UnscentedKalman(LINEAR)):
+        means = filt.batch_filter(obs)[0]
+        np.testing.assert_allclose(means[0], LINEAR.initial_belief(obs[0])[0])
+        np.testing.assert_allclose(means[1:], exact, atol=1e-10)
+    pf = ParticleFilter(LINEAR, n_particles=20000, rng=1).batch_filter(obs)[0]
+    assert np.mean(np.sum((pf[1:] - exact) ** 2, axis=1)) < 2e-3
+
+
+def test_ekf_jacobian_matches_finite_differences():
+    system = Oscillation()
+    x = np.array([0.7, -0.4])
+    eps = 1e-6
+    numeric = np.column_stack([(system.transition_mean(x + eps * e) - system.transition_mean(x - eps * e))[0] / (2 * eps)
+                               for e in np.eye(2)])
+    np.testing.assert_allclose(system.transition_jacobian(x), numeric, atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def rotation_data():
+    system = Rotation()
+    rng = np.random.default_rng(3)
+    return system.simulate(300, rng), system.simulate(60, rng)
+
+
+@pytest.mark.parametrize("params", [{}, {"rule": "original"}, {"transition": "knn", "n_neighbors": 30},
+                                    {"estimate": "mode"}, {"estimate": "raw_mean"}])
+def test_batch_filter_equals_predict_update_loop(rotation_data, params):
+    (states, obs), (_, test_obs) = rotation_data
+    kbf = KernelBayesFilter(reg_prior=1e-3, reg_update=1e-3, **params).fit(states, obs)
+    means, covs, means_p, covs_p = kbf.batch_filter(test_obs)
+    kbf.reset()
+    for t, z in enumerate(test_obs):
+        kbf.predict()
+        np.testing.assert_array_equal(kbf.x_prior, means_p[t])
+        kbf.update(z)
+        np.testing.assert_array_equal(kbf.x, means[t])
+        np.testing.assert_array_equal(kbf.P, covs[t])
+    assert covs.shape == (60, 2, 2) and np.all(np.linalg.eigvalsh(covs) >= -1e-12)
+
+
+def test_update_none_keeps_the_prior(rotation_data):
+    (states, obs), (_, test_obs) = rotation_data
+    kbf = KernelBayesFilter().fit(states, obs)
+    kbf.predict()
+    kbf.update(test_obs[0])
+    kbf.predict()
+    prior_w, prior_x, prior_P = kbf.weights_prior.copy(), kbf.x_prior.copy(), kbf.P_prior.copy()
+    kbf.update(None)
+    np.testing.assert_array_equal(kbf.weights, prior_w)
+    np.testing.assert_array_equal(kbf.x_post, prior_x)
+    np.testing.assert_array_equal(kbf.P_post, prior_P)
+    zs = [test_obs[0], None, test_obs[2]]
+    means, _, means_p, _ = kbf.reset().batch_filter(zs)
+    np.testing.assert_array_equal(means[1], means_p[1])
+
+
+def test_sequences_given_as_a_list_never_link_across_the_boundary():
+    system = Rotation()
+    rng = np.random.default_rng(4)
+    (x1, z1), (x2, z2) = system.simulate(80, rng), system.simulate(70, rng)
+    kbf = KernelBayesFilter(reg_prior=1e-3, reg_update=1e-3).fit([x1, x2], [z1, z2])
+    assert 79 not in kbf.predecessors_ and 80 not in kbf.successors_
+    assert len(kbf.predecessors_) == 79 + 69
+    A = kbf.transition_matrix_
+    assert np.all(A[0] == 0) and np.all(A[80] == 0)  # first states of both sequences: no predecessor
+    # with knn the transition matrix is sparse and has the same empty rows
+    sparse = KernelBayesFilter(transition="knn", n_neighbors=10).fit([x1, x2], [z1, z2]).transition_matrix_
+    assert sparse[[0, 80]].nnz == 0
+    # the same data as one sequence does link 79 -> 80
+    one = KernelBayesFilter(reg_prior=1e-3, reg_update=1e-3).fit(np.vstack([x1, x2]), np.vstack([z1, z2]))
+    assert 79 in one.predecessors_
+
+
+def test_ten_thousand_steps_stay_finite():
+    system = Oscillation()
+    rng = np.random.default_rng(5)
+    states, obs = system.simulate(150, rng)
+    _, long_obs = system.simulate(10_000, rng)
+    kbf = KernelBayesFilter(scale=0.25, reg_prior=1e-5, reg_update=1e-6).fit(states, obs)
+    means, covs, _, _ = kbf.batch_filter(long_obs)
+    assert np.all(np.isfinite(means)) and np.all(np.isfinite(covs))
+    assert kbf.weights.sum() == pytest.approx(1.0)
+
+
+def test_user_prior_moves_the_initial_estimate(rotation_data):
+    (states, obs), _ = rotation_data
+    kbf = KernelBayesFilter(reg_prior=1e-3).fit(states, obs)
+    uniform = kbf.x.copy()
+    kbf.reset(prior=np.random.default_rng(0).normal([1.0, 0.0], 0.1, size=(50, 2)))
+    assert np.linalg.norm(kbf.x - [1.0, 0.0]) < 0.3 < np.linalg.norm(uniform - [1.0, 0.0])
+
+
+def test_works_inside_a_filterpy_loop_with_saver(rotation_data):
+    (states, obs), (_, test_obs) = rotation_data
+    kbf = KernelBayesFilter().fit(states, obs)
+    saver = Saver(kbf)
+    for z in test_obs[:10]:
+        kbf.predict()
+        kbf.update(z)
+        saver.save()
+    saver.to_array()
+    assert saver.x.shape == (10, 2) and saver.P.shape == (10, 2, 2)
+
+
+@pytest.mark.parametrize(
+    "states_mod, obs_mod, match",
+    [
+        (lambda x: x[:-1], None, "same number of samples"),
+        (None, lambda z: z[:, :1], None),  # one-dimensional observations are fine
+        (lambda x: np.where(np.arange(x.size).reshape(x.shape) == 3, np.nan, x), None, "states: contains NaN"),
+        (lambda x: x[:2], lambda z: z[:2], "at least 3 training steps"),
+        (lambda x: x[:1], lambda z: z[:1], "states: expected at least 2 samples"),
+    ],
+)
+def test_fit_bad_input(rotation_data, states_mod, obs_mod, match):
+    (states, obs), _ = rotation_data
+    states = states_mod(states) if states_mod else states
+    obs = obs_mod(obs) if obs_mod else obs
+    if match is None:
+        KernelBayesFilter().fit(states, obs)
+        return
+    with pytest.raises(ValueError, match=match):
+        KernelBayesFilter().fit(states, obs)
+
+
+def test_update_bad_input(rotation_data):
+    (states, obs), _ = rotation_data
+    kbf = KernelBayesFilter().fit(states, obs)
+    with pytest.raises(ValueError, match="z: expected length 2"):
+        kbf.update([1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="z: contains NaN"):
+        kbf.update([np.nan, 0.0])
+    with pytest.raises(ValueError, match="rule"):
+        KernelBayesFilter(rule="kalman").fit(states, obs)
+    with pytest.raises(ValueError, match="states and observations"):
+        KernelBayesFilter().fit([states], obs)
+
+
+def test_tune_filter_picks_the_best_validation_point_and_never_sees_test_data(rotation_data):
+    (states, obs), _ = rotation_data
+    grid = {"scale": (0.5, 1.0, 2.0), "reg_prior": (1e-4, 1e-2), "reg_update": (1e-4, 1e-1)}
+    full = kb.tune_filter(KernelBayesFilter(), states, obs, param_grid=grid, validation_length=100,
+                          progress=False, search="grid")
+    assert len(full.search_table_) == 12
+    best = min(full.search_table_, key=lambda r: r["mse"])
+    assert full.best_params_ == {k: best[k] for k in grid}
+    # the refit uses all training data
+    assert full.n_train_ == len(states)
+    coordinate = kb.tune_filter(KernelBayesFilter(), states, obs, param_grid=grid, validation_length=100,
+                                progress=False)
+    assert len(coordinate.search_table_) <= 12
+    assert min(r["mse"] for r in coordinate.search_table_) >= best["mse"]
+    with pytest.raises(ValueError, match="param_grid"):
+        kb.tune_filter(KernelBayesFilter(), states, obs, param_grid={"bandwidth": (1.0,)}, progress=False)
+    with pytest.raises(ValueError, match="validation_length"):
+        kb.tune_filter(KernelBayesFilter(), states, obs, validation_length=299, progress=False)
