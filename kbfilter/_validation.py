@@ -9,15 +9,21 @@ from numbers import Integral, Real
 import numpy as np
 
 
+def _as_float(X, name, what):
+    if np.iscomplexobj(X):
+        raise ValueError(f"{name}: expected real numbers, got complex values")
+    try:
+        return np.asarray(X, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}: expected {what}, got {type(X).__name__}") from exc
+
+
 def check_matrix(X, name, *, n_features=None, min_samples=1, allow_1d=True):
     """Return ``X`` as a finite float64 array of shape (n_samples, n_features).
 
     A 1-D array is read as ``n`` one-dimensional points when ``allow_1d`` is true.
     """
-    try:
-        arr = np.asarray(X, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name}: expected a numeric array, got {type(X).__name__}") from exc
+    arr = _as_float(X, name, "a numeric array")
     if arr.ndim == 1 and allow_1d:
         arr = arr[:, None]
     if arr.ndim != 2:
@@ -37,10 +43,7 @@ def check_matrix(X, name, *, n_features=None, min_samples=1, allow_1d=True):
 
 def check_vector(v, name, *, length=None):
     """Return ``v`` as a finite float64 1-D array, optionally of a given length."""
-    try:
-        arr = np.asarray(v, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name}: expected a numeric 1-D array, got {type(v).__name__}") from exc
+    arr = _as_float(v, name, "a numeric 1-D array")
     if arr.ndim != 1:
         raise ValueError(f"{name}: expected a 1-D array, got shape {arr.shape}")
     if length is not None and arr.shape[0] != length:

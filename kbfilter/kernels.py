@@ -24,7 +24,7 @@ from sklearn.metrics.pairwise import euclidean_distances, linear_kernel, rbf_ker
 
 from ._validation import check_int, check_matrix, check_positive
 
-__all__ = ["Kernel", "GaussianKernel", "LaplaceKernel", "LinearKernel", "median_distance"]
+__all__ = ["Kernel", "GaussianKernel", "LaplaceKernel", "LinearKernel", "median_distance", "fitted_kernel"]
 
 
 def median_distance(X, max_points=1000, random_state=0):
@@ -202,3 +202,17 @@ class LinearKernel(Kernel):
 
     def _from_parts(self, sqdist, inner):
         return inner
+
+
+def fitted_kernel(kernel, name, data):
+    """A fitted clone of ``kernel`` (Gaussian with the median heuristic when None); errors name ``name``."""
+    from sklearn.base import clone
+
+    if kernel is None:
+        kernel = GaussianKernel("median")
+    if not isinstance(kernel, Kernel):
+        raise ValueError(f"{name}: expected a kbfilter Kernel, got {type(kernel).__name__}")
+    try:
+        return clone(kernel).fit(data)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from exc

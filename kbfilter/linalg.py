@@ -31,7 +31,7 @@ class SPDFactor:
         What was added to the diagonal before factoring (0 when Cholesky succeeded at once).
     """
 
-    def __init__(self, A, name="matrix"):
+    def __init__(self, A, name="matrix", warn=True):
         A = np.asarray(A, dtype=np.float64)
         A = 0.5 * (A + A.T)
         self.jitter = 0.0
@@ -50,19 +50,23 @@ class SPDFactor:
             except LinAlgError:
                 continue
             self.jitter = rel * base
-            warnings.warn(
-                f"{name}: Cholesky failed; added jitter {self.jitter:.3g} to the diagonal",
-                NumericalWarning,
-                stacklevel=3,
-            )
+            if warn:
+                warnings.warn(self.describe(name), NumericalWarning, stacklevel=3)
             return
         self.method = "lu"
         self._factor = lu_factor(A)
-        warnings.warn(
-            f"{name}: Cholesky failed even with jitter; solved by LU factorisation instead",
-            NumericalWarning,
-            stacklevel=3,
-        )
+        if warn:
+            warnings.warn(self.describe(name), NumericalWarning, stacklevel=3)
+
+    @property
+    def event(self):
+        """``None``, ``"jitter"`` or ``"lu"``: which fallback rule was used."""
+        return "lu" if self.method == "lu" else ("jitter" if self.jitter > 0 else None)
+
+    def describe(self, name):
+        if self.method == "lu":
+            return f"{name}: Cholesky failed even with jitter; solved by LU factorisation instead"
+        return f"{name}: Cholesky failed; added jitter {self.jitter:.3g} to the diagonal"
 
     def solve(self, B):
         """Solve ``A X = B``."""
@@ -71,8 +75,10 @@ class SPDFactor:
         return lu_solve(self._factor, B, check_finite=False)
 
 
-def spd_factor(A, name="matrix"):
+def spd_factor(A, name="matrix", warn=True):
     """Factor an SPD matrix with the fallback rules of this module; see :class:`SPDFactor`.
+
+    With ``warn=False`` the caller reports :attr:`SPDFactor.event` itself.
 
     Examples
     --------
@@ -81,7 +87,7 @@ def spd_factor(A, name="matrix"):
     >>> f.solve(np.array([6.0, 5.0]))
     array([1., 1.])
     """
-    return SPDFactor(A, name=name)
+    return SPDFactor(A, name=name, warn=warn)
 
 
 def solve_spd(A, B, name="matrix"):

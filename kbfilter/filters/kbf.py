@@ -15,6 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._validation import check_choice, check_matrix, check_positive, check_same_length, check_vector
 from ..embedding import KernelMean
 from ..kernels import GaussianKernel, Kernel
+from ..persistence import Persistent
 from ..rules.bayes_rule import KernelBayesRule
 from ..rules.conditional import ConditionalEmbedding
 from .base import SequentialFilter
@@ -45,7 +46,7 @@ def as_sequences(states, observations):
     return xs, zs
 
 
-class KernelBayesFilter(SequentialFilter, BaseEstimator):
+class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
     """Kernel Bayes filter: a nonparametric filter learned from example trajectories (ALGORITHMS §6).
 
     Parameters
@@ -83,9 +84,12 @@ class KernelBayesFilter(SequentialFilter, BaseEstimator):
         Posterior / predicted weights over the training states, kept summing to 1: the update is
         rescaled every step, so long runs never underflow.
     diagnostics : collections.Counter
-        How often each fallback was used since the last ``reset`` (see
-        ``KernelBayesRule.diagnostics_``; plus ``"collapsed"``: no positive weight, the previous
-        belief is kept). Each kind is warned about once per reset.
+        How often each fallback was used, at fit time and since the last ``reset``: the rule's
+        (``"uniform_ratio"``, ``"regression"``, ``"nonpositive_sum"``, ``"jitter"``, ``"lu"``;
+        see ``KernelBayesRule``), ``"transition_jitter"`` / ``"transition_lu"`` at fit, and the
+        filter's own: ``"clipped"`` (weights summing to <= 0 replaced by their normalised positive
+        part) and ``"collapsed"`` (no positive weight at all: the previous belief is kept).
+        Each kind is warned about once per reset.
 
     Examples
     --------
@@ -163,6 +167,11 @@ class KernelBayesFilter(SequentialFilter, BaseEstimator):
         else:
             self.transition_matrix_ = np.zeros((T, T))
             self.transition_matrix_[pred + 1] = W
+        # fallbacks taken while fitting (e.g. jitter on a Gram matrix) stay counted after reset()
+        self.fit_diagnostics_ = Counter(self.rule_.diagnostics_)
+        event = getattr(getattr(self.transition_, "factor_", None), "event", None)
+        if event is not None:
+            self.fit_diagnostics_[f"transition_{event}"] += 1
         # KuLSIF / KBR projection operator: mu = K w_pred with K = T (G_x + T eta I)^{-1} G_x
         self.projection_matrix_ = self.rule_.projection(kx(X))
         self.n_train_ = T
@@ -200,7 +209,7 @@ class KernelBayesFilter(SequentialFilter, BaseEstimator):
             return w / total
         positive = np.maximum(w, 0.0)
         if positive.sum() > 0:
-            self._events["nonpositive_sum"] += 1
+            self._events["clipped"] += 1
             return positive / positive.sum()
         self._events["collapsed"] += 1
         return fallback
@@ -247,6 +256,6 @@ class KernelBayesFilter(SequentialFilter, BaseEstimator):
 
     @property
     def diagnostics(self):
-        """Counts of every fallback since the last :meth:`reset` (ALGORITHMS §5.4)."""
+        """Counts of every fallback taken at fit time and since the last :meth:`reset` (ALGORITHMS §5.4, §8)."""
         check_is_fitted(self, "rule_")
-        return self._events + self.rule_.diagnostics_
+        return self.fit_diagnostics_ + self._events + self.rule_.diagnostics_

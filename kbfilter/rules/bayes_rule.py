@@ -20,7 +20,8 @@ from .._validation import (
     check_vector,
 )
 from ..embedding import KernelMean
-from ..kernels import GaussianKernel, Kernel
+from ..kernels import fitted_kernel
+from ..persistence import Persistent
 from ..linalg import NumericalWarning, pivoted_cholesky, spd_factor
 from ._checks import check_prior
 
@@ -30,14 +31,6 @@ __all__ = ["kulsif_weights", "KernelBayesRule"]
 _LOW_RANK_RTOL = 1e-9
 # Residual diagonal, relative to the largest, below which a pivoted Cholesky factor is at round-off.
 _ROUNDOFF_RTOL = 1e-14
-
-
-def _fitted_kernel(kernel, name, data):
-    if kernel is None:
-        kernel = GaussianKernel("median")
-    if not isinstance(kernel, Kernel):
-        raise ValueError(f"{name}: expected a kbfilter Kernel, got {type(kernel).__name__}")
-    return clone(kernel).fit(data)
 
 
 def kulsif_weights(states, prior, kernel=None, reg=0.1):
@@ -72,7 +65,7 @@ def kulsif_weights(states, prior, kernel=None, reg=0.1):
     states = check_matrix(states, "states", min_samples=2)
     prior = check_prior(prior, states.shape[1])
     reg = check_positive(reg, "reg")
-    kernel = _fitted_kernel(kernel, "kernel", states)
+    kernel = fitted_kernel(kernel, "kernel", states)
     n = states.shape[0]
     G = kernel(states)
     G[np.diag_indices(n)] += n * reg
@@ -80,7 +73,7 @@ def kulsif_weights(states, prior, kernel=None, reg=0.1):
     return np.maximum(0.0, n * spd_factor(G, name="G_x + n reg I").solve(g))
 
 
-class KernelBayesRule(BaseEstimator):
+class KernelBayesRule(Persistent, BaseEstimator):
     """Kernel Bayes' rule with a likelihood learned from pairs ``(x_i, z_i)`` (ALGORITHMS §5).
 
     Parameters
@@ -142,19 +135,19 @@ class KernelBayesRule(BaseEstimator):
         self.reg_update_ = check_positive(self.reg_update, "reg_update")
         n = X.shape[0]
         self.states_, self.observations_, self.n_train_ = X, Z, n
-        self.kernel_x_ = _fitted_kernel(self.kernel_x, "kernel_x", X)
+        self.kernel_x_ = fitted_kernel(self.kernel_x, "kernel_x", X)
         G = self.kernel_x_(X)
         G[np.diag_indices(n)] += n * reg_prior
-        self.prior_factor_ = spd_factor(G, name="G_x + n reg_prior I")
+        self.diagnostics_ = Counter()
+        self.prior_factor_ = self._factor(G, "G_x + n reg_prior I")
         if self.features is not None:
             self.features_ = clone(self.features).fit(Z)
             self.Phi_ = np.asarray(self.features_.transform(Z), dtype=np.float64)
             self.G_z_ = self.Phi_ @ self.Phi_.T if self.method == "original" else None
         else:
-            self.kernel_z_ = _fitted_kernel(self.kernel_z, "kernel_z", Z)
+            self.kernel_z_ = fitted_kernel(self.kernel_z, "kernel_z", Z)
             self.G_z_ = self.kernel_z_(Z)
         self._factor_observation_gram(n)
-        self.diagnostics_ = Counter()
         return self
 
     def _factor_observation_gram(self, n):
@@ -207,6 +200,13 @@ class KernelBayesRule(BaseEstimator):
             Z = Z[None, :]
         return check_matrix(Z, "z", n_features=self.observations_.shape[1], allow_1d=False)
 
+    def _factor(self, A, name):
+        """``spd_factor`` whose fallbacks (jitter, LU) are counted in ``diagnostics_``."""
+        factor = spd_factor(A, name=name, warn=False)
+        if factor.event is not None:
+            self._note(factor.event, factor.describe(name))
+        return factor
+
     def _note(self, event, message):
         self.diagnostics_[event] += 1
         if self.diagnostics_[event] == 1:
@@ -234,7 +234,7 @@ class KernelBayesRule(BaseEstimator):
             Phi = self.Phi_[S]
             C = (Phi * r[S, None]).T @ Phi
             C[np.diag_indices(C.shape[0])] += nlam
-            W[S] = r[S, None] * (Phi @ spd_factor(C, name="Phi^T D Phi + n lam I").solve(obs))
+            W[S] = r[S, None] * (Phi @ self._factor(C, "Phi^T D Phi + n lam I").solve(obs))
         elif self.features is None and r.max() * self.obs_residual_ <= _LOW_RANK_RTOL * nlam:
             # Woodbury with sqrt(D) G_z sqrt(D) ~ (sqrt(D) L)(sqrt(D) L)^T
             sq = np.sqrt(r[S])
@@ -242,7 +242,7 @@ class KernelBayesRule(BaseEstimator):
             inner = Ls.T @ Ls
             inner[np.diag_indices(inner.shape[0])] += nlam
             rhs = sq[:, None] * obs[S]
-            W[S] = sq[:, None] * (rhs - Ls @ spd_factor(inner, name="L^T D L + n lam I").solve(Ls.T @ rhs)) / nlam
+            W[S] = sq[:, None] * (rhs - Ls @ self._factor(inner, "L^T D L + n lam I").solve(Ls.T @ rhs)) / nlam
         else:
             if self.features is not None:
                 G_S = self.Phi_[S] @ self.Phi_[S].T
@@ -253,7 +253,7 @@ class KernelBayesRule(BaseEstimator):
             sq = np.sqrt(r[S])
             M = sq[:, None] * G_S * sq[None, :]
             M[np.diag_indices(S.size)] += nlam
-            W[S] = sq[:, None] * spd_factor(M, name="sqrt(D) G_z sqrt(D) + n lam I").solve(sq[:, None] * obs)
+            W[S] = sq[:, None] * self._factor(M, "sqrt(D) G_z sqrt(D) + n lam I").solve(sq[:, None] * obs)
         return W, info
 
     def _weights_original(self, mu, obs):
@@ -283,7 +283,7 @@ class KernelBayesRule(BaseEstimator):
         self._note("regression", "original KBR update is singular or zero; using CKME regression")
         G = G_z.copy()
         G[np.diag_indices(G.shape[0])] += self.n_train_ * self.reg_update_
-        return spd_factor(G, name="G_z + n delta I").solve(K), {"fallback": "regression"}
+        return self._factor(G, "G_z + n delta I").solve(K), {"fallback": "regression"}
 
     def weights_from_projection(self, mu, obs):
         """Posterior weights (n, q) from the projected prior ``mu`` (see :meth:`projection`) and

@@ -9,7 +9,7 @@ Nyström, incomplete Cholesky).
 import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import LinAlgError, cho_factor, cho_solve
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import BaseEstimator
 from sklearn.kernel_approximation import Nystroem
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils.validation import check_is_fitted
@@ -23,7 +23,8 @@ from .._validation import (
     check_same_length,
 )
 from ..embedding import KernelMean
-from ..kernels import GaussianKernel, Kernel
+from ..kernels import fitted_kernel
+from ..persistence import Persistent
 from ..linalg import Woodbury, batched_pivoted_cholesky, pivoted_cholesky, spd_factor
 
 __all__ = ["ConditionalEmbedding", "weighted_sq_norms"]
@@ -135,7 +136,7 @@ def _local_solve(kernel, local, kq, ridge):
     return out
 
 
-class ConditionalEmbedding(BaseEstimator):
+class ConditionalEmbedding(Persistent, BaseEstimator):
     """Conditional kernel mean embedding ``P(b | a)`` learned from pairs (ALGORITHMS §3).
 
     Parameters
@@ -202,18 +203,10 @@ class ConditionalEmbedding(BaseEstimator):
         n = A.shape[0]
         self.A_, self.B_ = A, B
         self.n_train_ = n
-        self.kernel_in_ = self._fitted_kernel(self.kernel_in, "kernel_in", A)
-        self.kernel_out_ = self._fitted_kernel(self.kernel_out, "kernel_out", B)
+        self.kernel_in_ = fitted_kernel(self.kernel_in, "kernel_in", A)
+        self.kernel_out_ = fitted_kernel(self.kernel_out, "kernel_out", B)
         getattr(self, f"_fit_{self.method}")(A, reg)
         return self
-
-    @staticmethod
-    def _fitted_kernel(kernel, name, data):
-        if kernel is None:
-            kernel = GaussianKernel("median")
-        if not isinstance(kernel, Kernel):
-            raise ValueError(f"{name}: expected a kbfilter Kernel, got {type(kernel).__name__}")
-        return clone(kernel).fit(data)
 
     def _fit_exact(self, A, reg):
         n = A.shape[0]
