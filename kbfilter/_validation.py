@@ -41,6 +41,25 @@ def check_matrix(X, name, *, n_features=None, min_samples=1, allow_1d=True):
     return arr
 
 
+def check_samples(X, name, *, sample_shape=None, min_samples=1):
+    """Return samples of any shape (n, ...) flattened to (n, d), with the shape of one sample.
+
+    Vectors (n, d) stay as they are, a 1-D array is ``n`` scalars, images (n, h, w[, c]) are
+    flattened; ``sample_shape`` (e.g. the training images' shape) is checked when given.
+    """
+    arr = _as_float(X, name, "a numeric array")
+    if arr.ndim == 1:
+        arr = arr[:, None]
+    if arr.ndim < 2 or arr.shape[0] < min_samples:
+        raise ValueError(f"{name}: expected at least {min_samples} samples in an array (n_samples, ...), "
+                         f"got shape {arr.shape}")
+    if sample_shape is not None and arr.shape[1:] != tuple(sample_shape):
+        raise ValueError(f"{name}: expected samples of shape {tuple(sample_shape)}, got {arr.shape[1:]}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name}: contains NaN or infinite values")
+    return arr.reshape(arr.shape[0], -1), arr.shape[1:]
+
+
 def check_vector(v, name, *, length=None):
     """Return ``v`` as a finite float64 1-D array, optionally of a given length."""
     arr = _as_float(v, name, "a numeric 1-D array")

@@ -33,6 +33,7 @@ def _register_defaults():
     from sklearn.decomposition import PCA
     from sklearn.kernel_approximation import Nystroem, RBFSampler
 
+    from . import features  # noqa: F401  (registers its classes)
     from .filters.kbf import KernelBayesFilter
     from .kernels import GaussianKernel, LaplaceKernel, LinearKernel
     from .linalg import SPDFactor, Woodbury

@@ -31,7 +31,7 @@ DEFAULT_GRID = {
 
 def validation_split(states, observations, validation_length):
     """Hold out the last ``validation_length`` steps of the last training sequence."""
-    xs, zs = as_sequences(states, observations)
+    xs, zs, _ = as_sequences(states, observations)
     V = check_int(validation_length, "validation_length")
     if len(xs[-1]) < V + 3:
         raise ValueError(f"validation_length: the last training sequence has {len(xs[-1])} steps; "

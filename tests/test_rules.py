@@ -208,16 +208,21 @@ def test_kbr_fit_rejects_mismatched_lengths():
         KernelMean(x[:5], np.ones(4))
 
 
-def test_push_through_feature_form_equals_linear_kernel_on_features():
+def test_push_through_feature_form_equals_kernel_form_on_features():
     from sklearn.preprocessing import FunctionTransformer
 
     x, z, prior = gaussian_bayes_problem(300, 10)
     lift = FunctionTransformer(lambda Z: np.hstack([Z, Z**2, np.sin(3 * Z)]))
-    feat = KernelBayesRule(features=lift, reg_prior=1e-3, reg_update=1e-3).fit(x, z)
-    lin = KernelBayesRule(kernel_z=kb.LinearKernel(), reg_prior=1e-3, reg_update=1e-3).fit(x, lift.transform(z))
-    a = feat.posterior(prior, [0.7]).weights
-    b = lin.posterior(prior, lift.transform(np.array([[0.7]]))[0]).weights
-    np.testing.assert_allclose(a, b, atol=1e-8)
+    for kbr in (KernelBayesRule(features=lift, reg_prior=1e-3, reg_update=1e-3).fit(x, z),
+                KernelBayesRule(kernel_z=kb.LinearKernel(), reg_prior=1e-3, reg_update=1e-3).fit(x, lift.transform(z))):
+        zq = np.array([[0.7]]) if kbr.features is not None else lift.transform(np.array([[0.7]]))
+        weights = kbr.posterior(prior, zq[0]).weights
+        Phi, phi = lift.transform(z), lift.transform(np.array([[0.7]]))[0]
+        r = kbr.ratio(kbr.prior_values(prior))
+        sq = np.sqrt(r)
+        G = Phi @ Phi.T
+        dense = sq * np.linalg.solve(sq[:, None] * G * sq[None, :] + 300 * 1e-3 * np.eye(300), sq * (Phi @ phi))
+        np.testing.assert_allclose(weights, dense, atol=1e-8)
 
 
 def test_low_rank_iw_update_equals_dense_update():

@@ -12,7 +12,14 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_choice, check_matrix, check_positive, check_same_length, check_vector
+from .._validation import (
+    _as_float,
+    check_choice,
+    check_matrix,
+    check_positive,
+    check_same_length,
+    check_samples,
+)
 from ..embedding import KernelMean
 from ..kernels import GaussianKernel, Kernel
 from ..persistence import Persistent
@@ -26,7 +33,9 @@ __all__ = ["KernelBayesFilter", "as_sequences"]
 def as_sequences(states, observations):
     """Normalise ``(states, observations)`` to two equally long lists of per-sequence arrays.
 
-    One sequence is given as two arrays (T, dim_x), (T, dim_z); several as two lists of them.
+    One sequence is given as two arrays (T, dim_x), (T, ...); several as two lists of them.
+    Observations may be vectors or images; they are returned flattened to (T, dim_z), and the
+    shape of one observation is returned too.
     """
     if isinstance(states, (list, tuple)) != isinstance(observations, (list, tuple)):
         raise ValueError("states and observations: expected both arrays (one sequence) or both lists of arrays")
@@ -35,15 +44,15 @@ def as_sequences(states, observations):
     if len(states) != len(observations) or not states:
         raise ValueError(f"states and observations: expected the same number of sequences (at least one), "
                          f"got {len(states)} and {len(observations)}")
-    xs, zs = [], []
+    xs, zs, shape = [], [], None
     for i, (x, z) in enumerate(zip(states, observations)):
         suffix = f"[{i}]" if len(states) > 1 else ""
         x = check_matrix(x, f"states{suffix}", min_samples=2, n_features=xs[0].shape[1] if xs else None)
-        z = check_matrix(z, f"observations{suffix}", min_samples=2, n_features=zs[0].shape[1] if zs else None)
+        z, shape = check_samples(z, f"observations{suffix}", min_samples=2, sample_shape=shape)
         check_same_length(f"states{suffix}", x, f"observations{suffix}", z)
         xs.append(x)
         zs.append(z)
-    return xs, zs
+    return xs, zs, shape
 
 
 class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
@@ -60,6 +69,9 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
         Kernels on states and observations; Gaussian with the median heuristic by default.
     scale : float
         Multiplies both kernels' bandwidths (``s = scale * median``, seed 003 §6.2's beta).
+    scale_z : float or None
+        A separate multiplier for the observation kernel (None: ``scale``). Raw pixels want
+        about 0.1-0.2 (image noise puts a floor under image distances).
     reg_prior : float
         ``eta`` (iw) / ``eps`` (original).
     reg_update : float
@@ -72,7 +84,10 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
         The point estimate ``x``: normalised weighted mean (default), the raw mean
         ``sum_i w_i x_i`` of the update's unnormalised weights (seed 003), or the kernel mode.
     features : transformer, optional
-        Explicit observation features, passed to :class:`~kbfilter.KernelBayesRule`.
+        A map applied to the (flattened) observations before the observation kernel, fitted as
+        ``features.fit(Z, X)`` on the training observations and states: ``sklearn`` ``PCA``, or
+        :class:`~kbfilter.features.RandomFourierFeatures` / :class:`~kbfilter.features.LearnedFeatures`.
+        With ``kernel_z=LinearKernel()`` the update uses the feature (push-through) form.
 
     Attributes
     ----------
@@ -104,7 +119,7 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
     True
     """
 
-    def __init__(self, rule="iw", transition="exact", kernel_x=None, kernel_z=None, scale=1.0,
+    def __init__(self, rule="iw", transition="exact", kernel_x=None, kernel_z=None, scale=1.0, scale_z=None,
                  reg_prior=1e-2, reg_update=1e-2, reg_transition=None, n_neighbors=50, estimate="mean",
                  features=None):
         self.rule = rule
@@ -112,6 +127,7 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
         self.kernel_x = kernel_x
         self.kernel_z = kernel_z
         self.scale = scale
+        self.scale_z = scale_z
         self.reg_prior = reg_prior
         self.reg_update = reg_update
         self.reg_transition = reg_transition
@@ -120,13 +136,13 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
         self.features = features
 
     # -- fitting ----------------------------------------------------------------------------------
-    def _scaled_kernel(self, kernel, name):
+    def _scaled_kernel(self, kernel, name, scale):
         kernel = GaussianKernel("median") if kernel is None else kernel
         if not isinstance(kernel, Kernel):
             raise ValueError(f"{name}: expected a kbfilter Kernel, got {type(kernel).__name__}")
         kernel = clone(kernel)
         if "scale" in kernel.get_params():
-            kernel.set_params(scale=kernel.scale * self.scale)
+            kernel.set_params(scale=kernel.scale * scale)
         return kernel
 
     def fit(self, states, observations):
@@ -137,21 +153,26 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
         check_choice(self.rule, "rule", ("iw", "original"))
         check_choice(self.transition, "transition", ("exact", "knn"))
         check_choice(self.estimate, "estimate", ("mean", "raw_mean", "mode"))
-        check_positive(self.scale, "scale")
-        xs, zs = as_sequences(states, observations)
+        scale = check_positive(self.scale, "scale")
+        scale_z = scale if self.scale_z is None else check_positive(self.scale_z, "scale_z")
+        xs, zs, self.obs_shape_ = as_sequences(states, observations)
         X, Z = np.vstack(xs), np.vstack(zs)
         T = X.shape[0]
         if T < 3:
             raise ValueError(f"states: expected at least 3 training steps in all, got {T}")
         ends = np.cumsum([len(x) for x in xs])
         pred = np.setdiff1d(np.arange(T), ends - 1)
-        self.states_, self.observations_ = X, Z
+        self.states_ = X
         self.predecessors_, self.successors_ = pred, pred + 1
+        self.features_ = None
+        if self.features is not None:
+            self.features_ = clone(self.features).fit(Z, X)
+            Z = np.asarray(self.features_.transform(Z), dtype=np.float64)
 
         self.rule_ = KernelBayesRule(
-            method=self.rule, kernel_x=self._scaled_kernel(self.kernel_x, "kernel_x"),
-            kernel_z=self._scaled_kernel(self.kernel_z, "kernel_z"), reg_prior=self.reg_prior,
-            reg_update=self.reg_update, features=self.features,
+            method=self.rule, kernel_x=self._scaled_kernel(self.kernel_x, "kernel_x", scale),
+            kernel_z=self._scaled_kernel(self.kernel_z, "kernel_z", scale_z), reg_prior=self.reg_prior,
+            reg_update=self.reg_update,
         ).fit(X, Z)
         kx = self.rule_.kernel_x_
         reg_transition = self.reg_prior if self.reg_transition is None else self.reg_transition
@@ -244,8 +265,7 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
             self.x_post, self.P_post = self.x_prior.copy(), self.P_prior.copy()
             self.x, self.P = self.x_post, self.P_post
             return
-        z = check_vector(z, "z", length=self.observations_.shape[1])
-        obs = self.rule_.observation_vectors(z[None, :])
+        obs = self.rule_.observation_vectors(self._observation(z))
         mu = self.projection_matrix_ @ self.weights_prior
         W, _ = self.rule_.weights_from_projection(mu, obs)
         raw = W[:, 0]
@@ -253,6 +273,19 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
         self.weights = self._normalised(raw, fallback=self.weights_prior)
         self.x_post = self.x = self._point(self.weights, raw)
         self.P_post = self.P = self._cov(self.weights)
+
+    def _observation(self, z):
+        """One observation, in the training observations' shape or flattened, as a (1, d) row
+        in the space the rule works in (after ``features``)."""
+        z = _as_float(z, "z", "a numeric array")
+        size = int(np.prod(self.obs_shape_))
+        if z.shape != tuple(self.obs_shape_) and z.shape != (size,):
+            expected = f"shape {tuple(self.obs_shape_)}" if len(self.obs_shape_) > 1 else f"length {size}"
+            raise ValueError(f"z: expected {expected}, got shape {z.shape}")
+        if not np.all(np.isfinite(z)):
+            raise ValueError("z: contains NaN or infinite values; pass None for a missing measurement")
+        z = z.reshape(1, size)
+        return z if self.features_ is None else np.asarray(self.features_.transform(z), dtype=np.float64)
 
     @property
     def diagnostics(self):

@@ -20,7 +20,7 @@ from .._validation import (
     check_vector,
 )
 from ..embedding import KernelMean
-from ..kernels import fitted_kernel
+from ..kernels import LinearKernel, fitted_kernel
 from ..persistence import Persistent
 from ..linalg import NumericalWarning, pivoted_cholesky, spd_factor
 from ._checks import check_prior
@@ -97,6 +97,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
         Explicit observation features (``fit``/``transform``, e.g. ``sklearn``'s ``RBFSampler``
         or ``PCA``). The observation kernel is then the linear kernel on them and the iw update
         uses the push-through form ``w = D Phi (Phi^T D Phi + n lam I)^{-1} phi(z)``: O(n r^2).
+        A ``LinearKernel`` as ``kernel_z`` is the same with the observations as features.
 
     Attributes
     ----------
@@ -140,13 +141,21 @@ class KernelBayesRule(Persistent, BaseEstimator):
         G[np.diag_indices(n)] += n * reg_prior
         self.diagnostics_ = Counter()
         self.prior_factor_ = self._factor(G, "G_x + n reg_prior I")
+        self.features_, self.kernel_z_ = None, None
         if self.features is not None:
             self.features_ = clone(self.features).fit(Z)
             self.Phi_ = np.asarray(self.features_.transform(Z), dtype=np.float64)
-            self.G_z_ = self.Phi_ @ self.Phi_.T if self.method == "original" else None
+        elif isinstance(self.kernel_z, LinearKernel):
+            # a linear kernel is an explicit feature map: the identity on the observations
+            self.kernel_z_ = fitted_kernel(self.kernel_z, "kernel_z", Z)
+            self.Phi_ = Z
         else:
             self.kernel_z_ = fitted_kernel(self.kernel_z, "kernel_z", Z)
+            self.Phi_ = None
+        if self.Phi_ is None:
             self.G_z_ = self.kernel_z_(Z)
+        else:
+            self.G_z_ = self.Phi_ @ self.Phi_.T if self.method == "original" else None
         self._factor_observation_gram(n)
         return self
 
@@ -158,7 +167,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
         # factor goes down to round-off (residual diagonal <= _ROUNDOFF_RTOL), where it is as
         # accurate as the dense computation itself.
         self.obs_factor_, self.obs_residual_ = None, np.inf
-        if self.features is not None or n < 64:
+        if self.Phi_ is not None or n < 64:
             return
         G = self.G_z_
         diag = np.diag(G).copy()
@@ -190,8 +199,10 @@ class KernelBayesRule(Persistent, BaseEstimator):
         """``k_z(z)`` for each row of ``Z`` as columns (n, q); ``phi(z)`` (r, q) with features."""
         check_is_fitted(self, "prior_factor_")
         Z = self._check_observations(Z)
-        if self.features is not None:
+        if self.features_ is not None:
             return np.asarray(self.features_.transform(Z), dtype=np.float64).T
+        if self.Phi_ is not None:
+            return Z.T
         return self.kernel_z_(self.observations_, Z)
 
     def _check_observations(self, Z):
@@ -229,13 +240,13 @@ class KernelBayesRule(Persistent, BaseEstimator):
         S = np.flatnonzero(r > 0)
         nlam = self.n_train_ * self.reg_update_
         W = np.zeros((self.n_train_, obs.shape[1]))
-        if self.features is not None and self.Phi_.shape[1] < S.size:
+        if self.Phi_ is not None and self.Phi_.shape[1] < S.size:
             # push-through form: an r x r solve, cheaper when there are fewer features than support
             Phi = self.Phi_[S]
             C = (Phi * r[S, None]).T @ Phi
             C[np.diag_indices(C.shape[0])] += nlam
             W[S] = r[S, None] * (Phi @ self._factor(C, "Phi^T D Phi + n lam I").solve(obs))
-        elif self.features is None and r.max() * self.obs_residual_ <= _LOW_RANK_RTOL * nlam:
+        elif self.Phi_ is None and r.max() * self.obs_residual_ <= _LOW_RANK_RTOL * nlam:
             # Woodbury with sqrt(D) G_z sqrt(D) ~ (sqrt(D) L)(sqrt(D) L)^T
             sq = np.sqrt(r[S])
             Ls = sq[:, None] * self.obs_factor_[S]
@@ -244,7 +255,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
             rhs = sq[:, None] * obs[S]
             W[S] = sq[:, None] * (rhs - Ls @ self._factor(inner, "L^T D L + n lam I").solve(Ls.T @ rhs)) / nlam
         else:
-            if self.features is not None:
+            if self.Phi_ is not None:
                 G_S = self.Phi_[S] @ self.Phi_[S].T
                 obs = self.Phi_[S] @ obs
             else:
@@ -258,7 +269,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
 
     def _weights_original(self, mu, obs):
         G_z = self.G_z_
-        K = obs if self.features is None else self.Phi_ @ obs
+        K = obs if self.Phi_ is None else self.Phi_ @ obs
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", LinAlgWarning)
             if self.obs_factor_ is not None:

@@ -2,6 +2,8 @@
 
 from .base import System
 from .circular import Oscillation, Rotation
+from .camera import CameraOrientation
 from .linear import LinearGaussian
+from .sprite import MovingSprite
 
-__all__ = ["System", "Rotation", "Oscillation", "LinearGaussian"]
+__all__ = ["System", "Rotation", "Oscillation", "LinearGaussian", "MovingSprite", "CameraOrientation"]

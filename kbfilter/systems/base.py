@@ -15,6 +15,8 @@ class System:
 
     dim_x = None
     dim_z = None
+    #: shape of one observation (``(dim_z,)`` for vectors, e.g. ``(64, 64)`` for images)
+    obs_shape = None
 
     # -- the model ------------------------------------------------------------------------------
     def transition_mean(self, X):
@@ -35,11 +37,13 @@ class System:
         noise = rng.multivariate_normal(np.zeros(self.dim_x), self.process_cov, size=X.shape[0])
         return self.transition_mean(X) + noise
 
-    def sample_observation(self, X, rng):
-        """Draw ``z_t`` for each row of ``X``."""
+    def sample_observation(self, X, rng, return_latent=False):
+        """Draw ``z_t`` for each row of ``X``; with ``return_latent`` also what generated it
+        (for image systems: the jittered position or view angle actually rendered)."""
         X = np.atleast_2d(X)
         noise = rng.multivariate_normal(np.zeros(self.dim_z), self.observation_cov, size=X.shape[0])
-        return self.observe_mean(X) + noise
+        obs = self.observe_mean(X) + noise
+        return (obs, obs.copy()) if return_latent else obs
 
     def observation_loglik(self, z, X):
         """``log p(z | x)`` for each row of ``X`` (Gaussian observation noise)."""
@@ -58,13 +62,14 @@ class System:
         raise NotImplementedError
 
     # -- simulation -------------------------------------------------------------------------------
-    def simulate(self, T, rng=None, burn_in=100):
+    def simulate(self, T, rng=None, burn_in=100, return_latent=False):
         """Simulate ``T`` steps after ``burn_in`` discarded ones.
 
         Returns
         -------
         states : ndarray of shape (T, dim_x)
-        observations : ndarray of shape (T, dim_z)
+        observations : ndarray of shape (T, *obs_shape)
+        latent : ndarray, only with ``return_latent`` (see :meth:`sample_observation`)
         """
         T = check_int(T, "T")
         burn_in = check_int(burn_in, "burn_in", minimum=0)
@@ -75,4 +80,6 @@ class System:
             if t >= burn_in:
                 states[t - burn_in] = x
             x = self.sample_transition(x[None, :], rng)[0]
+        if return_latent:
+            return (states, *self.sample_observation(states, rng, return_latent=True))
         return states, self.sample_observation(states, rng)

@@ -35,6 +35,7 @@ class Oscillation(System):
 
     dim_x = 2
     dim_z = 2
+    obs_shape = (2,)
 
     def __init__(self, omega=0.4, b=0.4, M=8, process_noise=0.2, observation_noise=0.2):
         self.omega = float(omega)

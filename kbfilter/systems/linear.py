@@ -26,6 +26,7 @@ class LinearGaussian(System):
         self.dim_x = self.F.shape[0]
         self.H = check_matrix(H, "H", n_features=self.dim_x, allow_1d=False)
         self.dim_z = self.H.shape[0]
+        self.obs_shape = (self.dim_z,)
         self.Q = check_matrix(Q, "Q", n_features=self.dim_x, allow_1d=False)
         self.R = check_matrix(R, "R", n_features=self.dim_z, allow_1d=False)
         if np.max(np.abs(np.linalg.eigvals(self.F))) >= 1:

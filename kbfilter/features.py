@@ -1,0 +1,148 @@
+"""Observation features for images (seed 003 §3.3): the maps a kernel Bayes filter can put
+between raw observations and its observation kernel.
+
+Any scikit-learn transformer works as ``KernelBayesFilter(features=...)`` (e.g. ``PCA(50)``);
+images are flattened before it sees them. This module adds random Fourier features with a
+median-heuristic bandwidth and *learned* features: the last hidden layer of an
+``MLPRegressor`` trained from (PCA-reduced) images to the states or to random Fourier features
+of the states. All are fitted with ``fit(Z, X)``: observations and the matching states.
+"""
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin, clone
+from sklearn.decomposition import PCA
+from sklearn.kernel_approximation import RBFSampler
+from sklearn.neural_network import MLPRegressor
+from sklearn.utils.validation import check_is_fitted
+
+from ._validation import check_choice, check_int, check_matrix, check_positive, check_same_length
+from .kernels import median_distance
+from .persistence import register
+
+__all__ = ["RandomFourierFeatures", "LearnedFeatures"]
+
+
+@register
+class RandomFourierFeatures(TransformerMixin, BaseEstimator):
+    """Random Fourier features of a Gaussian kernel with bandwidth ``scale * median``.
+
+    ``phi(z)^T phi(z') ~ exp(-||z - z'||^2 / (2 s^2))`` (scikit-learn's ``RBFSampler``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> Z = np.random.default_rng(0).normal(size=(100, 5))
+    >>> RandomFourierFeatures(n_components=64).fit(Z).transform(Z).shape
+    (100, 64)
+    """
+
+    def __init__(self, n_components=500, scale=1.0, random_state=0):
+        self.n_components = n_components
+        self.scale = scale
+        self.random_state = random_state
+
+    def fit(self, Z, X=None):
+        Z = check_matrix(Z, "Z", min_samples=2)
+        s = check_positive(self.scale, "scale") * median_distance(Z, random_state=0)
+        if not s > 0:
+            raise ValueError("Z: the median pairwise distance is 0 (constant observations)")
+        self.bandwidth_ = s
+        self.sampler_ = RBFSampler(gamma=1.0 / (2 * s * s), n_components=check_int(self.n_components, "n_components"),
+                                   random_state=self.random_state).fit(Z)
+        return self
+
+    def transform(self, Z):
+        check_is_fitted(self, "sampler_")
+        return self.sampler_.transform(check_matrix(Z, "Z"))
+
+
+_ACTIVATIONS = {
+    "relu": lambda a: np.maximum(a, 0.0),
+    "tanh": np.tanh,
+    "logistic": lambda a: 1.0 / (1.0 + np.exp(-a)),
+    "identity": lambda a: a,
+}
+
+
+@register
+class LearnedFeatures(TransformerMixin, BaseEstimator):
+    """Learned observation features (seed 003 §3.3): an MLP's last hidden layer.
+
+    ``PCA(n_pca)`` reduces the images; an ``MLPRegressor`` learns to predict the state (``target=
+    "states"``) or random Fourier features of the state (``target="rff"``, so the network must
+    separate states that the state kernel separates) from them; the activations of its last
+    hidden layer are the features. Use a linear or a Gaussian observation kernel on them.
+
+    Parameters
+    ----------
+    n_pca : int or None
+        PCA components before the network (None: raw flattened inputs).
+    hidden_layer_sizes : tuple of int
+    target : {"states", "rff"}
+    n_target_features : int
+        Number of random Fourier features of the state when ``target="rff"``.
+    activation, alpha, max_iter : as in ``MLPRegressor``
+    random_state : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-1, 1, size=(200, 2)); Z = np.hstack([X, X ** 2]) + 0.01 * rng.normal(size=(200, 4))
+    >>> LearnedFeatures(n_pca=None, hidden_layer_sizes=(16,), max_iter=50).fit(Z, X).transform(Z).shape
+    (200, 16)
+    """
+
+    def __init__(self, n_pca=50, hidden_layer_sizes=(128, 64), target="states", n_target_features=64,
+                 activation="relu", alpha=1e-4, max_iter=400, random_state=0):
+        self.n_pca = n_pca
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.target = target
+        self.n_target_features = n_target_features
+        self.activation = activation
+        self.alpha = alpha
+        self.max_iter = max_iter
+        self.random_state = random_state
+
+    def fit(self, Z, X):
+        Z = check_matrix(Z, "Z", min_samples=2)
+        X = check_matrix(X, "X", min_samples=2)
+        check_same_length("Z", Z, "X", X)
+        check_choice(self.target, "target", ("states", "rff"))
+        check_choice(self.activation, "activation", tuple(_ACTIVATIONS))
+        if not self.hidden_layer_sizes:
+            raise ValueError("hidden_layer_sizes: expected at least one hidden layer")
+        self.pca_ = None
+        inputs = Z
+        if self.n_pca is not None:
+            self.pca_ = PCA(n_components=min(check_int(self.n_pca, "n_pca"), *Z.shape), random_state=self.random_state)
+            inputs = self.pca_.fit_transform(Z)
+        self.input_scale_ = inputs.std(axis=0) + 1e-12
+        targets = X
+        if self.target == "rff":
+            targets = RandomFourierFeatures(self.n_target_features, random_state=self.random_state).fit(X).transform(X)
+        mlp = MLPRegressor(hidden_layer_sizes=tuple(self.hidden_layer_sizes), activation=self.activation,
+                           alpha=self.alpha, max_iter=self.max_iter, random_state=self.random_state,
+                           early_stopping=True, n_iter_no_change=20)
+        import warnings
+
+        from sklearn.exceptions import ConvergenceWarning
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            mlp.fit(inputs / self.input_scale_, targets)
+        # keep the hidden layers only: arrays, so the features can be saved without pickle
+        self.weights_ = [w.copy() for w in mlp.coefs_[:-1]]
+        self.biases_ = [b.copy() for b in mlp.intercepts_[:-1]]
+        return self
+
+    def transform(self, Z):
+        check_is_fitted(self, "weights_")
+        h = check_matrix(Z, "Z")
+        if self.pca_ is not None:
+            h = self.pca_.transform(h)
+        h = h / self.input_scale_
+        act = _ACTIVATIONS[self.activation]
+        for W, b in zip(self.weights_, self.biases_):
+            h = act(h @ W + b)
+        return h

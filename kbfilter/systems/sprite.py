@@ -1,0 +1,98 @@
+"""A moving sprite seen as a noisy image (the dSprite setting of seed 003 §6.3, rendered here).
+
+The hidden position follows the noisy oscillation (ALGORITHMS §6 systems); each observation is a
+64 x 64 grayscale image of a fixed shape centred at the position plus N(0, 0.05^2) jitter, the
+square [-1.5, 1.5]^2 mapped linearly onto the image, with N(0, 0.1^2) pixel noise (not clipped).
+"""
+
+import numpy as np
+
+from .._validation import check_choice, check_positive
+from .base import System
+from .circular import Oscillation
+
+__all__ = ["MovingSprite"]
+
+
+class MovingSprite(System):
+    """Oscillation dynamics observed through rendered images of a sprite.
+
+    Parameters
+    ----------
+    omega, b, M, process_noise : float
+        The :class:`Oscillation` dynamics of the position.
+    jitter : float
+        Standard deviation of the offset between the position and where the sprite is drawn.
+    pixel_noise : float
+        Standard deviation of the per-pixel Gaussian noise.
+    size : int
+        Image side in pixels.
+    shape : {"ellipse", "heart"}
+        The sprite: an ellipse of about 12 x 8 pixels, or a heart of about 12 pixels.
+    extent : float
+        The image shows ``[-extent, extent]^2``.
+
+    Examples
+    --------
+    >>> states, images = MovingSprite().simulate(3, rng=0)
+    >>> images.shape
+    (3, 64, 64)
+    """
+
+    dim_x = 2
+
+    def __init__(self, omega=0.4, b=0.4, M=8, process_noise=0.2, jitter=0.05, pixel_noise=0.1, size=64,
+                 shape="ellipse", extent=1.5):
+        self.dynamics = Oscillation(omega, b, M, process_noise, observation_noise=jitter)
+        self.jitter = check_positive(jitter, "jitter")
+        self.pixel_noise = check_positive(pixel_noise, "pixel_noise")
+        self.size = int(size)
+        self.shape = check_choice(shape, "shape", ("ellipse", "heart"))
+        self.extent = check_positive(extent, "extent")
+        self.obs_shape = (self.size, self.size)
+        self.dim_z = self.size * self.size
+        centres = (np.arange(self.size) + 0.5) / self.size * 2 * self.extent - self.extent
+        self._u = centres[None, None, :]          # x grows to the right
+        self._v = centres[::-1][None, :, None]    # y grows upwards
+        self._pixel = 2 * self.extent / self.size
+
+    # dynamics: those of the oscillation
+    process_cov = property(lambda self: self.dynamics.process_cov)
+
+    def transition_mean(self, X):
+        return self.dynamics.transition_mean(X)
+
+    def transition_jacobian(self, x):
+        return self.dynamics.transition_jacobian(x)
+
+    def initial_state(self, rng):
+        return self.dynamics.initial_state(rng)
+
+    # observation: a rendered image
+    def render(self, positions):
+        """Noise-free images of the sprite drawn at each row of ``positions``: (n, size, size)."""
+        P = np.atleast_2d(np.asarray(positions, dtype=np.float64))
+        du = (self._u - P[:, 0, None, None]) / self._pixel   # offsets in pixels
+        dv = (self._v - P[:, 1, None, None]) / self._pixel
+        if self.shape == "ellipse":
+            # semi-axes 6 and 4 pixels; a one-pixel linear ramp gives the anti-aliased edge
+            inside = 1.0 - np.sqrt((du / 6.0) ** 2 + (dv / 4.0) ** 2)
+            return np.clip(inside * 4.0 + 0.5, 0.0, 1.0)
+        x, y = du / 5.0, dv / 5.0 + 0.2
+        f = (x * x + y * y - 1.0) ** 3 - x * x * y**3   # the heart curve; inside where f < 0
+        return np.clip(-f * 6.0 + 0.5, 0.0, 1.0)
+
+    def sample_observation(self, X, rng, return_latent=False):
+        X = np.atleast_2d(X)
+        drawn = X + self.jitter * rng.standard_normal(X.shape)
+        images = self.render(drawn) + self.pixel_noise * rng.standard_normal((X.shape[0], *self.obs_shape))
+        return (images, drawn) if return_latent else images
+
+    def observation_loglik(self, z, X):
+        """Pixel log-likelihood ``log N(z; render(x), pixel_noise^2 I)`` (the jitter ignored)."""
+        diff = np.asarray(z, dtype=np.float64).reshape(1, -1) - self.render(X).reshape(len(np.atleast_2d(X)), -1)
+        return -0.5 * np.sum(diff * diff, axis=1) / self.pixel_noise**2
+
+    def oracle_system(self):
+        """The system an oracle filter sees: the rendered position itself, with the jitter as noise."""
+        return self.dynamics
