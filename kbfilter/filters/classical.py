@@ -13,7 +13,7 @@ from filterpy.kalman import ExtendedKalmanFilter, MerweScaledSigmaPoints, Unscen
 from scipy.linalg import LinAlgError
 from scipy.special import logsumexp
 
-from .._validation import check_int, check_matrix, check_rng, check_vector
+from .._validation import check_int, check_matrix, check_rng, check_samples, check_vector
 from ..linalg import NumericalWarning
 from ..systems import System
 from .base import SequentialFilter
@@ -196,7 +196,7 @@ class ParticleFilter(SequentialFilter):
         if z is None:
             self._estimate("post")
             return
-        z = check_vector(z, "z", length=self.system.dim_z)
+        z = check_samples(np.asarray(z)[None], "z", sample_shape=self.system.obs_shape or (self.system.dim_z,))[0][0]
         logw = np.log(self.weights) + self.system.observation_loglik(z, self.particles)
         self.weights = np.exp(logw - logsumexp(logw))
         self.ess = 1.0 / np.sum(self.weights**2)

@@ -294,10 +294,10 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
 
     def _weights_random(self, Q):
         sub = self.subsample_
-        local = self.factor_.solve(self.kernel_in_(self.A_[sub], Q))
-        W = sp.lil_matrix((self.n_train_, Q.shape[0]))
-        W[sub] = local
-        return W.tocsc()
+        local = self.factor_.solve(self.kernel_in_(self.A_[sub], Q))  # (m, q)
+        m, q = local.shape
+        return sp.csc_matrix((local.T.ravel(), np.tile(sub, q), np.arange(0, q * m + 1, m)),
+                             shape=(self.n_train_, q))
 
     def _weights_nystrom(self, Q):
         return self.features_ @ self.factor_.solve(self.nystroem_.transform(Q).T)
@@ -328,7 +328,7 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
 
     # -- predictions -------------------------------------------------------------------------------
     def _query_chunk(self):
-        if self.method == "knn":
+        if self.method in ("knn", "random"):
             return 4096
         return max(1, _BLOCK_ENTRIES // self.n_train_)
 
