@@ -29,8 +29,8 @@ def build_parser():
     bench.add_argument("--test-length", type=int, default=200, help="test steps (default 200)")
     bench.add_argument("--validation-length", type=int, default=200,
                        help="training steps held out for tuning (default 200)")
-    bench.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS), metavar="METHOD",
-                       help=f"any of {', '.join(METHODS)} (default: all)")
+    bench.add_argument("--methods", nargs="+", choices=METHODS, default=None, metavar="METHOD",
+                       help=f"any of {', '.join(METHODS)} (default: the system's usual set)")
     bench.add_argument("--search", choices=("coordinate", "grid"), default="coordinate",
                        help="hyperparameter search (default coordinate)")
     bench.add_argument("--jobs", type=int, default=-1, help="parallel runs (default: all cores)")

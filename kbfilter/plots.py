@@ -3,7 +3,7 @@ imported only when a figure is made, and nothing is ever shown."""
 
 import numpy as np
 
-__all__ = ["plot_mse_box", "plot_trajectory", "save_figure"]
+__all__ = ["plot_mse_box", "plot_trajectory", "plot_frames", "save_figure"]
 
 
 def _axes(ax, figsize=(7, 4.5)):
@@ -43,6 +43,22 @@ def plot_trajectory(states, estimates, observations=None, coord=0, steps=100, ax
     ax.set_ylabel(f"x[{coord}]")
     ax.legend(fontsize=7, ncol=4, loc="upper right")
     return ax
+
+
+def plot_frames(frames, titles, axes=None):
+    """A row of observation images (grayscale or RGB, clipped to [0, 1]) with a title each."""
+    if axes is None:
+        import matplotlib.pyplot as plt
+
+        _, axes = plt.subplots(1, len(frames), figsize=(2.6 * len(frames), 3.6))
+    axes = np.atleast_1d(axes)
+    for ax, frame, title in zip(axes, frames, titles):
+        frame = np.clip(np.asarray(frame), 0, 1)
+        ax.imshow(frame, cmap="gray" if frame.ndim == 2 else None, vmin=0, vmax=1)
+        ax.set_title(title, fontsize=7)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    return axes[0]
 
 
 def save_figure(ax, path):

@@ -2,5 +2,6 @@
 
 from .classical import ExtendedKalman, ParticleFilter, UnscentedKalman
 from .kbf import KernelBayesFilter
+from .window import WindowRegressor
 
-__all__ = ["KernelBayesFilter", "ExtendedKalman", "UnscentedKalman", "ParticleFilter"]
+__all__ = ["KernelBayesFilter", "WindowRegressor", "ExtendedKalman", "UnscentedKalman", "ParticleFilter"]

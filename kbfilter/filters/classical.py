@@ -176,9 +176,25 @@ class ParticleFilter(SequentialFilter):
     def _start_batch(self, zs):
         if self.initialized:
             return 0, []
-        z0 = check_vector(zs[0], "zs[0]", length=self.system.dim_z)
-        self.initialize(*self.system.initial_belief(z0))
+        try:
+            belief = self.system.initial_belief(zs[0])
+        except NotImplementedError:
+            # no belief from one observation (images): start from the dynamics' stationary law
+            self.initialize_stationary()
+            return 0, []
+        self.initialize(*belief)
         return 1, [(self.x.copy(), self.P.copy(), self.x.copy(), self.P.copy())]
+
+    def initialize_stationary(self, burn_in=50):
+        """Particles from the stationary law: independent runs of the dynamics for ``burn_in`` steps."""
+        self.particles = np.array([self.system.initial_state(self.rng) for _ in range(self.n_particles)])
+        for _ in range(burn_in):
+            self.particles = self.system.sample_transition(self.particles, self.rng)
+        self.weights = np.full(self.n_particles, 1.0 / self.n_particles)
+        self._estimate("prior")
+        self._estimate("post")
+        self.initialized = True
+        return self
 
     def _estimate(self, which):
         mean = self.weights @ self.particles

@@ -8,7 +8,7 @@ With ``theta_t = atan2(v_t, u_t)``::
 
 import numpy as np
 
-from .._validation import check_positive
+from .._validation import check_positive, check_vector
 from .base import System
 
 __all__ = ["Oscillation", "Rotation"]
@@ -84,7 +84,7 @@ class Oscillation(System):
         return np.array([np.cos(theta), np.sin(theta)])
 
     def initial_belief(self, z0):
-        return np.asarray(z0, dtype=np.float64).copy(), self.observation_cov
+        return check_vector(z0, "zs[0]", length=2).copy(), self.observation_cov
 
 
 class Rotation(Oscillation):

@@ -1,0 +1,93 @@
+"""A windowed regressor: the sequence-model baseline of seed 003 §6.3 (their LSTM's analogue)."""
+
+import numpy as np
+from sklearn.base import BaseEstimator, clone
+from sklearn.decomposition import PCA
+from sklearn.neural_network import MLPRegressor
+from sklearn.utils.validation import check_is_fitted
+
+from .._validation import _as_float, check_int
+from .base import SequentialFilter
+from .kbf import as_sequences
+
+__all__ = ["WindowRegressor"]
+
+
+class WindowRegressor(SequentialFilter, BaseEstimator):
+    """An ``MLPRegressor`` from the features of the last ``window`` frames to the current state.
+
+    It learns no dynamics and no likelihood; it is what a practitioner would try first with a
+    sequence of images and their states. Frames before the start are the first frame repeated.
+
+    Parameters
+    ----------
+    window : int
+    features : transformer, optional
+        Fitted as ``features.fit(Z, X)`` on the flattened training observations; ``PCA(30)`` by default.
+    hidden_layer_sizes, alpha, max_iter, random_state : as in ``MLPRegressor``
+
+    Examples
+    --------
+    >>> import kbfilter as kb
+    >>> states, obs = kb.systems.Oscillation().simulate(300, rng=0)
+    >>> reg = WindowRegressor(window=3, features=PCA(2), max_iter=50).fit(states, obs)
+    >>> reg.batch_filter(obs[:5])[0].shape
+    (5, 2)
+    """
+
+    def __init__(self, window=10, features=None, hidden_layer_sizes=(128, 64), alpha=1e-3, max_iter=500,
+                 random_state=0):
+        self.window = window
+        self.features = features
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.alpha = alpha
+        self.max_iter = max_iter
+        self.random_state = random_state
+
+    def _windows(self, F):
+        k = self.window
+        padded = np.vstack([np.repeat(F[:1], k - 1, axis=0), F])
+        return np.hstack([padded[i:i + len(F)] for i in range(k)])
+
+    def fit(self, states, observations):
+        check_int(self.window, "window")
+        xs, zs, self.obs_shape_ = as_sequences(states, observations)
+        X, Z = np.vstack(xs), np.vstack(zs)
+        self.features_ = clone(self.features if self.features is not None else PCA(30)).fit(Z, X)
+        inputs = np.vstack([self._windows(self.features_.transform(z)) for z in zs])
+        self.scale_ = inputs.std(axis=0) + 1e-12
+        import warnings
+
+        from sklearn.exceptions import ConvergenceWarning
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            self.mlp_ = MLPRegressor(hidden_layer_sizes=tuple(self.hidden_layer_sizes), alpha=self.alpha,
+                                     max_iter=self.max_iter, random_state=self.random_state).fit(inputs / self.scale_, X)
+        residual = X - self.mlp_.predict(inputs / self.scale_)
+        self.residual_cov_ = np.atleast_2d(np.cov(residual.T))
+        self.dim_x_ = X.shape[1]
+        return self.reset()
+
+    def reset(self):
+        check_is_fitted(self, "mlp_")
+        self._frames = []
+        self.x = self.x_prior = self.x_post = np.zeros(self.dim_x_)
+        self.P = self.P_prior = self.P_post = self.residual_cov_.copy()
+        return self
+
+    def predict(self):
+        self.x_prior, self.P_prior = self.x.copy(), self.P.copy()
+
+    def update(self, z):
+        if z is None:
+            self.x_post, self.P_post = self.x_prior.copy(), self.P_prior.copy()
+            return
+        z = _as_float(z, "z", "a numeric array").reshape(1, -1)
+        if z.shape[1] != int(np.prod(self.obs_shape_)) or not np.all(np.isfinite(z)):
+            raise ValueError(f"z: expected a finite observation of shape {tuple(self.obs_shape_)}")
+        self._frames = (self._frames + [self.features_.transform(z)[0]])[-self.window:]
+        F = np.array(self._frames)
+        window = self._windows(F)[-1:]
+        self.x = self.x_post = self.mlp_.predict(window / self.scale_)[0]
+        self.P = self.P_post = self.residual_cov_.copy()
