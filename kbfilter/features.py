@@ -78,6 +78,8 @@ class LearnedFeatures(TransformerMixin, BaseEstimator):
     n_pca : int or None
         PCA components before the network (None: raw flattened inputs).
     hidden_layer_sizes : tuple of int
+        A narrow last layer (a bottleneck, 16 by default) keeps the features about the state:
+        nearest neighbours in a wide last layer are dominated by directions the readout ignores.
     target : {"states", "rff"}
     n_target_features : int
         Number of random Fourier features of the state when ``target="rff"``.
@@ -93,7 +95,7 @@ class LearnedFeatures(TransformerMixin, BaseEstimator):
     (200, 16)
     """
 
-    def __init__(self, n_pca=50, hidden_layer_sizes=(128, 64), target="states", n_target_features=64,
+    def __init__(self, n_pca=50, hidden_layer_sizes=(128, 16), target="states", n_target_features=64,
                  activation="relu", alpha=1e-4, max_iter=400, random_state=0):
         self.n_pca = n_pca
         self.hidden_layer_sizes = hidden_layer_sizes
@@ -123,14 +125,14 @@ class LearnedFeatures(TransformerMixin, BaseEstimator):
             targets = RandomFourierFeatures(self.n_target_features, random_state=self.random_state).fit(X).transform(X)
         mlp = MLPRegressor(hidden_layer_sizes=tuple(self.hidden_layer_sizes), activation=self.activation,
                            alpha=self.alpha, max_iter=self.max_iter, random_state=self.random_state,
-                           early_stopping=True, n_iter_no_change=20)
+                           )
         import warnings
 
         from sklearn.exceptions import ConvergenceWarning
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            mlp.fit(inputs / self.input_scale_, targets)
+            mlp.fit(inputs / self.input_scale_, targets[:, 0] if targets.shape[1] == 1 else targets)
         # keep the hidden layers only: arrays, so the features can be saved without pickle
         self.weights_ = [w.copy() for w in mlp.coefs_[:-1]]
         self.biases_ = [b.copy() for b in mlp.intercepts_[:-1]]

@@ -1,0 +1,104 @@
+import numpy as np
+import pytest
+
+import kbfilter as kb
+from kbfilter.features import LearnedFeatures, RandomFourierFeatures
+from kbfilter.filters import ParticleFilter, WindowRegressor
+from kbfilter.systems import CameraOrientation, MovingSprite
+
+
+def test_rendering_is_deterministic_per_seed():
+    for system in (MovingSprite(), CameraOrientation()):
+        a = system.simulate(5, rng=3)
+        b = system.simulate(5, rng=3)
+        c = system.simulate(5, rng=4)
+        assert np.array_equal(a[1], b[1]) and not np.array_equal(a[1], c[1])
+    assert np.array_equal(CameraOrientation(panorama_seed=1).panorama, CameraOrientation(panorama_seed=1).panorama)
+    assert not np.array_equal(CameraOrientation(panorama_seed=1).panorama, CameraOrientation(panorama_seed=2).panorama)
+
+
+def test_sprite_intensity_weighted_centre_tracks_the_rendered_position():
+    system = MovingSprite()
+    positions = np.random.default_rng(0).uniform(-1.1, 1.1, size=(20, 2))
+    images = system.render(positions)
+    centres = (np.arange(64) + 0.5) / 64 * 3.0 - 1.5
+    mass = images.sum(axis=(1, 2))
+    cx = (images.sum(axis=1) * centres[None, :]).sum(axis=1) / mass
+    cy = (images.sum(axis=2) * centres[::-1][None, :]).sum(axis=1) / mass
+    np.testing.assert_allclose(np.column_stack([cx, cy]), positions, atol=0.01)
+    assert 60 < mass.mean() < 90  # about pi * 6 * 4 pixels
+
+
+def test_camera_view_is_continuous_across_two_pi():
+    system = CameraOrientation()
+    eps = 1e-4
+    below, above = system.render([2 * np.pi - eps, eps])
+    assert np.max(np.abs(below - above)) < 0.02
+    # and a whole field of view away it is a different picture
+    far = system.render([np.pi / 3])[0]
+    assert np.mean(np.abs(far - above)) > 0.05
+    # angles differing by 2 pi give the same view
+    np.testing.assert_allclose(system.render([0.3])[0], system.render([0.3 + 2 * np.pi])[0], atol=1e-9)
+
+
+def test_pixel_loglik_prefers_the_true_position():
+    system = MovingSprite()
+    rng = np.random.default_rng(1)
+    states, images = system.simulate(3, rng)
+    candidates = np.vstack([states[0], states[0] + [0.3, 0.0], states[0] + [0.0, -0.3]])
+    ll = system.observation_loglik(images[0], candidates)
+    assert np.argmax(ll) == 0
+
+
+def test_learned_features_separate_states_better_than_raw_pixels():
+    """Toy problem: the state is a 1-D position; the image a noisy bump at it. Nearest neighbours
+    in the learned feature space have closer states than nearest neighbours in pixel space."""
+    rng = np.random.default_rng(2)
+    n = 400
+    x = rng.uniform(-1, 1, size=(n, 1))
+    grid = np.linspace(-1, 1, 60)
+    images = np.exp(-((grid[None, :] - x) ** 2) / (2 * 0.05**2)) + 0.5 * rng.normal(size=(n, 60))
+    feats = LearnedFeatures(n_pca=None, hidden_layer_sizes=(32, 8), max_iter=300).fit(images, x).transform(images)
+
+    def neighbour_error(F):
+        D = ((F[:, None] - F[None]) ** 2).sum(-1)
+        np.fill_diagonal(D, np.inf)
+        return np.mean((x[:, 0] - x[D.argmin(axis=1), 0]) ** 2)
+
+    assert neighbour_error(feats) < 0.5 * neighbour_error(images)
+
+
+def test_random_fourier_features_approximate_the_gaussian_kernel():
+    Z = np.random.default_rng(3).normal(size=(50, 4))
+    rff = RandomFourierFeatures(n_components=20000, random_state=0).fit(Z)
+    Phi = rff.transform(Z)
+    exact = kb.GaussianKernel(rff.bandwidth_)(Z)
+    assert np.max(np.abs(Phi @ Phi.T - exact)) < 0.05
+
+
+def test_filters_take_images_in_their_natural_shape(tmp_path):
+    system = MovingSprite()
+    rng = np.random.default_rng(4)
+    states, images = system.simulate(150, rng)
+    test_states, test_images = system.simulate(20, rng)
+    kbf = kb.KernelBayesFilter(scale_z=0.15, reg_prior=1e-2, reg_update=1e-2).fit(states, images)
+    means = kbf.batch_filter(test_images)[0]
+    flat = kbf.reset().batch_filter(test_images.reshape(20, -1))[0]
+    assert np.array_equal(means, flat)
+    assert np.mean(np.sum((means - test_states) ** 2, axis=1)) < 0.2
+    with pytest.raises(ValueError, match=r"z: expected shape \(64, 64\)"):
+        kbf.update(np.zeros((32, 32)))
+    # features and persistence with a learned feature map
+    learned = kb.KernelBayesFilter(features=LearnedFeatures(n_pca=10, hidden_layer_sizes=(16,), max_iter=50),
+                                   reg_prior=1e-2, reg_update=1e-2).fit(states, images)
+    first = learned.batch_filter(test_images)[0]
+    learned.reset()
+    learned.save(tmp_path / "learned.npz")
+    again = kb.KernelBayesFilter.load(tmp_path / "learned.npz").batch_filter(test_images)[0]
+    # the scikit-learn parts (PCA) may round differently once their arrays are contiguous copies
+    np.testing.assert_allclose(first, again, rtol=0, atol=1e-10)
+    # the image baselines
+    pf = ParticleFilter(system, n_particles=300, rng=0).batch_filter(test_images)[0]
+    assert np.all(np.isfinite(pf))
+    window = WindowRegressor(window=3, max_iter=50).fit(states, images).batch_filter(test_images)[0]
+    assert window.shape == (20, 2)
