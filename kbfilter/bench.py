@@ -221,3 +221,24 @@ def run_and_report(system, out, runs=10, train_length=1000, test_length=200, met
     paths = write_results(out, system, rows, summary, config)
     print_fn(f"\n{time.perf_counter() - start:.0f} s; wrote " + ", ".join(str(p) for p in paths))
     return rows, summary
+
+
+def scenario_main(system, argv=None):
+    """The paper-protocol scenario scripts (``scenarios/rotation.py``, ``scenarios/oscillation.py``):
+    30 runs for each training length (500 and 1000 by default), one results folder per length."""
+    import argparse
+
+    import matplotlib
+
+    parser = argparse.ArgumentParser(description=f"The {system} filtering study (seed 003 §6.2 protocol).")
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--train-lengths", type=int, nargs="+", default=[500, 1000])
+    parser.add_argument("--jobs", type=int, default=-1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=f"results/{system}")
+    args = parser.parse_args(argv)
+    matplotlib.use("Agg")
+    for T in args.train_lengths:
+        print(f"\n== {system}, training length {T}, {args.runs} runs ==", flush=True)
+        run_and_report(system, f"{args.out}/train{T}", runs=args.runs, train_length=T, n_jobs=args.jobs,
+                       seed=args.seed)

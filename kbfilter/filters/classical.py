@@ -166,7 +166,10 @@ class ParticleFilter(SequentialFilter):
 
     def initialize(self, x0, P0):
         x0 = check_vector(x0, "x0", length=self.system.dim_x)
-        self.particles = self.rng.multivariate_normal(x0, P0, size=self.n_particles)
+        return self._start_from(self.rng.multivariate_normal(x0, P0, size=self.n_particles))
+
+    def _start_from(self, particles):
+        self.particles = particles
         self.weights = np.full(self.n_particles, 1.0 / self.n_particles)
         self._estimate("prior")
         self._estimate("post")
@@ -187,14 +190,10 @@ class ParticleFilter(SequentialFilter):
 
     def initialize_stationary(self, burn_in=50):
         """Particles from the stationary law: independent runs of the dynamics for ``burn_in`` steps."""
-        self.particles = np.array([self.system.initial_state(self.rng) for _ in range(self.n_particles)])
+        particles = np.array([self.system.initial_state(self.rng) for _ in range(self.n_particles)])
         for _ in range(burn_in):
-            self.particles = self.system.sample_transition(self.particles, self.rng)
-        self.weights = np.full(self.n_particles, 1.0 / self.n_particles)
-        self._estimate("prior")
-        self._estimate("post")
-        self.initialized = True
-        return self
+            particles = self.system.sample_transition(particles, self.rng)
+        return self._start_from(particles)
 
     def _estimate(self, which):
         mean = self.weights @ self.particles
