@@ -3,7 +3,7 @@
 See ``DESIGN.md`` for the public surface and ``ALGORITHMS.md`` for the formulas (cited as §N).
 """
 
-from . import filters, systems
+from . import features, filters, systems
 from .embedding import KernelMean
 from .filters import KernelBayesFilter
 from .kernels import GaussianKernel, LaplaceKernel, LinearKernel, median_distance
@@ -23,6 +23,7 @@ from .rules import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "features",
     "filters",
     "systems",
     "KernelBayesFilter",
