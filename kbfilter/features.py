@@ -9,7 +9,7 @@ of the states. All are fitted with ``fit(Z, X)``: observations and the matching 
 """
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin, clone
+from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.decomposition import PCA
 from sklearn.kernel_approximation import RBFSampler
 from sklearn.neural_network import MLPRegressor

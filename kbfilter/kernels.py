@@ -24,7 +24,7 @@ from sklearn.metrics.pairwise import euclidean_distances, linear_kernel, rbf_ker
 
 from ._validation import check_int, check_matrix, check_positive
 
-__all__ = ["Kernel", "GaussianKernel", "LaplaceKernel", "LinearKernel", "median_distance", "fitted_kernel"]
+__all__ = ["Kernel", "GaussianKernel", "LaplaceKernel", "LinearKernel", "median_distance", "as_kernel", "fitted_kernel"]
 
 
 def median_distance(X, max_points=1000, random_state=0):
@@ -204,15 +204,22 @@ class LinearKernel(Kernel):
         return inner
 
 
-def fitted_kernel(kernel, name, data):
-    """A fitted clone of ``kernel`` (Gaussian with the median heuristic when None); errors name ``name``."""
+def as_kernel(kernel, name):
+    """An unfitted clone of ``kernel`` (Gaussian with the median heuristic when None); a value
+    that is not a kbfilter kernel is rejected with an error naming ``name``."""
     from sklearn.base import clone
 
     if kernel is None:
-        kernel = GaussianKernel("median")
+        return GaussianKernel("median")
     if not isinstance(kernel, Kernel):
         raise ValueError(f"{name}: expected a kbfilter Kernel, got {type(kernel).__name__}")
+    return clone(kernel)
+
+
+def fitted_kernel(kernel, name, data):
+    """:func:`as_kernel`, fitted on ``data``; fitting errors name ``name``."""
+    kernel = as_kernel(kernel, name)
     try:
-        return clone(kernel).fit(data)
+        return kernel.fit(data)
     except ValueError as exc:
         raise ValueError(f"{name}: {exc}") from exc

@@ -21,13 +21,36 @@ from .base import SequentialFilter
 __all__ = ["ExtendedKalman", "UnscentedKalman", "ParticleFilter"]
 
 
+class _StartsFromFirstObservation(SequentialFilter):
+    """``batch_filter`` on a filter given no belief starts from ``system.initial_belief(z_0)`` at
+    t = 0 (so ``z_0`` is not used twice), or, for systems with no belief from one observation
+    (images), from :meth:`_start_without_belief`."""
+
+    def _start_batch(self, zs):
+        if self.initialized:
+            return 0, []
+        shape = self.system.obs_shape or (self.system.dim_z,)
+        z0 = check_samples(np.asarray(zs[0])[None], "zs[0]", sample_shape=shape)[0][0].reshape(shape)
+        try:
+            belief = self.system.initial_belief(z0)
+        except NotImplementedError:
+            self._start_without_belief()
+            return 0, []
+        self.initialize(*belief)
+        return 1, [(self.x.copy(), self.P.copy(), self.x.copy(), self.P.copy())]
+
+    def _start_without_belief(self):
+        raise ValueError(f"zs: {type(self.system).__name__} gives no belief from one observation; "
+                         f"call initialize(x0, P0) first")
+
+
 def _check_system(system):
     if not isinstance(system, System):
         raise ValueError(f"system: expected a kbfilter System, got {type(system).__name__}")
     return system
 
 
-class _GaussianFilter(SequentialFilter):
+class _GaussianFilter(_StartsFromFirstObservation):
     """Shared bookkeeping for the Kalman-type filters, which keep the filterpy object in ``kf``."""
 
     def initialize(self, x0, P0):
@@ -41,13 +64,6 @@ class _GaussianFilter(SequentialFilter):
             setattr(self.kf, name, self.kf.P.copy())
         self.initialized = True
         return self
-
-    def _start_batch(self, zs):
-        if getattr(self, "initialized", False):
-            return 0, []
-        z0 = check_vector(zs[0], "zs[0]", length=self.system.dim_z)
-        self.initialize(*self.system.initial_belief(z0))
-        return 1, [(self.x.copy(), self.P.copy(), self.x.copy(), self.P.copy())]
 
     def _check_z(self, z):
         return None if z is None else check_vector(z, "z", length=self.system.dim_z)
@@ -142,7 +158,7 @@ class UnscentedKalman(_GaussianFilter):
         self.kf.update(z)  # filterpy: update(None) keeps the prior as the posterior
 
 
-class ParticleFilter(SequentialFilter):
+class ParticleFilter(_StartsFromFirstObservation):
     """Bootstrap particle filter with the true model and systematic resampling every step.
 
     Parameters
@@ -176,17 +192,9 @@ class ParticleFilter(SequentialFilter):
         self.initialized = True
         return self
 
-    def _start_batch(self, zs):
-        if self.initialized:
-            return 0, []
-        try:
-            belief = self.system.initial_belief(zs[0])
-        except NotImplementedError:
-            # no belief from one observation (images): start from the dynamics' stationary law
-            self.initialize_stationary()
-            return 0, []
-        self.initialize(*belief)
-        return 1, [(self.x.copy(), self.P.copy(), self.x.copy(), self.P.copy())]
+    def _start_without_belief(self):
+        # no belief from one observation (images): start from the dynamics' stationary law
+        self.initialize_stationary()
 
     def initialize_stationary(self, burn_in=50):
         """Particles from the stationary law: independent runs of the dynamics for ``burn_in`` steps."""

@@ -21,7 +21,7 @@ from .._validation import (
     check_samples,
 )
 from ..embedding import KernelMean
-from ..kernels import GaussianKernel, Kernel
+from ..kernels import as_kernel
 from ..persistence import Persistent
 from ..rules.bayes_rule import KernelBayesRule
 from ..rules.conditional import ConditionalEmbedding
@@ -137,10 +137,7 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
 
     # -- fitting ----------------------------------------------------------------------------------
     def _scaled_kernel(self, kernel, name, scale):
-        kernel = GaussianKernel("median") if kernel is None else kernel
-        if not isinstance(kernel, Kernel):
-            raise ValueError(f"{name}: expected a kbfilter Kernel, got {type(kernel).__name__}")
-        kernel = clone(kernel)
+        kernel = as_kernel(kernel, name)
         if "scale" in kernel.get_params():
             kernel.set_params(scale=kernel.scale * scale)
         return kernel
