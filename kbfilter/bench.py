@@ -71,7 +71,7 @@ def _baseline(method, system, rng):
 
 
 def run_trial(system_name, seed, train_length, test_length, methods, validation_length=200,
-              param_grid=None, search="coordinate", keep_estimates=False):
+              param_grid=None, search="coordinate", keep_estimates=False, n_folds=1):
     """One run: simulate, tune the KBFs on validation, filter the test sequence with every method."""
     system = SYSTEMS[system_name]()
     seed = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
@@ -88,7 +88,8 @@ def run_trial(system_name, seed, train_length, test_length, methods, validation_
                 start = time.perf_counter()
                 template, grid = _kbf(method, system_name)
                 filt = tune_filter(template, states, obs, param_grid=param_grid or grid,
-                                   validation_length=validation_length, n_jobs=1, progress=False, search=search)
+                                   validation_length=validation_length, n_jobs=1, progress=False, search=search,
+                                   n_folds=n_folds)
                 row["tune_s"][method] = time.perf_counter() - start
                 row["params"][method] = filt.best_params_
                 start = time.perf_counter()
@@ -108,12 +109,13 @@ def run_trial(system_name, seed, train_length, test_length, methods, validation_
         if keep_estimates:
             estimates[method] = means
     if keep_estimates:
-        row["trajectory"] = {"states": test_states, "observations": test_obs, "estimates": estimates}
+        row["trajectory"] = {"states": test_states, "observations": test_obs, "latent": test_latent,
+                             "estimates": estimates}
     return row
 
 
 def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None, n_jobs=None, seed=0,
-              progress=True, validation_length=200, param_grid=None, search="coordinate"):
+              progress=True, validation_length=200, param_grid=None, search="coordinate", n_folds=1):
     """Run the benchmark; returns the per-run rows (the first one keeps its test trajectory).
 
     Every run gets its own spawned seed (SPEC 7), so the same ``seed`` gives the same numbers
@@ -122,13 +124,15 @@ def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None,
     check_choice(system, "system", tuple(SYSTEMS))
     methods = DEFAULT_METHODS[system] if methods is None else methods
     runs = check_int(runs, "runs")
-    train_length = check_int(train_length, "train_length", minimum=validation_length + 3)
+    n_folds = check_int(n_folds, "n_folds")
+    train_length = check_int(train_length, "train_length", minimum=n_folds * validation_length + 3)
     test_length = check_int(test_length, "test_length")
     for method in methods:
         check_choice(method, "methods", METHODS)
     seeds = np.random.SeedSequence(seed).spawn(runs)
     jobs = (delayed(run_trial)(system, s, train_length, test_length, tuple(methods), validation_length,
-                               param_grid, search, keep_estimates=(i == 0)) for i, s in enumerate(seeds))
+                               param_grid, search, keep_estimates=(i == 0), n_folds=n_folds)
+            for i, s in enumerate(seeds))
     results = Parallel(n_jobs=n_jobs, return_as="generator")(jobs)
     return list(tqdm(results, total=runs, desc=f"bench {system}", disable=not progress))
 
@@ -197,25 +201,29 @@ def write_results(out, system, rows, summary, config):
     np.atleast_1d(axes)[0].set_title(f"{system}: run 0, first 100 test steps")
     save_figure(np.atleast_1d(axes)[0], paths[3])
     if np.asarray(traj["observations"]).ndim > 2:  # images: a row of frames with truth and estimates
+        system_ = SYSTEMS[system]()
         steps = np.linspace(0, len(traj["states"]) - 1, 6).astype(int)
-        shown = [m for m in ("kbf-iw", "pf-pixel") if m in traj["estimates"]]
+        shown = [m for m in ("kbf-iw", "kbf-iw-learned", "pf-pixel") if m in traj["estimates"]]
         titles = ["t=%d true %s\n" % (t, np.round(traj["states"][t], 2))
                   + "\n".join(f"{m} {np.round(traj['estimates'][m][t], 2)}" for m in shown) for t in steps]
+        points = {"true": traj["states"], **{m: traj["estimates"][m] for m in shown}}
+        coords = {k: system_.pixel_coordinates(v[steps], traj["latent"][steps]) for k, v in points.items()}
+        marks = [{k: tuple(c[j]) for k, c in coords.items()} for j in range(len(steps))]
         paths.append(out / "frames.png")
-        save_figure(plot_frames(np.asarray(traj["observations"])[steps], titles), paths[-1])
+        save_figure(plot_frames(np.asarray(traj["observations"])[steps], titles, marks), paths[-1])
     return paths
 
 
 def run_and_report(system, out, runs=10, train_length=1000, test_length=200, methods=None, n_jobs=None,
-                   seed=0, progress=True, validation_length=200, search="coordinate", print_fn=print):
+                   seed=0, progress=True, validation_length=200, search="coordinate", n_folds=1, print_fn=print):
     """:func:`run_bench`, then print the table and write results and figures to ``out``."""
     methods = DEFAULT_METHODS[system] if methods is None else methods
     config = {"runs": runs, "train_length": train_length, "test_length": test_length,
-              "validation_length": validation_length, "methods": list(methods), "search": search, "seed": seed}
+              "validation_length": validation_length, "methods": list(methods), "search": search, "n_folds": n_folds, "seed": seed}
     start = time.perf_counter()
     rows = run_bench(system, runs=runs, train_length=train_length, test_length=test_length, methods=methods,
                      n_jobs=n_jobs, seed=seed, progress=progress, validation_length=validation_length,
-                     search=search)
+                     search=search, n_folds=n_folds)
     summary = summarise(rows)
     print_fn(format_table(summary, runs))
     paths = write_results(out, system, rows, summary, config)
@@ -223,16 +231,26 @@ def run_and_report(system, out, runs=10, train_length=1000, test_length=200, met
     return rows, summary
 
 
+#: the studies' protocols: (runs, training lengths); seed 003 §6.2 for the low-dimensional systems,
+#: issue #5 for the image systems
+PROTOCOLS = {"rotation": (30, (500, 1000)), "oscillation": (30, (500, 1000)), "sprite": (10, (1000,)),
+             "camera": (10, (1000,))}
+
+
 def scenario_main(system, argv=None):
-    """The paper-protocol scenario scripts (``scenarios/rotation.py``, ``scenarios/oscillation.py``):
-    30 runs for each training length (500 and 1000 by default), one results folder per length."""
+    """The protocol scenario scripts (``scenarios/{rotation,oscillation,sprite,camera}.py``):
+    :data:`PROTOCOLS` runs for each training length, one results folder per length."""
     import argparse
 
     import matplotlib
 
-    parser = argparse.ArgumentParser(description=f"The {system} filtering study (seed 003 §6.2 protocol).")
-    parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--train-lengths", type=int, nargs="+", default=[500, 1000])
+    runs, lengths = PROTOCOLS[system]
+    parser = argparse.ArgumentParser(description=f"The {system} filtering study: {runs} runs per training "
+                                                 f"length, test length 200, tuning on the last 200 steps.")
+    parser.add_argument("--runs", type=int, default=runs)
+    parser.add_argument("--train-lengths", type=int, nargs="+", default=list(lengths))
+    parser.add_argument("--methods", nargs="+", choices=METHODS, default=None, metavar="METHOD")
+    parser.add_argument("--folds", type=int, default=1, help="validation blocks for tuning (default 1)")
     parser.add_argument("--jobs", type=int, default=-1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=f"results/{system}")
@@ -241,4 +259,4 @@ def scenario_main(system, argv=None):
     for T in args.train_lengths:
         print(f"\n== {system}, training length {T}, {args.runs} runs ==", flush=True)
         run_and_report(system, f"{args.out}/train{T}", runs=args.runs, train_length=T, n_jobs=args.jobs,
-                       seed=args.seed)
+                       seed=args.seed, methods=args.methods, n_folds=args.folds)

@@ -31,6 +31,9 @@ def build_parser():
                        help="training steps held out for tuning (default 200)")
     bench.add_argument("--methods", nargs="+", choices=METHODS, default=None, metavar="METHOD",
                        help=f"any of {', '.join(METHODS)} (default: the system's usual set)")
+    bench.add_argument("--folds", type=int, default=1,
+                       help="validation blocks of --validation-length steps from the end of training, "
+                            "each held out in turn (default 1: the paper protocol)")
     bench.add_argument("--search", choices=("coordinate", "grid"), default="coordinate",
                        help="hyperparameter search (default coordinate)")
     bench.add_argument("--jobs", type=int, default=-1, help="parallel runs (default: all cores)")
@@ -70,9 +73,11 @@ def bench_command(args, parser):
 
     if args.runs < 1:
         parser.error(f"argument --runs: expected a positive integer, got {args.runs}")
-    if args.train_length < args.validation_length + 3:
-        parser.error(f"argument --train-length: expected at least --validation-length + 3 = "
-                     f"{args.validation_length + 3}, got {args.train_length}")
+    if args.folds < 1:
+        parser.error(f"argument --folds: expected a positive integer, got {args.folds}")
+    if args.train_length < args.folds * args.validation_length + 3:
+        parser.error(f"argument --train-length: expected at least --folds x --validation-length + 3 = "
+                     f"{args.folds * args.validation_length + 3}, got {args.train_length}")
     if args.test_length < 1:
         parser.error(f"argument --test-length: expected a positive integer, got {args.test_length}")
     print(f"kbfilter bench {args.system}: {args.runs} runs, training {args.train_length} steps "
@@ -81,7 +86,7 @@ def bench_command(args, parser):
         run_and_report(args.system, args.out or f"results/bench-{args.system}", runs=args.runs,
                        train_length=args.train_length, test_length=args.test_length, methods=args.methods,
                        n_jobs=args.jobs, seed=args.seed, progress=not args.quiet,
-                       validation_length=args.validation_length, search=args.search)
+                       validation_length=args.validation_length, search=args.search, n_folds=args.folds)
     return 0
 
 

@@ -8,9 +8,12 @@ median-heuristic bandwidth and *learned* features: the last hidden layer of an
 of the states. All are fitted with ``fit(Z, X)``: observations and the matching states.
 """
 
+import warnings
+
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.decomposition import PCA
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.kernel_approximation import RBFSampler
 from sklearn.neural_network import MLPRegressor
 from sklearn.utils.validation import check_is_fitted
@@ -78,7 +81,7 @@ class LearnedFeatures(TransformerMixin, BaseEstimator):
     n_pca : int or None
         PCA components before the network (None: raw flattened inputs).
     hidden_layer_sizes : tuple of int
-        A narrow last layer (a bottleneck, 16 by default) keeps the features about the state:
+        A narrow last layer (a bottleneck, 32 by default) keeps the features about the state:
         nearest neighbours in a wide last layer are dominated by directions the readout ignores.
     target : {"states", "rff"}
     n_target_features : int
@@ -95,7 +98,7 @@ class LearnedFeatures(TransformerMixin, BaseEstimator):
     (200, 16)
     """
 
-    def __init__(self, n_pca=50, hidden_layer_sizes=(128, 16), target="states", n_target_features=64,
+    def __init__(self, n_pca=50, hidden_layer_sizes=(256, 32), target="states", n_target_features=64,
                  activation="relu", alpha=1e-4, max_iter=400, random_state=0):
         self.n_pca = n_pca
         self.hidden_layer_sizes = hidden_layer_sizes
@@ -126,10 +129,6 @@ class LearnedFeatures(TransformerMixin, BaseEstimator):
         mlp = MLPRegressor(hidden_layer_sizes=tuple(self.hidden_layer_sizes), activation=self.activation,
                            alpha=self.alpha, max_iter=self.max_iter, random_state=self.random_state,
                            )
-        import warnings
-
-        from sklearn.exceptions import ConvergenceWarning
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             mlp.fit(inputs / self.input_scale_, targets[:, 0] if targets.shape[1] == 1 else targets)

@@ -45,19 +45,36 @@ def plot_trajectory(states, estimates, observations=None, coord=0, steps=100, ax
     return ax
 
 
-def plot_frames(frames, titles, axes=None):
-    """A row of observation images (grayscale or RGB, clipped to [0, 1]) with a title each."""
+def plot_frames(frames, titles, marks=None, axes=None):
+    """A row of observation images (grayscale or RGB, clipped to [0, 1]) with a title each.
+
+    ``marks`` (optional) gives per frame a dict ``{label: (column, row)}`` in pixel coordinates
+    (e.g. a system's ``pixel_coordinates``): a point is drawn for each, or a vertical line when
+    the row is NaN (a direction, as in a camera view). The first label is drawn as the truth.
+    """
     if axes is None:
         import matplotlib.pyplot as plt
 
         _, axes = plt.subplots(1, len(frames), figsize=(2.6 * len(frames), 3.6))
     axes = np.atleast_1d(axes)
-    for ax, frame, title in zip(axes, frames, titles):
+    marks = [{}] * len(frames) if marks is None else marks
+    for ax, frame, title, frame_marks in zip(axes, frames, titles, marks):
         frame = np.clip(np.asarray(frame), 0, 1)
         ax.imshow(frame, cmap="gray" if frame.ndim == 2 else None, vmin=0, vmax=1)
+        for k, (label, (col, row)) in enumerate(frame_marks.items()):
+            style = dict(color="lime", lw=2) if k == 0 else dict(color=f"C{k}", lw=1.2, ls="--")
+            if np.isnan(row):
+                ax.axvline(col, label=label, **style)
+            else:
+                ax.plot(col, row, marker="+" if k == 0 else "x", ms=9, mew=style["lw"], color=style["color"],
+                        ls="none", label=label)
+        ax.set_xlim(-0.5, frame.shape[1] - 0.5)
+        ax.set_ylim(frame.shape[0] - 0.5, -0.5)
         ax.set_title(title, fontsize=7)
         ax.set_xticks([])
         ax.set_yticks([])
+    if marks and marks[0]:
+        axes[0].legend(fontsize=6, loc="lower left", framealpha=0.6)
     return axes[0]
 
 

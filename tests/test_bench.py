@@ -51,11 +51,25 @@ def test_cli_bench_writes_results(tmp_path, capsys):
         assert (tmp_path / name).stat().st_size > 0
 
 
+def test_image_bench_writes_frames_with_marks(tmp_path):
+    from kbfilter.bench import write_results
+
+    rows = run_bench("sprite", runs=1, train_length=80, test_length=12, validation_length=20, progress=False,
+                     n_jobs=1, methods=("kbf-iw", "pf-pixel"),
+                     param_grid={"scale_z": (0.15,), "reg_prior": (1e-2,), "reg_update": (1e-2,)})
+    traj = rows[0]["trajectory"]
+    assert traj["latent"].shape == traj["states"].shape
+    paths = write_results(tmp_path, "sprite", rows, summarise(rows), {})
+    assert (tmp_path / "frames.png") in paths and (tmp_path / "frames.png").stat().st_size > 0
+
+
 @pytest.mark.parametrize("args, fragment", [
     (["bench", "pendulum"], "invalid choice"),
     (["bench", "rotation", "--runs", "0"], "--runs"),
     (["bench", "rotation", "--runs", "many"], "invalid int value"),
     (["bench", "rotation", "--train-length", "100"], "--train-length"),
+    (["bench", "rotation", "--folds", "0"], "--folds"),
+    (["bench", "rotation", "--folds", "3", "--train-length", "500"], "--folds x --validation-length"),
     (["bench", "rotation", "--methods", "lstm"], "invalid choice"),
     (["bench", "rotation", "--scheduler", "tcp://127.0.0.1:1"], "--scheduler needs --backend dask"),
 ])

@@ -195,3 +195,27 @@ def test_tune_filter_picks_the_best_validation_point_and_never_sees_test_data(ro
         kb.tune_filter(KernelBayesFilter(), states, obs, param_grid={"bandwidth": (1.0,)}, progress=False)
     with pytest.raises(ValueError, match="validation_length"):
         kb.tune_filter(KernelBayesFilter(), states, obs, validation_length=299, progress=False)
+
+
+def test_blocked_validation_folds_hold_out_consecutive_blocks(rotation_data):
+    from kbfilter.tuning import validation_mse, validation_split
+
+    (states, obs), _ = rotation_data
+    T = len(states)
+    (train_x, _), (val_x, _) = validation_split(states, obs, 50, fold=0)
+    assert len(train_x) == 1 and np.array_equal(val_x, states[-50:])
+    (train_x, train_z), (val_x, _) = validation_split(states, obs, 50, fold=2)
+    # the block before the last two is held out; the steps around it are two separate sequences
+    assert np.array_equal(val_x, states[T - 150:T - 100])
+    assert [len(x) for x in train_x] == [T - 150, 100]
+    assert np.array_equal(np.vstack(train_x), np.delete(states, np.s_[T - 150:T - 100], axis=0))
+    # the tuned score is the mean of the per-block validation MSEs
+    grid = {"scale": (1.0,), "reg_prior": (1e-2,), "reg_update": (1e-2,)}
+    tuned = kb.tune_filter(KernelBayesFilter(), states, obs, param_grid=grid, validation_length=50, n_folds=3,
+                           progress=False)
+    per_fold = [validation_mse(KernelBayesFilter(), {"scale": 1.0, "reg_prior": 1e-2, "reg_update": 1e-2},
+                               *validation_split(states, obs, 50, fold)) for fold in range(3)]
+    assert tuned.search_table_[0]["mse"] == pytest.approx(np.mean(per_fold), rel=1e-12)
+    with pytest.raises(ValueError, match="validation_length"):
+        kb.tune_filter(KernelBayesFilter(), states, obs, param_grid=grid, validation_length=100,
+                       n_folds=T // 100, progress=False)

@@ -29,6 +29,29 @@ def test_sprite_intensity_weighted_centre_tracks_the_rendered_position():
     assert 60 < mass.mean() < 90  # about pi * 6 * 4 pixels
 
 
+def test_sprite_pixel_coordinates_are_the_image_centre_of_mass():
+    system = MovingSprite()
+    positions = np.random.default_rng(5).uniform(-1.1, 1.1, size=(10, 2))
+    images = system.render(positions)
+    mass = images.sum(axis=(1, 2))
+    cols = (images.sum(axis=1) * np.arange(64)).sum(axis=1) / mass
+    rows = (images.sum(axis=2) * np.arange(64)).sum(axis=1) / mass
+    np.testing.assert_allclose(system.pixel_coordinates(positions), np.column_stack([cols, rows]), atol=0.2)
+
+
+def test_camera_pixel_coordinates_find_a_direction_in_the_view():
+    system = CameraOrientation()
+    view = 6.2                                  # near 2 pi: the offset must wrap
+    for k in (-20, -3, 0, 7, 23):
+        direction = view + k * 2 * np.pi / system.panorama_width
+        state, latent = [[np.cos(direction), np.sin(direction)]], [[np.cos(view), np.sin(view)]]
+        col = system.pixel_coordinates(state, latent)[0, 0]
+        assert col == pytest.approx(system.width / 2 + k, abs=1e-6)
+        # what the view shows in that column is what a view at the direction shows in its centre
+        np.testing.assert_allclose(system.render([view])[0][:, int(round(col))],
+                                   system.render([direction])[0][:, system.width // 2], atol=1e-6)
+
+
 def test_camera_view_is_continuous_across_two_pi():
     system = CameraOrientation()
     eps = 1e-4

@@ -117,6 +117,14 @@ class CameraOrientation(System):
         b = self.panorama[:, np.mod(left + 1, W)]
         return np.moveaxis(a, 1, 0) * (1 - frac) + np.moveaxis(b, 1, 0) * frac
 
+    def pixel_coordinates(self, X, latent):
+        """Where the direction of each state ``X`` appears in the view taken at ``latent`` (the
+        rendered view angle as a unit vector, see :meth:`sample_observation`): (column, NaN) rows.
+        A column outside ``[0, width)`` is out of view."""
+        offset = np.angle(np.exp(1j * (self.angle(X) - self.angle(latent))))
+        column = offset / (2 * np.pi) * self.panorama_width + self.width / 2
+        return np.column_stack([column, np.full_like(column, np.nan)])
+
     def sample_observation(self, X, rng, return_latent=False):
         X = np.atleast_2d(X)
         view = self.angle(X) + self.view_noise * rng.standard_normal(X.shape[0])

@@ -82,6 +82,13 @@ class MovingSprite(System):
         f = (x * x + y * y - 1.0) ** 3 - x * x * y**3   # the heart curve; inside where f < 0
         return np.clip(-f * 6.0 + 0.5, 0.0, 1.0)
 
+    def pixel_coordinates(self, X, latent=None):
+        """Where each state ``X`` lies in an image, as (column, row) pixel coordinates (n, 2),
+        for marking positions on frames (``latent``, the rendered position, is not needed)."""
+        X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+        return np.column_stack([(X[:, 0] + self.extent) / self._pixel - 0.5,
+                                (self.extent - X[:, 1]) / self._pixel - 0.5])
+
     def sample_observation(self, X, rng, return_latent=False):
         X = np.atleast_2d(X)
         drawn = X + self.jitter * rng.standard_normal(X.shape)
