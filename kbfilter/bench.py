@@ -219,7 +219,8 @@ def run_and_report(system, out, runs=10, train_length=1000, test_length=200, met
     """:func:`run_bench`, then print the table and write results and figures to ``out``."""
     methods = DEFAULT_METHODS[system] if methods is None else methods
     config = {"runs": runs, "train_length": train_length, "test_length": test_length,
-              "validation_length": validation_length, "methods": list(methods), "search": search, "n_folds": n_folds, "seed": seed}
+              "validation_length": validation_length, "methods": list(methods), "search": search,
+              "n_folds": n_folds, "seed": seed}
     start = time.perf_counter()
     rows = run_bench(system, runs=runs, train_length=train_length, test_length=test_length, methods=methods,
                      n_jobs=n_jobs, seed=seed, progress=progress, validation_length=validation_length,

@@ -40,7 +40,8 @@ def validation_split(states, observations, validation_length, fold=0):
     fold = check_int(fold, "fold", minimum=0)
     T = len(xs[-1])
     if T < (fold + 1) * V + 3:
-        raise ValueError(f"validation_length: the last training sequence has {T} steps; expected at least "
+        what = "validation_length" if fold == 0 else "validation_length and n_folds"
+        raise ValueError(f"{what}: the last training sequence has {T} steps; expected at least "
                          f"{fold + 1} x validation_length + 3 = {(fold + 1) * V + 3}")
     stop = T - fold * V
     start = stop - V
