@@ -45,6 +45,9 @@ def plot_trajectory(states, estimates, observations=None, coord=0, steps=100, ax
     return ax
 
 
+_ESTIMATE_COLOURS = ("C1", "C3", "C4", "C0", "C5", "C6")
+
+
 def plot_frames(frames, titles, marks=None, axes=None):
     """A row of observation images (grayscale or RGB, clipped to [0, 1]) with a title each.
 
@@ -62,7 +65,8 @@ def plot_frames(frames, titles, marks=None, axes=None):
         frame = np.clip(np.asarray(frame), 0, 1)
         ax.imshow(frame, cmap="gray" if frame.ndim == 2 else None, vmin=0, vmax=1)
         for k, (label, (col, row)) in enumerate(frame_marks.items()):
-            style = dict(color="lime", lw=2) if k == 0 else dict(color=f"C{k}", lw=1.2, ls="--")
+            # estimates skip matplotlib's green (C2), which would read as the truth's lime
+            style = dict(color="lime", lw=2) if k == 0 else dict(color=_ESTIMATE_COLOURS[(k - 1) % 6], lw=1.2, ls="--")
             if np.isnan(row):
                 ax.axvline(col, label=label, **style)
             else:

@@ -35,7 +35,8 @@ def validation_split(states, observations, validation_length, fold=0):
     before and after the held-out block stay as two training sequences, so no transition
     crosses it.
     """
-    xs, zs, _ = as_sequences(states, observations)
+    xs, zs, shape = as_sequences(states, observations)
+    zs = [z.reshape(len(z), *shape) for z in zs]  # images stay images (a GaussianBlur needs their shape)
     V = check_int(validation_length, "validation_length")
     fold = check_int(fold, "fold", minimum=0)
     T = len(xs[-1])

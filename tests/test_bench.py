@@ -55,10 +55,11 @@ def test_image_bench_writes_frames_with_marks(tmp_path):
     from kbfilter.bench import write_results
 
     rows = run_bench("sprite", runs=1, train_length=80, test_length=12, validation_length=20, progress=False,
-                     n_jobs=1, methods=("kbf-iw", "pf-pixel"),
+                     n_jobs=1, methods=("kbf-iw", "kbf-iw-blur", "pf-pixel"),
                      param_grid={"scale_z": (0.15,), "reg_prior": (1e-2,), "reg_update": (1e-2,)})
     traj = rows[0]["trajectory"]
     assert traj["latent"].shape == traj["states"].shape
+    assert rows[0]["mse"]["kbf-iw-blur"] < 0.3     # tracks (0.10 measured; state variance ~1)
     paths = write_results(tmp_path, "sprite", rows, summarise(rows), {})
     assert (tmp_path / "frames.png") in paths and (tmp_path / "frames.png").stat().st_size > 0
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 import kbfilter as kb
-from kbfilter.features import LearnedFeatures, RandomFourierFeatures
+from kbfilter.features import GaussianBlur, LearnedFeatures, RandomFourierFeatures
 from kbfilter.filters import ParticleFilter, WindowRegressor
 from kbfilter.systems import CameraOrientation, MovingSprite
 
@@ -97,6 +97,68 @@ def test_random_fourier_features_approximate_the_gaussian_kernel():
     Phi = rff.transform(Z)
     exact = kb.GaussianKernel(rff.bandwidth_)(Z)
     assert np.max(np.abs(Phi @ Phi.T - exact)) < 0.05
+
+
+def test_gaussian_blur_of_an_impulse_is_the_sampled_gaussian():
+    sigma, radius = 1.5, 5  # scipy truncates at 3 sigma: int(3 * 1.5 + 0.5) = 5 pixels
+    g = np.exp(-0.5 * (np.arange(-radius, radius + 1) / sigma) ** 2)
+    g /= g.sum()
+    image = np.zeros((3, 20, 24, 3))
+    image[0, 9, 11, 1] = 1.0       # one lit pixel in the green channel
+    image[1] = np.random.default_rng(0).normal(size=(20, 24, 3))
+    image[2, 0, 0, 0] = 1.0        # at the corner: the zero padding cuts the kernel
+    blur = GaussianBlur(sigma=sigma, image_shape=(20, 24, 3)).fit(image.reshape(3, -1))
+    out = blur.transform(image.reshape(3, -1)).reshape(3, 20, 24, 3)
+    expected = np.zeros((20, 24))
+    expected[9 - radius:9 + radius + 1, 11 - radius:11 + radius + 1] = np.outer(g, g)
+    np.testing.assert_allclose(out[0, :, :, 1], expected, atol=1e-12)
+    assert np.all(out[0, :, :, [0, 2]] == 0)   # channels are not mixed
+    np.testing.assert_allclose(out[2, :radius + 1, :radius + 1, 0], np.outer(g[radius:], g[radius:]), atol=1e-12)
+    # brute force: the convolution as a sum over pixels, zero outside the image
+    rows, cols = np.arange(20)[:, None, None, None], np.arange(24)[None, :, None, None]
+    r, c = np.arange(20)[None, None, :, None], np.arange(24)[None, None, None, :]
+    near = (np.abs(rows - r) <= radius) & (np.abs(cols - c) <= radius)
+    weight = np.where(near, g[np.clip(rows - r + radius, 0, 2 * radius)] * g[np.clip(cols - c + radius, 0, 2 * radius)], 0.0)
+    brute = np.einsum("ijrc,rck->ijk", weight, image[1])
+    np.testing.assert_allclose(out[1], brute, atol=1e-12)
+    # the stride keeps every second row and column of the same blur
+    half = GaussianBlur(sigma=sigma, stride=2, image_shape=(20, 24, 3)).fit(image.reshape(3, -1))
+    np.testing.assert_array_equal(half.transform(image.reshape(3, -1)).reshape(3, 10, 12, 3), out[:, ::2, ::2])
+
+
+def test_gaussian_blur_makes_image_distance_grow_with_the_displacement():
+    # raw pixels: two sprites that no longer overlap are all equally far apart; blurred, the
+    # distance keeps growing with the displacement, so a kernel on it can interpolate
+    system = MovingSprite()
+    shifts = np.array([0.3, 0.6, 0.9, 1.2])
+    images = system.render(np.column_stack([np.r_[0.0, shifts] - 0.6, np.zeros(5)])).reshape(5, -1)
+    raw = np.linalg.norm(images[1:] - images[0], axis=1)
+    blur = GaussianBlur(sigma=5.0, image_shape=(64, 64)).fit(images)
+    smooth = np.linalg.norm(blur.transform(images[1:]) - blur.transform(images[:1]), axis=1)
+    assert raw[3] / raw[1] < 1.05              # saturated once the sprites are apart (0.56 wide)
+    assert np.all(np.diff(smooth) > 0) and smooth[3] / smooth[1] > 1.1   # 1.2 measured
+
+
+def test_gaussian_blur_validates_and_gets_its_shape_from_the_filter(tmp_path):
+    with pytest.raises(ValueError, match="image_shape: expected the shape of one image"):
+        GaussianBlur().fit(np.zeros((3, 16)))
+    with pytest.raises(ValueError, match="Z: expected 16 values per row"):
+        GaussianBlur(image_shape=(4, 4)).fit(np.zeros((3, 15)))
+    with pytest.raises(ValueError, match="sigma"):
+        GaussianBlur(sigma=0.0, image_shape=(4, 4)).fit(np.zeros((3, 16)))
+    system = MovingSprite()
+    rng = np.random.default_rng(5)
+    states, images = system.simulate(300, rng)
+    test_states, test_images = system.simulate(30, rng)
+    grid = {"scale": (0.2,), "scale_z": (0.2,), "reg_prior": (1e-2,), "reg_update": (1e-2,)}
+    kbf = kb.tune_filter(kb.KernelBayesFilter(features=GaussianBlur(sigma=3.0, stride=2)), states, images,
+                         param_grid=grid, validation_length=60, progress=False)
+    assert tuple(kbf.features_.image_shape) == (64, 64)
+    assert kbf.features_.transform(images[:2].reshape(2, -1)).shape == (2, 32 * 32)
+    means = kbf.batch_filter(test_images)[0]
+    assert np.mean(np.sum((means - test_states) ** 2, axis=1)) < 0.05
+    kbf.reset().save(tmp_path / "blur.npz")
+    np.testing.assert_array_equal(kb.KernelBayesFilter.load(tmp_path / "blur.npz").batch_filter(test_images)[0], means)
 
 
 def test_filters_take_images_in_their_natural_shape(tmp_path):

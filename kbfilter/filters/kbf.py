@@ -86,7 +86,9 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
     features : transformer, optional
         A map applied to the (flattened) observations before the observation kernel, fitted as
         ``features.fit(Z, X)`` on the training observations and states: ``sklearn`` ``PCA``, or
-        :class:`~kbfilter.features.RandomFourierFeatures` / :class:`~kbfilter.features.LearnedFeatures`.
+        :class:`~kbfilter.features.GaussianBlur` / :class:`~kbfilter.features.RandomFourierFeatures` /
+        :class:`~kbfilter.features.LearnedFeatures`. A map with an ``image_shape`` parameter left
+        at None is given the observations' shape.
         With ``kernel_z=LinearKernel()`` the update uses the feature (push-through) form.
 
     Attributes
@@ -163,7 +165,10 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
         self.predecessors_, self.successors_ = pred, pred + 1
         self.features_ = None
         if self.features is not None:
-            self.features_ = clone(self.features).fit(Z, X)
+            features = clone(self.features)
+            if "image_shape" in features.get_params() and features.image_shape is None:
+                features.set_params(image_shape=self.obs_shape_)  # e.g. GaussianBlur
+            self.features_ = features.fit(Z, X)
             Z = np.asarray(self.features_.transform(Z), dtype=np.float64)
 
         self.rule_ = KernelBayesRule(
