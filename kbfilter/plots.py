@@ -66,7 +66,8 @@ def plot_frames(frames, titles, marks=None, axes=None):
         ax.imshow(frame, cmap="gray" if frame.ndim == 2 else None, vmin=0, vmax=1)
         for k, (label, (col, row)) in enumerate(frame_marks.items()):
             # estimates skip matplotlib's green (C2), which would read as the truth's lime
-            style = dict(color="lime", lw=2) if k == 0 else dict(color=_ESTIMATE_COLOURS[(k - 1) % 6], lw=1.2, ls="--")
+            colour = _ESTIMATE_COLOURS[(k - 1) % len(_ESTIMATE_COLOURS)]
+            style = dict(color="lime", lw=2) if k == 0 else dict(color=colour, lw=1.2, ls="--")
             if np.isnan(row):
                 ax.axvline(col, label=label, **style)
             else:
