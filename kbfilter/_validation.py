@@ -1,4 +1,4 @@
-"""One validation layer for the public boundary (DESIGN "Conventions", ALGORITHMS §8).
+"""One validation layer for the public boundary.
 
 Every public entry point converts and checks its inputs here, so that a bad argument is
 reported once, with the argument's name and what was expected, before any numerics run.
@@ -110,3 +110,50 @@ def check_choice(value, name, choices):
 def check_rng(rng):
     """SPEC 7: normalise ``rng`` (None, int, SeedSequence or Generator) to a Generator."""
     return np.random.default_rng(rng)
+
+
+def check_observation(z, sample_shape, name="z"):
+    """Return one observation as a finite float64 1-D array (flattened).
+
+    ``z`` may have the training observations' shape ``sample_shape`` (e.g. an image) or be
+    already flattened. A missing measurement is ``None`` and is not this function's business.
+    """
+    z = _as_float(z, name, "a numeric array")
+    shape = tuple(sample_shape)
+    size = int(np.prod(shape))
+    if z.shape != shape and z.shape != (size,):
+        expected = f"shape {shape} (or {size} values flattened)" if len(shape) > 1 else f"length {size}"
+        raise ValueError(f"{name}: expected {expected}, got shape {z.shape}")
+    if not np.all(np.isfinite(z)):
+        raise ValueError(f"{name}: contains NaN or infinite values; pass None for a missing measurement")
+    return z.reshape(size)
+
+
+def check_sequences(states, observations):
+    """Normalise ``(states, observations)`` to two equally long lists of per-sequence arrays.
+
+    One sequence is given as two arrays (T, dim_x), (T, ...); several as two lists of them.
+    Observations may be vectors or images; they are returned flattened to (T, dim_z), and the
+    shape of one observation is returned too.
+
+    Returns
+    -------
+    xs, zs : list of ndarray
+    sample_shape : tuple of int
+    """
+    if isinstance(states, (list, tuple)) != isinstance(observations, (list, tuple)):
+        raise ValueError("states and observations: expected both arrays (one sequence) or both lists of arrays")
+    if not isinstance(states, (list, tuple)):
+        states, observations = [states], [observations]
+    if len(states) != len(observations) or not states:
+        raise ValueError(f"states and observations: expected the same number of sequences (at least one), "
+                         f"got {len(states)} and {len(observations)}")
+    xs, zs, shape = [], [], None
+    for i, (x, z) in enumerate(zip(states, observations)):
+        suffix = f"[{i}]" if len(states) > 1 else ""
+        x = check_matrix(x, f"states{suffix}", min_samples=2, n_features=xs[0].shape[1] if xs else None)
+        z, shape = check_samples(z, f"observations{suffix}", min_samples=2, sample_shape=shape)
+        check_same_length(f"states{suffix}", x, f"observations{suffix}", z)
+        xs.append(x)
+        zs.append(z)
+    return xs, zs, shape

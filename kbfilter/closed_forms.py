@@ -7,6 +7,8 @@ from a weighted sample to it, and Gaussian conditionals.
 
 import numpy as np
 
+from .linalg import column_entries
+
 __all__ = [
     "gaussian_kernel_mean",
     "gaussian_kernel_mean_sqnorm",
@@ -91,17 +93,9 @@ def conditional_rkhs_errors(W, B, Q, gain, offset, cond_cov, s_out, sq_norms):
 
     ``W`` (n, q) dense or sparse; ``sq_norms`` are ``diag(W^T G_B W)`` computed by the caller.
     """
-    import scipy.sparse as sp
-
-    W = sp.csc_matrix(W) if sp.issparse(W) else np.asarray(W)
     norm_p = gaussian_kernel_mean_sqnorm(cond_cov, s_out)
     errors = np.empty(Q.shape[0])
-    for j, q in enumerate(Q):
-        if sp.issparse(W):
-            lo, hi = W.indptr[j], W.indptr[j + 1]
-            idx, w = W.indices[lo:hi], W.data[lo:hi]
-        else:
-            idx, w = slice(None), W[:, j]
+    for j, (q, (idx, w)) in enumerate(zip(Q, column_entries(W))):
         cross = w @ gaussian_kernel_mean(B[idx], offset + gain @ q, cond_cov, s_out)
         errors[j] = np.sqrt(max(norm_p - 2 * cross + sq_norms[j], 0.0))
     return errors

@@ -7,12 +7,80 @@ measure. Point estimates, expectations, distances and resampling all live here.
 import warnings
 
 import numpy as np
+from sklearn.base import clone
 
 from ._validation import check_int, check_matrix, check_vector
 from .kernels import GaussianKernel, Kernel
 from .linalg import NumericalWarning
 
-__all__ = ["KernelMean"]
+__all__ = ["KernelMean", "normalise_weights", "clipped_weights", "weighted_covariance"]
+
+
+def clipped_weights(w):
+    """The clipped, normalised weights ``p_i = max(w_i, 0) / sum_j max(w_j, 0)``.
+
+    Parameters
+    ----------
+    w : ndarray of shape (n,)
+        Signed weights.
+
+    Returns
+    -------
+    ndarray of shape (n,) or None
+        ``p``, or None when no weight is positive.
+
+    Examples
+    --------
+    >>> clipped_weights(np.array([-1.0, 1.0, 3.0]))
+    array([0.  , 0.25, 0.75])
+    """
+    p = np.maximum(w, 0.0)
+    total = p.sum()
+    return p / total if total > 0 else None
+
+
+def normalise_weights(w):
+    """Weights summing to one for a point estimate, and the rule that gave them.
+
+    ``w / sum(w)`` when the sum is positive (rule None); otherwise the normalised mean is
+    undefined and the clipped normalised weights are used (rule ``"clipped"``, see
+    :func:`clipped_weights`); if no weight is positive there is nothing to normalise (``None``,
+    rule ``"collapsed"``).
+
+    Parameters
+    ----------
+    w : ndarray of shape (n,)
+        Signed weights.
+
+    Returns
+    -------
+    p : ndarray of shape (n,) or None
+    rule : {None, "clipped", "collapsed"}
+
+    Examples
+    --------
+    >>> normalise_weights(np.array([-2.0, 1.0, 3.0]))
+    (array([-1. ,  0.5,  1.5]), None)
+    >>> normalise_weights(np.array([-3.0, 1.0, 1.0]))
+    (array([0. , 0.5, 0.5]), 'clipped')
+    """
+    total = w.sum()
+    if total > 0:
+        return w / total, None
+    p = clipped_weights(w)
+    return (None, "collapsed") if p is None else (p, "clipped")
+
+
+def weighted_covariance(points, p):
+    """Covariance of ``points`` (n, d) under probability weights ``p`` (n,) summing to one.
+
+    Examples
+    --------
+    >>> weighted_covariance(np.array([[0.0], [2.0]]), np.array([0.5, 0.5]))
+    array([[1.]])
+    """
+    centred = points - p @ points
+    return (centred * p[:, None]).T @ centred
 
 
 class KernelMean:
@@ -26,7 +94,12 @@ class KernelMean:
         The weights ``w_i``; uniform ``1/n`` when omitted.
     kernel : Kernel, optional
         The kernel ``k``. Defaults to a Gaussian kernel with the median-heuristic bandwidth of
-        ``points``; a ``"median"`` kernel that is not yet fitted is fitted on ``points``.
+        ``points``. A kernel whose bandwidth still depends on data (``"median"``, not fitted) is
+        cloned and the clone is fitted on ``points``: the kernel passed in is never changed. To
+        compare embeddings under one bandwidth (e.g. with :meth:`mmd`), pass them the same
+        *fitted* kernel, which is used as it is.
+    info : dict, optional
+        Notes from the rule that produced the embedding.
 
     Attributes
     ----------
@@ -55,8 +128,8 @@ class KernelMean:
             kernel = GaussianKernel("median")
         if not isinstance(kernel, Kernel):
             raise ValueError(f"kernel: expected a kbfilter Kernel, got {type(kernel).__name__}")
-        if isinstance(getattr(kernel, "bandwidth", None), str) and not hasattr(kernel, "bandwidth_"):
-            kernel = kernel.fit(self.points)
+        if not kernel.__sklearn_is_fitted__():
+            kernel = clone(kernel).fit(self.points)
         self.kernel = kernel
         self.info = dict(info or {})
 
@@ -87,6 +160,18 @@ class KernelMean:
         """RKHS distance to another embedding under this embedding's kernel (ALGORITHMS §2).
 
         ``w1^T G11 w1 - 2 w1^T G12 w2 + w2^T G22 w2``, clipped at 0 before the square root.
+        Only this embedding's kernel is used; build both embeddings with the same fitted kernel
+        for a distance that does not depend on which side it is called from.
+
+        Parameters
+        ----------
+        other : KernelMean
+        squared : bool
+            Return the squared distance.
+
+        Returns
+        -------
+        float
         """
         if not isinstance(other, KernelMean):
             raise ValueError(f"other: expected a KernelMean, got {type(other).__name__}")
@@ -102,19 +187,36 @@ class KernelMean:
 
     # -- point estimates ---------------------------------------------------------------------
     def positive_weights(self):
-        """The clipped, normalised weights ``p_i = max(w_i, 0) / sum_j max(w_j, 0)``."""
-        p = np.maximum(self.weights, 0.0)
-        total = p.sum()
-        if not total > 0:
+        """The clipped, normalised weights ``p_i = max(w_i, 0) / sum_j max(w_j, 0)``.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+
+        Raises
+        ------
+        ValueError
+            When no weight is positive.
+        """
+        p = clipped_weights(self.weights)
+        if p is None:
             raise ValueError("weights: no weight is positive; the embedding has no probability reading")
-        return p / total
+        return p
 
     def mean(self, normalize=True):
         """Mean ``sum_i w_i x_i``, divided by ``sum_i w_i`` when ``normalize`` (the default).
 
-        When ``normalize`` is asked for but ``sum_i w_i <= 0`` the normalised mean is undefined
-        (ALGORITHMS §5.4): the clipped normalised weights are used instead, with a
-        :class:`~kbfilter.linalg.NumericalWarning`.
+        When ``normalize`` is asked for but ``sum_i w_i <= 0`` the normalised mean is undefined:
+        the clipped normalised weights are used instead, with a
+        :class:`~kbfilter.linalg.NumericalWarning` (see :func:`normalise_weights`).
+
+        Parameters
+        ----------
+        normalize : bool
+
+        Returns
+        -------
+        ndarray of shape (d,)
         """
         if not normalize:
             return self.weights @ self.points
@@ -122,18 +224,18 @@ class KernelMean:
         if total > 0:
             return (self.weights @ self.points) / total
         p = self.positive_weights()
-        warnings.warn(
-            f"KernelMean.mean: sum of weights is {total:.3g} <= 0; using clipped normalised weights",
-            NumericalWarning,
-            stacklevel=2,
-        )
+        warnings.warn(f"KernelMean.mean: sum of weights is {total:.3g} <= 0; using clipped normalised weights",
+                      NumericalWarning, stacklevel=2)
         return p @ self.points
 
     def covariance(self):
-        """Weighted covariance under the clipped normalised weights (ALGORITHMS §2)."""
-        p = self.positive_weights()
-        centred = self.points - p @ self.points
-        return (centred * p[:, None]).T @ centred
+        """Weighted covariance under the clipped normalised weights.
+
+        Returns
+        -------
+        ndarray of shape (d, d)
+        """
+        return weighted_covariance(self.points, self.positive_weights())
 
     def mode(self, max_iter=200, tol=1e-9):
         """Pre-image ``argmin_x ||m - k(., x)||`` by the Gaussian fixed point (seed 000 eq. 3).

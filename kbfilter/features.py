@@ -22,12 +22,12 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._validation import check_choice, check_int, check_matrix, check_positive, check_same_length
 from .kernels import median_distance
-from .persistence import register
+from .persistence import persistent
 
 __all__ = ["GaussianBlur", "RandomFourierFeatures", "LearnedFeatures"]
 
 
-@register
+@persistent("image_shape_")
 class GaussianBlur(TransformerMixin, BaseEstimator):
     """Images convolved with a Gaussian of ``sigma`` pixels (then optionally subsampled), flattened.
 
@@ -92,7 +92,7 @@ class GaussianBlur(TransformerMixin, BaseEstimator):
         return blurred[:, ::self.stride, ::self.stride].reshape(len(Z), -1)
 
 
-@register
+@persistent("bandwidth_", "sampler_")
 class RandomFourierFeatures(TransformerMixin, BaseEstimator):
     """Random Fourier features of a Gaussian kernel with bandwidth ``scale * median``.
 
@@ -134,7 +134,7 @@ _ACTIVATIONS = {
 }
 
 
-@register
+@persistent("pca_", "input_scale_", "weights_", "biases_")
 class LearnedFeatures(TransformerMixin, BaseEstimator):
     """Learned observation features (seed 003 §3.3): an MLP's last hidden layer.
 

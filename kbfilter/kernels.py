@@ -23,6 +23,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.metrics.pairwise import euclidean_distances, linear_kernel, rbf_kernel
 
 from ._validation import check_int, check_matrix, check_positive
+from .persistence import persistent
 
 __all__ = ["Kernel", "GaussianKernel", "LaplaceKernel", "LinearKernel", "median_distance", "as_kernel", "fitted_kernel"]
 
@@ -56,6 +57,10 @@ class Kernel(BaseEstimator):
     def fit(self, X):
         """Resolve data-dependent hyperparameters; returns ``self``."""
         return self
+
+    def __sklearn_is_fitted__(self):
+        """True when the kernel can be evaluated: no hyperparameter is waiting for data."""
+        return True
 
     def __call__(self, A, B=None):
         A = check_matrix(A, "A")
@@ -119,6 +124,9 @@ class _RadialKernel(Kernel):
             self.bandwidth_ = scale * check_positive(self.bandwidth, "bandwidth")
         return self
 
+    def __sklearn_is_fitted__(self):
+        return hasattr(self, "bandwidth_") or not isinstance(self.bandwidth, str)
+
     def _resolved(self):
         if hasattr(self, "bandwidth_"):
             return self.bandwidth_
@@ -132,6 +140,7 @@ class _RadialKernel(Kernel):
         return self._profile(np.maximum(sqdist, 0.0), self._resolved())
 
 
+@persistent("bandwidth_")
 class GaussianKernel(_RadialKernel):
     """Gaussian (RBF) kernel ``exp(-||a - b||^2 / (2 s^2))`` (ALGORITHMS §1).
 
@@ -165,6 +174,7 @@ class GaussianKernel(_RadialKernel):
         return np.exp(-sqdist / (2.0 * s * s))
 
 
+@persistent("bandwidth_")
 class LaplaceKernel(_RadialKernel):
     """Laplace kernel ``exp(-||a - b|| / s)`` with the Euclidean norm (ALGORITHMS §1).
 
@@ -185,6 +195,7 @@ class LaplaceKernel(_RadialKernel):
         return np.exp(-np.sqrt(sqdist) / s)
 
 
+@persistent()
 class LinearKernel(Kernel):
     """Linear kernel ``a . b``: weights over points become plain weighted means (ALGORITHMS §1).
 

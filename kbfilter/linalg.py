@@ -9,9 +9,13 @@ warning. The factor records which rule was used, so callers can report it.
 import warnings
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.linalg import LinAlgError, cho_factor, cho_solve, lu_factor, lu_solve
 
-__all__ = ["NumericalWarning", "SPDFactor", "spd_factor", "solve_spd", "Woodbury", "pivoted_cholesky"]
+from .persistence import persistent
+
+__all__ = ["NumericalWarning", "SPDFactor", "spd_factor", "solve_spd", "Woodbury", "pivoted_cholesky",
+           "batched_pivoted_cholesky", "column_entries"]
 
 JITTER_LADDER = (1e-10, 1e-8, 1e-6, 1e-4, 1e-2)
 
@@ -20,43 +24,27 @@ class NumericalWarning(RuntimeWarning):
     """Numerical trouble was detected and handled by a stated fallback rule."""
 
 
+@persistent("method", "factor", "pivots", "jitter")
 class SPDFactor:
-    """A factorisation of a (nearly) symmetric positive definite matrix.
+    """A factorisation of a (nearly) symmetric positive definite matrix; made by :func:`spd_factor`.
 
-    Attributes
+    Parameters
     ----------
     method : {"cholesky", "lu"}
         How the matrix was factored.
+    factor : ndarray
+        The lower Cholesky factor, or the packed LU factors.
+    pivots : ndarray or None
+        The LU pivots (None for Cholesky).
     jitter : float
         What was added to the diagonal before factoring (0 when Cholesky succeeded at once).
     """
 
-    def __init__(self, A, name="matrix", warn=True):
-        A = np.asarray(A, dtype=np.float64)
-        A = 0.5 * (A + A.T)
-        self.jitter = 0.0
-        self.method = "cholesky"
-        try:
-            self._factor = cho_factor(A, lower=True, check_finite=True)
-            return
-        except LinAlgError:
-            pass
-        if not np.all(np.isfinite(A)):
-            raise FloatingPointError(f"{name}: contains NaN or infinite values; cannot factor")
-        base = max(float(np.mean(np.abs(np.diag(A)))), np.finfo(float).tiny)
-        for rel in JITTER_LADDER:
-            try:
-                self._factor = cho_factor(A + rel * base * np.eye(A.shape[0]), lower=True)
-            except LinAlgError:
-                continue
-            self.jitter = rel * base
-            if warn:
-                warnings.warn(self.describe(name), NumericalWarning, stacklevel=3)
-            return
-        self.method = "lu"
-        self._factor = lu_factor(A)
-        if warn:
-            warnings.warn(self.describe(name), NumericalWarning, stacklevel=3)
+    def __init__(self, method, factor, pivots=None, jitter=0.0):
+        self.method = method
+        self.factor = factor
+        self.pivots = pivots
+        self.jitter = float(jitter)
 
     @property
     def event(self):
@@ -64,21 +52,46 @@ class SPDFactor:
         return "lu" if self.method == "lu" else ("jitter" if self.jitter > 0 else None)
 
     def describe(self, name):
+        """A sentence saying which fallback was used on the matrix called ``name``."""
         if self.method == "lu":
             return f"{name}: Cholesky failed even with jitter; solved by LU factorisation instead"
         return f"{name}: Cholesky failed; added jitter {self.jitter:.3g} to the diagonal"
 
     def solve(self, B):
-        """Solve ``A X = B``."""
+        """Solve ``A X = B``.
+
+        Parameters
+        ----------
+        B : ndarray of shape (n,) or (n, k)
+
+        Returns
+        -------
+        ndarray
+            ``X``, of the shape of ``B``.
+        """
         if self.method == "cholesky":
-            return cho_solve(self._factor, B, check_finite=False)
-        return lu_solve(self._factor, B, check_finite=False)
+            return cho_solve((self.factor, True), B, check_finite=False)
+        return lu_solve((self.factor, self.pivots), B, check_finite=False)
 
 
 def spd_factor(A, name="matrix", warn=True):
-    """Factor an SPD matrix with the fallback rules of this module; see :class:`SPDFactor`.
+    """Factor an SPD matrix with the fallback rules of this module.
 
-    With ``warn=False`` the caller reports :attr:`SPDFactor.event` itself.
+    Cholesky first; on failure the jitter ladder, then LU (see the module docstring). With
+    ``warn=False`` the caller reports :attr:`SPDFactor.event` itself.
+
+    Parameters
+    ----------
+    A : ndarray of shape (n, n)
+        The matrix; it is symmetrised first.
+    name : str
+        How messages call the matrix.
+    warn : bool
+        Warn with a :class:`NumericalWarning` when a fallback is used.
+
+    Returns
+    -------
+    SPDFactor
 
     Examples
     --------
@@ -87,7 +100,27 @@ def spd_factor(A, name="matrix", warn=True):
     >>> f.solve(np.array([6.0, 5.0]))
     array([1., 1.])
     """
-    return SPDFactor(A, name=name, warn=warn)
+    A = np.asarray(A, dtype=np.float64)
+    A = 0.5 * (A + A.T)
+    try:
+        return SPDFactor("cholesky", cho_factor(A, lower=True, check_finite=True)[0])
+    except LinAlgError:
+        pass
+    if not np.all(np.isfinite(A)):
+        raise FloatingPointError(f"{name}: contains NaN or infinite values; cannot factor")
+    base = max(float(np.mean(np.abs(np.diag(A)))), np.finfo(float).tiny)
+    for rel in JITTER_LADDER:
+        try:
+            factor = SPDFactor("cholesky", cho_factor(A + rel * base * np.eye(A.shape[0]), lower=True)[0],
+                               jitter=rel * base)
+        except LinAlgError:
+            continue
+        break
+    else:
+        factor = SPDFactor("lu", *lu_factor(A))
+    if warn:
+        warnings.warn(factor.describe(name), NumericalWarning, stacklevel=2)
+    return factor
 
 
 def solve_spd(A, B, name="matrix"):
@@ -95,6 +128,7 @@ def solve_spd(A, B, name="matrix"):
     return spd_factor(A, name=name).solve(B)
 
 
+@persistent("L", "c")
 class Woodbury:
     """Solver for ``(L L^T + c I) X = B`` with ``L`` of shape (n, r), in O(n r^2) (ALGORITHMS §3).
 
@@ -198,3 +232,27 @@ def batched_pivoted_cholesky(kernel, X, tol, max_rank):
         rank = j + 1
         done |= np.maximum(residual, 0.0).sum(axis=1) <= tol
     return L[:, :, :rank], done
+
+
+def column_entries(W):
+    """The columns of a weight matrix as ``(rows, values)`` pairs, one per column.
+
+    For a sparse matrix, each column's stored row indices and values (in CSC order); for a dense
+    one, ``slice(None)`` and the whole column.
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> W = sp.csc_matrix(np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0]]))
+    >>> [(rows.tolist(), vals.tolist()) for rows, vals in column_entries(W)]
+    [([0, 2], [1.0, 3.0]), ([1], [2.0])]
+    """
+    if not sp.issparse(W):
+        W = np.asarray(W)
+        for j in range(W.shape[1]):
+            yield slice(None), W[:, j]
+        return
+    W = sp.csc_matrix(W)
+    for j in range(W.shape[1]):
+        lo, hi = W.indptr[j], W.indptr[j + 1]
+        yield W.indices[lo:hi], W.data[lo:hi]

@@ -1,53 +1,96 @@
 """Saving fitted objects without pickle: one ``.npz`` holding the arrays and a JSON description.
 
-The JSON part (stored as a byte array inside the ``.npz``) describes the object graph; arrays are
-referenced by key. Loading uses ``numpy.load(..., allow_pickle=False)`` and rebuilds objects only
-from a fixed registry of kbfilter and scikit-learn classes: nothing in a file can name code to run.
-Every fitted array is stored as it is, so a loaded filter continues a run bit for bit.
+This module is part of the floor: it imports nothing from the rest of kbfilter. A class becomes
+persistent by decorating itself where it is defined::
+
+    @persistent("coef_", "n_train_")
+    class Thing(Persistent, BaseEstimator): ...
+
+The decorator names what the class saves, and nothing else is written: a scikit-learn-style
+estimator saves its parameters (``get_params(deep=False)``) and the listed fitted attributes, and
+is rebuilt as ``cls(**params)`` with those attributes set; any other class saves the listed
+attributes, which must be its constructor's arguments, and is rebuilt as ``cls(**fields)``. Run-time
+scratch that is not listed is not saved, so the file format is the set of declared names.
+
+scikit-learn parts (``PCA``, ``Nystroem``, ``RBFSampler``, ``StandardScaler``) are saved as their
+parameters plus their public fitted attributes (the names ending in ``_``), which is everything
+their ``transform`` reads. Their meaning can change between scikit-learn releases, so the file
+records the scikit-learn version, and a file holding such parts is refused, with a message, by a
+scikit-learn of another minor version.
+
+Loading uses ``numpy.load(..., allow_pickle=False)`` and builds only registered classes: nothing in
+a file can name code to run. Every fitted array is stored as it is, so a loaded object continues a
+run bit for bit.
 """
 
 import io
 import json
 import zipfile
 from collections import Counter
+from importlib.metadata import PackageNotFoundError, version as _package_version
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+import sklearn
+from sklearn.decomposition import PCA
+from sklearn.kernel_approximation import Nystroem, RBFSampler
+from sklearn.preprocessing import StandardScaler
 
 FORMAT = "kbfilter"
-VERSION = 1
+VERSION = 2
 
-__all__ = ["FORMAT", "VERSION", "save", "load", "register"]
+__all__ = ["FORMAT", "VERSION", "Persistent", "persistent", "registered", "save", "load"]
 
+# class name -> (class, names of the saved fields)
 _REGISTRY = {}
+# scikit-learn classes saved by parameters and public fitted attributes
+_SKLEARN = {cls.__name__: cls for cls in (PCA, Nystroem, RBFSampler, StandardScaler)}
 
 
-def register(cls):
-    """Allow instances of ``cls`` (their ``__dict__``) to be saved and loaded."""
-    _REGISTRY[cls.__name__] = cls
-    return cls
+def persistent(*fields):
+    """Class decorator: instances can be saved with :func:`save`, saving ``fields`` (see module doc)."""
+    def register(cls):
+        known = _REGISTRY.get(cls.__name__, (cls, ()))[0]
+        if (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
+            raise ValueError(f"persistent: another class named {cls.__name__!r} is already registered "
+                             f"(from {known.__module__})")
+        _REGISTRY[cls.__name__] = (cls, tuple(fields))
+        return cls
+
+    return register
 
 
-def _register_defaults():
-    from sklearn.decomposition import PCA
-    from sklearn.kernel_approximation import Nystroem, RBFSampler
+def registered():
+    """Names of the classes :func:`save` can write: kbfilter's registered classes and the
+    scikit-learn classes it saves by parameters and fitted attributes.
 
-    from . import features  # noqa: F401  (registers its classes)
-    from .filters.kbf import KernelBayesFilter
-    from .kernels import GaussianKernel, LaplaceKernel, LinearKernel
-    from .linalg import SPDFactor, Woodbury
-    from .rules.bayes_rule import KernelBayesRule
-    from .rules.conditional import ConditionalEmbedding
+    Returns
+    -------
+    list of str
+    """
+    return sorted(_REGISTRY) + sorted(_SKLEARN)
 
-    for cls in (KernelBayesFilter, KernelBayesRule, ConditionalEmbedding, GaussianKernel, LaplaceKernel,
-                LinearKernel, SPDFactor, Woodbury, Nystroem, RBFSampler, PCA):
-        _REGISTRY.setdefault(cls.__name__, cls)
+
+def _is_estimator(obj):
+    return callable(getattr(obj, "get_params", None))
+
+
+def _minor(version_string):
+    return tuple(version_string.split(".")[:2])
+
+
+def _kbfilter_version():
+    try:
+        return _package_version("kbfilter")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown"
 
 
 class _Encoder:
     def __init__(self):
         self.arrays = {}
+        self.uses_sklearn = False
 
     def _array(self, arr):
         key = f"a{len(self.arrays)}"
@@ -55,8 +98,6 @@ class _Encoder:
         return key
 
     def encode(self, value, where):
-        from sklearn.neighbors import NearestNeighbors
-
         if value is None or isinstance(value, (bool, str)):
             return value
         if isinstance(value, (int, np.integer)):
@@ -79,15 +120,24 @@ class _Encoder:
             return {"t": "dict", "items": {k: self.encode(v, f"{where}.{k}") for k, v in value.items()}}
         if isinstance(value, (list, tuple)):
             return {"t": type(value).__name__, "items": [self.encode(v, f"{where}[{i}]") for i, v in enumerate(value)]}
-        if isinstance(value, NearestNeighbors):
-            # the tree is rebuilt from the stored points (deterministic) rather than stored
-            return {"t": "neighbors", "params": self.encode(value.get_params(), f"{where}.params"),
-                    "X": self._array(np.asarray(value._fit_X))}
         name = type(value).__name__
-        if _REGISTRY.get(name) is type(value):
-            state = {k: self.encode(v, f"{where}.{k}") for k, v in vars(value).items()}
-            return {"t": "object", "class": name, "state": state}
-        raise ValueError(f"{where}: cannot save an object of type {name} (not in kbfilter's registry)")
+        if _SKLEARN.get(name) is type(value):
+            self.uses_sklearn = True
+            fitted = {k: v for k, v in vars(value).items() if k.endswith("_") and not k.startswith("_")}
+            return {"t": "sklearn", "class": name, "params": self._fields(value.get_params(deep=False), where),
+                    "fitted": self._fields(fitted, where)}
+        cls, fields = _REGISTRY.get(name, (None, ()))
+        if cls is not type(value):
+            raise ValueError(f"{where}: cannot save an object of type {name} (kbfilter saves its own classes "
+                             f"and scikit-learn's {', '.join(sorted(_SKLEARN))})")
+        node = {"t": "object", "class": name}
+        if _is_estimator(value):
+            node["params"] = self._fields(value.get_params(deep=False), where)
+        node["fields"] = self._fields({k: getattr(value, k) for k in fields if hasattr(value, k)}, where)
+        return node
+
+    def _fields(self, mapping, where):
+        return {k: self.encode(v, f"{where}.{k}") for k, v in mapping.items()}
 
 
 class _Decoder:
@@ -99,9 +149,10 @@ class _Decoder:
             raise ValueError(f"array {key!r} is missing")
         return self.arrays[key]
 
-    def decode(self, node):
-        from sklearn.neighbors import NearestNeighbors
+    def _fields(self, node, key):
+        return {k: self.decode(v) for k, v in node.get(key, {}).items()}
 
+    def decode(self, node):
         if node is None or isinstance(node, (bool, str, int)):
             return node
         if not isinstance(node, dict) or "t" not in node:
@@ -117,43 +168,76 @@ class _Decoder:
         if kind == "counter":
             return Counter(node["items"])
         if kind == "dict":
-            return {k: self.decode(v) for k, v in node["items"].items()}
+            return self._fields(node, "items")
         if kind in ("list", "tuple"):
             items = [self.decode(v) for v in node["items"]]
             return items if kind == "list" else tuple(items)
-        if kind == "neighbors":
-            return NearestNeighbors(**self.decode(node["params"])).fit(self._array(node["X"]))
-        if kind == "object":
-            cls = _REGISTRY.get(node["class"])
+        if kind == "sklearn":
+            cls = _SKLEARN.get(node["class"])
             if cls is None:
                 raise ValueError(f"unknown class {node['class']!r}")
-            obj = cls.__new__(cls)
-            obj.__dict__.update({k: self.decode(v) for k, v in node["state"].items()})
+            return self._set(cls(**self._fields(node, "params")), self._fields(node, "fitted"))
+        if kind == "object":
+            cls, names = _REGISTRY.get(node["class"], (None, ()))
+            if cls is None:
+                raise ValueError(f"unknown class {node['class']!r}")
+            fields = self._fields(node, "fields")
+            unknown = set(fields) - set(names)
+            if unknown:
+                raise ValueError(f"{node['class']}: unexpected fields {sorted(unknown)}")
+            if "params" not in node:
+                return cls(**fields)
+            obj = self._set(cls(**self._fields(node, "params")), fields)
+            restore = getattr(obj, "_after_load", None)
+            if restore is not None:
+                restore()
             return obj
         raise ValueError(f"unknown entry type {kind!r}")
 
+    @staticmethod
+    def _set(obj, fields):
+        for k, v in fields.items():
+            setattr(obj, k, v)
+        return obj
+
 
 def save(obj, path):
-    """Write ``obj`` (a fitted kbfilter object) to ``path`` as a pickle-free ``.npz``."""
-    _register_defaults()
+    """Write ``obj`` (a fitted kbfilter object) to ``path`` as a pickle-free ``.npz``; returns the path.
+
+    Raises ``ValueError`` naming the attribute when something in the object cannot be saved.
+    """
     encoder = _Encoder()
     root = encoder.encode(obj, type(obj).__name__)
-    from . import __version__
-
-    meta = {"format": FORMAT, "version": VERSION, "library": __version__, "root": root}
+    versions = {"kbfilter": _kbfilter_version(), "numpy": np.__version__}
+    if encoder.uses_sklearn:
+        versions["scikit-learn"] = sklearn.__version__
+    meta = {"format": FORMAT, "version": VERSION, "versions": versions, "root": root}
     blob = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
     with open(Path(path), "wb") as fh:
         np.savez(fh, __meta__=blob, **encoder.arrays)
     return Path(path)
 
 
+def _check_versions(path, meta):
+    if meta.get("version") != VERSION:
+        written = meta.get("versions", {}).get("kbfilter") or meta.get("library") or "an unknown version"
+        raise ValueError(f"{path}: written by kbfilter {written} in file format {meta.get('version')!r}, which "
+                         f"this kbfilter (file format {VERSION}) cannot read; fit the object again and save it")
+    written = meta.get("versions", {}).get("scikit-learn")
+    if written is not None and _minor(written) != _minor(sklearn.__version__):
+        raise ValueError(f"{path}: holds scikit-learn parts written with scikit-learn {written}; this environment "
+                         f"has {sklearn.__version__}, and fitted scikit-learn objects are not guaranteed to mean "
+                         f"the same across minor versions. Install scikit-learn {'.'.join(_minor(written))}.x "
+                         f"to load it, or fit the object again")
+
+
 def load(path, expected=None):
     """Read an object written by :func:`save`; ``expected`` (a class) is checked if given.
 
     Raises ``ValueError`` with the path for a file that is not a kbfilter file, is truncated or
-    tampered with, or was written in another format version.
+    tampered with, was written in another file format, or holds scikit-learn parts written by
+    another scikit-learn minor version.
     """
-    _register_defaults()
     path = Path(path)
     try:
         with open(path, "rb") as fh:
@@ -170,9 +254,7 @@ def load(path, expected=None):
         raise ValueError(f"{path}: not a kbfilter file (no readable description inside)") from exc
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise ValueError(f"{path}: not a kbfilter file")
-    if meta.get("version") != VERSION:
-        raise ValueError(f"{path}: written in kbfilter file format version {meta.get('version')!r}; "
-                         f"this kbfilter reads version {VERSION}")
+    _check_versions(path, meta)
     try:
         obj = _Decoder(arrays).decode(meta.get("root"))
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -183,13 +265,38 @@ def load(path, expected=None):
 
 
 class Persistent:
-    """Mixin: ``obj.save(path)`` and ``Class.load(path)`` through :func:`save` / :func:`load`."""
+    """Mixin: ``obj.save(path)`` and ``Class.load(path)`` through :func:`save` / :func:`load`.
+
+    A class may define ``_after_load()`` to rebuild what it derives from its saved fields.
+    """
 
     def save(self, path):
-        """Write this object to ``path`` (a pickle-free ``.npz``); returns the path."""
+        """Write this object to ``path`` (a pickle-free ``.npz``).
+
+        Parameters
+        ----------
+        path : str or path-like
+            Where to write.
+
+        Returns
+        -------
+        pathlib.Path
+            The path written.
+        """
         return save(self, path)
 
     @classmethod
     def load(cls, path):
-        """Read an object of this class written by :meth:`save`."""
+        """Read an object of this class written by :meth:`save`.
+
+        Parameters
+        ----------
+        path : str or path-like
+            A file written by :meth:`save`.
+
+        Returns
+        -------
+        object
+            An instance of this class.
+        """
         return load(path, expected=cls)

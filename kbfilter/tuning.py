@@ -16,8 +16,7 @@ from joblib import Parallel, delayed
 from sklearn.base import clone
 from tqdm.auto import tqdm
 
-from ._validation import check_choice, check_int
-from .filters.kbf import as_sequences
+from ._validation import check_choice, check_int, check_sequences
 from .linalg import NumericalWarning
 
 __all__ = ["DEFAULT_GRID", "tune_filter", "validation_split", "validation_mse"]
@@ -35,7 +34,7 @@ def validation_split(states, observations, validation_length, fold=0):
     before and after the held-out block stay as two training sequences, so no transition
     crosses it.
     """
-    xs, zs, shape = as_sequences(states, observations)
+    xs, zs, shape = check_sequences(states, observations)
     zs = [z.reshape(len(z), *shape) for z in zs]  # images stay images (a GaussianBlur needs their shape)
     V = check_int(validation_length, "validation_length")
     fold = check_int(fold, "fold", minimum=0)

@@ -89,3 +89,20 @@ def test_bad_input():
         KernelMean([[np.nan], [1.0]])
     with pytest.raises(ValueError, match="kernel"):
         KernelMean([[0.0], [1.0]], kernel="rbf")
+
+
+def test_an_unfitted_kernel_is_cloned_not_changed_and_each_embedding_gets_its_own_bandwidth():
+    from kbfilter import median_distance
+
+    rng = np.random.default_rng(0)
+    near, far = rng.normal(size=(200, 2)), 10 * rng.normal(size=(200, 2))
+    kernel = GaussianKernel("median")
+    first, second = KernelMean(near, kernel=kernel), KernelMean(far, kernel=kernel)
+    assert not hasattr(kernel, "bandwidth_")  # the caller's kernel is untouched
+    assert first.kernel.bandwidth_ == pytest.approx(median_distance(near))
+    assert second.kernel.bandwidth_ == pytest.approx(median_distance(far))  # about 16, not the first's 1.6
+    # a fitted kernel is the way to share one bandwidth, and it is used as it is
+    shared = GaussianKernel("median").fit(near)
+    a, b = KernelMean(near, kernel=shared), KernelMean(far, kernel=shared)
+    assert a.kernel is shared and b.kernel is shared
+    assert a.mmd(b) == pytest.approx(b.mmd(a), rel=1e-12)

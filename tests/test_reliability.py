@@ -2,6 +2,7 @@
 
 import json
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -34,41 +35,45 @@ def test_save_load_continues_bit_identically(tmp_path, data, params):
     assert loaded.get_params() == kbf.get_params()
 
 
-def test_rule_and_conditional_round_trip(tmp_path, data):
-    (states, obs), (_, test_obs) = data
-    kbr = KernelBayesRule(reg_prior=1e-3, reg_update=1e-2).fit(states, obs)
-    kbr.save(tmp_path / "rule.npz")
-    back = KernelBayesRule.load(tmp_path / "rule.npz")
-    prior = kb.KernelMean(states[:50])
-    assert np.array_equal(back.posterior(prior, test_obs[0]).weights, kbr.posterior(prior, test_obs[0]).weights)
-    for method in ("exact", "knn", "nystrom", "icf", "random", "nw"):
-        cme = ConditionalEmbedding(method=method, n_neighbors=20, rank=50, random_state=0).fit(states, obs)
-        cme.save(tmp_path / f"{method}.npz")
-        again = ConditionalEmbedding.load(tmp_path / f"{method}.npz")
-        assert np.array_equal(again.predict_mean(test_obs), cme.predict_mean(test_obs))
+def _arrays_and_meta(path):
+    with np.load(path, allow_pickle=False) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    return arrays, json.loads(arrays["__meta__"].tobytes())
 
 
-def test_load_checks_the_class_the_version_and_damage(tmp_path, data):
+def _rewrite(path, arrays, meta):
+    arrays = dict(arrays, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
+    np.savez(path, **arrays)
+    return path
+
+
+def test_a_file_from_the_first_format_gives_a_clear_error():
+    # written by kbfilter 0.1.0 before the format named its saved fields (a fitted filter, T = 30)
+    old = Path(__file__).parent / "data" / "filter_format1.npz"
+    with pytest.raises(ValueError, match=r"file format 1, which this kbfilter \(file format 2\) cannot read; "
+                                         r"fit the object again"):
+        KernelBayesFilter.load(old)
+
+
+def test_load_checks_the_class_the_versions_and_damage(tmp_path, data):
     (states, obs), _ = data
     path = KernelBayesRule().fit(states, obs).save(tmp_path / "rule.npz")
     with pytest.raises(ValueError, match="expected a KernelBayesFilter"):
         KernelBayesFilter.load(path)
-    # another format version
-    with np.load(path, allow_pickle=False) as npz:
-        arrays = {k: npz[k] for k in npz.files}
-    meta = json.loads(arrays["__meta__"].tobytes())
-    meta["version"] = 99
-    arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-    np.savez(tmp_path / "v99.npz", **arrays)
-    with pytest.raises(ValueError, match="format version 99"):
-        KernelBayesRule.load(tmp_path / "v99.npz")
+    arrays, meta = _arrays_and_meta(path)
+    assert meta["versions"]["kbfilter"] and meta["versions"]["numpy"] == np.__version__
+    with pytest.raises(ValueError, match="file format 99"):
+        KernelBayesRule.load(_rewrite(tmp_path / "v99.npz", arrays, dict(meta, version=99)))
     # a class outside the registry (e.g. something that would run code) is refused
-    meta["version"] = 1
-    meta["root"]["class"] = "Popen"
-    arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-    np.savez(tmp_path / "evil.npz", **arrays)
+    evil = json.loads(json.dumps(meta))
+    evil["root"]["class"] = "Popen"
     with pytest.raises(ValueError, match="unknown class 'Popen'"):
-        load(tmp_path / "evil.npz")
+        load(_rewrite(tmp_path / "evil.npz", arrays, evil))
+    # so is a field the class does not declare
+    extra = json.loads(json.dumps(meta))
+    extra["root"]["fields"]["__class__"] = "x"
+    with pytest.raises(ValueError, match=r"unexpected fields \['__class__'\]"):
+        load(_rewrite(tmp_path / "extra.npz", arrays, extra))
     # truncated
     raw = path.read_bytes()
     (tmp_path / "cut.npz").write_bytes(raw[: len(raw) // 2])
@@ -84,11 +89,43 @@ def test_load_checks_the_class_the_version_and_damage(tmp_path, data):
         load(tmp_path / "text.npz")
 
 
-def test_unsupported_attribute_is_refused_at_save(tmp_path, data):
+def test_scikit_learn_parts_need_the_scikit_learn_minor_version_that_wrote_them(tmp_path, data):
+    import sklearn
+    from sklearn.decomposition import PCA
+
     (states, obs), _ = data
+    path = KernelBayesRule(features=PCA(2)).fit(states, obs).save(tmp_path / "pca.npz")
+    arrays, meta = _arrays_and_meta(path)
+    assert meta["versions"]["scikit-learn"] == sklearn.__version__
+    KernelBayesRule.load(path)
+    other = dict(meta, versions=dict(meta["versions"], **{"scikit-learn": "0.99.1"}))
+    with pytest.raises(ValueError, match=r"written with scikit-learn 0\.99\.1; this environment has .*"
+                                         r"Install scikit-learn 0\.99\.x"):
+        KernelBayesRule.load(_rewrite(tmp_path / "old.npz", arrays, other))
+    # a file without scikit-learn parts does not depend on its version
+    plain = KernelBayesRule().fit(states, obs).save(tmp_path / "plain.npz")
+    assert "scikit-learn" not in _arrays_and_meta(plain)[1]["versions"]
+
+
+def test_only_declared_state_is_saved(tmp_path, data):
+    (states, obs), (_, test_obs) = data
     kbf = KernelBayesFilter().fit(states, obs)
-    kbf.callback = lambda: None
-    with pytest.raises(ValueError, match="callback"):
+    kbf.batch_filter(test_obs[:5])
+    kbf.note = "not part of the model"
+    _, meta = _arrays_and_meta(kbf.save(tmp_path / "f.npz"))
+    fields = set(meta["root"]["fields"])
+    assert "note" not in fields and not any(name.startswith("_") for name in fields)
+    assert {"rule_", "transition_", "weights", "x", "P"} <= fields
+    assert set(meta["root"]["params"]) == set(kbf.get_params(deep=False))
+
+
+def test_an_object_kbfilter_cannot_save_is_refused_by_name(tmp_path, data):
+    from sklearn.preprocessing import FunctionTransformer
+
+    (states, obs), _ = data
+    kbf = KernelBayesFilter(features=FunctionTransformer(np.tanh)).fit(states, obs)
+    with pytest.raises(ValueError, match="KernelBayesFilter.features: cannot save an object of type "
+                                         "FunctionTransformer"):
         kbf.save(tmp_path / "f.npz")
 
 
@@ -96,7 +133,8 @@ def test_unsupported_attribute_is_refused_at_save(tmp_path, data):
 def test_prior_far_from_training_states_collapses_to_uniform_and_is_counted(data):
     (states, obs), _ = data
     kbf = KernelBayesFilter(kernel_x=GaussianKernel(0.3), reg_prior=1e-3, reg_update=1e-3).fit(states, obs)
-    kbf.reset(prior=np.full((5, 2), 40.0))  # every kernel value underflows to 0
+    with pytest.warns(NumericalWarning, match="no weight was positive"):
+        kbf.reset(prior=np.full((5, 2), 40.0))  # every kernel value underflows to 0
     assert kbf.diagnostics["collapsed"] == 1
     np.testing.assert_allclose(kbf.weights, 1 / len(states))
 
@@ -112,27 +150,33 @@ def test_all_zero_kulsif_weights_use_the_uniform_ratio_and_are_counted(data):
     assert np.all(np.isfinite(kbf.x)) and kbf.weights.sum() == pytest.approx(1.0)
 
 
-def test_collapsed_weights_keep_the_previous_belief(data):
-    (states, obs), (_, test_obs) = data
-    kbf = KernelBayesFilter(reg_prior=1e-3, reg_update=1e-3).fit(states, obs)
+def test_an_observation_no_training_observation_resembles_keeps_the_previous_belief(data):
+    (states, obs), _ = data
+    kbf = KernelBayesFilter(kernel_z=GaussianKernel(0.05), reg_prior=1e-3, reg_update=1e-3).fit(states, obs)
     kbf.predict()
     prior = kbf.weights_prior.copy()
-    kbf.rule_.weights_from_projection = lambda mu, o: (np.zeros((len(mu), 1)), {})
-    kbf.update(test_obs[0])
-    assert kbf.diagnostics["collapsed"] == 1
+    with pytest.warns(NumericalWarning, match="kept the previous belief"):
+        kbf.update([40.0, 40.0])  # k_z(z) underflows to 0 everywhere: the posterior weights vanish
+    assert kbf.diagnostics["collapsed"] == 1 and kbf.diagnostics["nonpositive_sum"] == 1
     np.testing.assert_array_equal(kbf.weights, prior)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NumericalWarning)  # reported once until reset
+        kbf.update([40.0, 40.0])
+    assert kbf.diagnostics["collapsed"] == 2
+    kbf.reset()
+    assert kbf.diagnostics["collapsed"] == 0
 
 
 def test_nonpositive_weight_sum_is_clipped_and_counted(data):
-    (states, obs), (_, test_obs) = data
+    (states, obs), _ = data
     kbf = KernelBayesFilter(reg_prior=1e-3, reg_update=1e-3).fit(states, obs)
-    kbf.predict()
-    signed = np.zeros((len(states), 1))
-    signed[:3, 0] = [-2.0, 0.5, 0.5]
-    kbf.rule_.weights_from_projection = lambda mu, o: (signed, {})
-    kbf.update(test_obs[0])
+    a, b = states[10], states[150]  # far apart (distance ~1.3)
+    signed = kb.KernelMean(np.array([a, b]), [-1.0, 0.5], kernel=GaussianKernel(0.05))
+    with pytest.warns(NumericalWarning, match="clipped, normalised positive part"):
+        kbf.reset(prior=signed)  # projected weights sum to < 0, with positive mass near b
     assert kbf.diagnostics["clipped"] == 1
-    np.testing.assert_allclose(kbf.x, 0.5 * (states[1] + states[2]))
+    assert np.all(kbf.weights >= 0) and kbf.weights.sum() == pytest.approx(1.0)
+    assert np.linalg.norm(kbf.x - b) < 0.2 < np.linalg.norm(kbf.x - a)
 
 
 def test_failed_cholesky_gets_jitter_and_is_counted():

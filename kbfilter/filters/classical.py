@@ -13,7 +13,8 @@ from filterpy.kalman import ExtendedKalmanFilter, MerweScaledSigmaPoints, Unscen
 from scipy.linalg import LinAlgError
 from scipy.special import logsumexp
 
-from .._validation import check_int, check_matrix, check_rng, check_samples, check_vector
+from .._validation import check_int, check_matrix, check_observation, check_rng, check_vector
+from ..embedding import weighted_covariance
 from ..linalg import NumericalWarning
 from ..systems import System
 from .base import SequentialFilter
@@ -30,7 +31,7 @@ class _StartsFromFirstObservation(SequentialFilter):
         if self.initialized:
             return 0, []
         shape = self.system.obs_shape or (self.system.dim_z,)
-        z0 = check_samples(np.asarray(zs[0])[None], "zs[0]", sample_shape=shape)[0][0].reshape(shape)
+        z0 = check_observation(zs[0], shape, "zs[0]").reshape(shape)
         try:
             belief = self.system.initial_belief(z0)
         except NotImplementedError:
@@ -66,7 +67,7 @@ class _GaussianFilter(_StartsFromFirstObservation):
         return self
 
     def _check_z(self, z):
-        return None if z is None else check_vector(z, "z", length=self.system.dim_z)
+        return None if z is None else check_observation(z, (self.system.dim_z,))
 
     x = property(lambda self: self.kf.x)
     P = property(lambda self: self.kf.P)
@@ -205,8 +206,7 @@ class ParticleFilter(_StartsFromFirstObservation):
 
     def _estimate(self, which):
         mean = self.weights @ self.particles
-        centred = self.particles - mean
-        cov = (centred * self.weights[:, None]).T @ centred
+        cov = weighted_covariance(self.particles, self.weights)
         setattr(self, f"x_{which}", mean)
         setattr(self, f"P_{which}", cov)
         self.x, self.P = mean, cov
@@ -219,7 +219,7 @@ class ParticleFilter(_StartsFromFirstObservation):
         if z is None:
             self._estimate("post")
             return
-        z = check_samples(np.asarray(z)[None], "z", sample_shape=self.system.obs_shape or (self.system.dim_z,))[0][0]
+        z = check_observation(z, self.system.obs_shape or (self.system.dim_z,))
         logw = np.log(self.weights) + self.system.observation_loglik(z, self.particles)
         self.weights = np.exp(logw - logsumexp(logw))
         self.ess = 1.0 / np.sum(self.weights**2)

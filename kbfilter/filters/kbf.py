@@ -5,6 +5,7 @@ Learns the transition (kernel sum rule on the training transitions) and the obse
 observations alone. The belief is a weight vector over the training states.
 """
 
+import warnings
 from collections import Counter
 
 import numpy as np
@@ -12,49 +13,27 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import (
-    _as_float,
-    check_choice,
-    check_matrix,
-    check_positive,
-    check_same_length,
-    check_samples,
-)
-from ..embedding import KernelMean
+from .._validation import check_choice, check_matrix, check_observation, check_positive, check_sequences
+from ..embedding import KernelMean, clipped_weights, normalise_weights, weighted_covariance
 from ..kernels import as_kernel
-from ..persistence import Persistent
+from ..linalg import NumericalWarning
+from ..persistence import Persistent, persistent
 from ..rules.bayes_rule import KernelBayesRule
 from ..rules.conditional import ConditionalEmbedding
 from .base import SequentialFilter
 
-__all__ = ["KernelBayesFilter", "as_sequences"]
+__all__ = ["KernelBayesFilter"]
 
 
-def as_sequences(states, observations):
-    """Normalise ``(states, observations)`` to two equally long lists of per-sequence arrays.
-
-    One sequence is given as two arrays (T, dim_x), (T, ...); several as two lists of them.
-    Observations may be vectors or images; they are returned flattened to (T, dim_z), and the
-    shape of one observation is returned too.
-    """
-    if isinstance(states, (list, tuple)) != isinstance(observations, (list, tuple)):
-        raise ValueError("states and observations: expected both arrays (one sequence) or both lists of arrays")
-    if not isinstance(states, (list, tuple)):
-        states, observations = [states], [observations]
-    if len(states) != len(observations) or not states:
-        raise ValueError(f"states and observations: expected the same number of sequences (at least one), "
-                         f"got {len(states)} and {len(observations)}")
-    xs, zs, shape = [], [], None
-    for i, (x, z) in enumerate(zip(states, observations)):
-        suffix = f"[{i}]" if len(states) > 1 else ""
-        x = check_matrix(x, f"states{suffix}", min_samples=2, n_features=xs[0].shape[1] if xs else None)
-        z, shape = check_samples(z, f"observations{suffix}", min_samples=2, sample_shape=shape)
-        check_same_length(f"states{suffix}", x, f"observations{suffix}", z)
-        xs.append(x)
-        zs.append(z)
-    return xs, zs, shape
+# What the filter does itself when its weights cannot be normalised (see ``embedding.normalise_weights``).
+_OWN_FALLBACKS = {"clipped": "weights summed to <= 0; used their clipped, normalised positive part",
+                  "collapsed": "no weight was positive; kept the previous belief"}
 
 
+@persistent("obs_shape_", "states_", "predecessors_", "successors_", "features_", "rule_", "transition_",
+            "transition_matrix_", "projection_matrix_", "fit_diagnostics_", "n_train_",
+            # the belief, so that a loaded filter continues where the saved one stopped
+            "weights", "weights_prior", "x", "P", "x_prior", "P_prior", "x_post", "P_post")
 class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
     """Kernel Bayes filter: a nonparametric filter learned from example trajectories (ALGORITHMS §6).
 
@@ -106,7 +85,8 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
         see ``KernelBayesRule``), ``"transition_jitter"`` / ``"transition_lu"`` at fit, and the
         filter's own: ``"clipped"`` (weights summing to <= 0 replaced by their normalised positive
         part) and ``"collapsed"`` (no positive weight at all: the previous belief is kept).
-        Each kind is warned about once per reset.
+        Each kind is warned about once per reset. A loaded filter keeps its fit-time counts and
+        counts steps from the load on.
 
     Examples
     --------
@@ -154,7 +134,7 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
         check_choice(self.estimate, "estimate", ("mean", "raw_mean", "mode"))
         scale = check_positive(self.scale, "scale")
         scale_z = scale if self.scale_z is None else check_positive(self.scale_z, "scale_z")
-        xs, zs, self.obs_shape_ = as_sequences(states, observations)
+        xs, zs, self.obs_shape_ = check_sequences(states, observations)
         X, Z = np.vstack(xs), np.vstack(zs)
         T = X.shape[0]
         if T < 3:
@@ -192,9 +172,7 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
             self.transition_matrix_[pred + 1] = W
         # fallbacks taken while fitting (e.g. jitter on a Gram matrix) stay counted after reset()
         self.fit_diagnostics_ = Counter(self.rule_.diagnostics_)
-        event = getattr(getattr(self.transition_, "factor_", None), "event", None)
-        if event is not None:
-            self.fit_diagnostics_[f"transition_{event}"] += 1
+        self.fit_diagnostics_.update({f"transition_{k}": v for k, v in self.transition_.diagnostics_.items()})
         # KuLSIF / KBR projection operator: mu = K w_pred with K = T (G_x + T eta I)^{-1} G_x
         self.projection_matrix_ = self.rule_.projection(kx(X))
         self.n_train_ = T
@@ -210,7 +188,6 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
         """
         check_is_fitted(self, "rule_")
         self._events = Counter()
-        self.rule_.diagnostics_.clear()
         T = self.n_train_
         if prior is None:
             w = np.full(T, 1.0 / T)
@@ -221,21 +198,24 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
             w = self.rule_.projection(self.rule_.prior_values(prior)) / T
             w = self._normalised(w, fallback=np.full(T, 1.0 / T))
         self.weights = self.weights_prior = w
-        self._raw = w
         self.x_post = self.x_prior = self.x = self._point(w, w)
         self.P_post = self.P_prior = self.P = self._cov(w)
         return self
 
+    def _after_load(self):
+        self._events = Counter()
+
+    def _record(self, kind, message):
+        self._events[kind] += 1
+        if self._events[kind] == 1:
+            warnings.warn(f"KernelBayesFilter: {message} (reported once until reset; see diagnostics)",
+                          NumericalWarning, stacklevel=3)
+
     def _normalised(self, w, fallback):
-        total = w.sum()
-        if total > 0:
-            return w / total
-        positive = np.maximum(w, 0.0)
-        if positive.sum() > 0:
-            self._events["clipped"] += 1
-            return positive / positive.sum()
-        self._events["collapsed"] += 1
-        return fallback
+        p, rule = normalise_weights(w)
+        if rule is not None:
+            self._record(rule, _OWN_FALLBACKS[rule])
+        return fallback if p is None else p
 
     def _point(self, w, raw):
         if self.estimate == "raw_mean":
@@ -245,10 +225,8 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
         return w @ self.states_
 
     def _cov(self, w):
-        p = np.maximum(w, 0.0)
-        p = p / p.sum() if p.sum() > 0 else np.full_like(w, 1.0 / len(w))
-        centred = self.states_ - p @ self.states_
-        return (centred * p[:, None]).T @ centred
+        p = clipped_weights(w)
+        return weighted_covariance(self.states_, np.full_like(w, 1.0 / len(w)) if p is None else p)
 
     # -- filterpy surface -----------------------------------------------------------------------------
     def predict(self):
@@ -263,15 +241,16 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
         """Kernel Bayes' rule with observation ``z`` (1-D); ``None`` skips (missing measurement)."""
         check_is_fitted(self, "rule_")
         if z is None:
-            self.weights, self._raw = self.weights_prior, self.weights_prior
+            self.weights = self.weights_prior
             self.x_post, self.P_post = self.x_prior.copy(), self.P_prior.copy()
             self.x, self.P = self.x_post, self.P_post
             return
         obs = self.rule_.observation_vectors(self._observation(z))
         mu = self.projection_matrix_ @ self.weights_prior
-        W, _ = self.rule_.weights_from_projection(mu, obs)
+        W, info = self.rule_.weights_from_projection(mu, obs)
+        for kind, message in info.items():
+            self._record(kind, message)
         raw = W[:, 0]
-        self._raw = raw
         self.weights = self._normalised(raw, fallback=self.weights_prior)
         self.x_post = self.x = self._point(self.weights, raw)
         self.P_post = self.P = self._cov(self.weights)
@@ -279,18 +258,11 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
     def _observation(self, z):
         """One observation, in the training observations' shape or flattened, as a (1, d) row
         in the space the rule works in (after ``features``)."""
-        z = _as_float(z, "z", "a numeric array")
-        size = int(np.prod(self.obs_shape_))
-        if z.shape != tuple(self.obs_shape_) and z.shape != (size,):
-            expected = f"shape {tuple(self.obs_shape_)}" if len(self.obs_shape_) > 1 else f"length {size}"
-            raise ValueError(f"z: expected {expected}, got shape {z.shape}")
-        if not np.all(np.isfinite(z)):
-            raise ValueError("z: contains NaN or infinite values; pass None for a missing measurement")
-        z = z.reshape(1, size)
+        z = check_observation(z, self.obs_shape_)[None, :]
         return z if self.features_ is None else np.asarray(self.features_.transform(z), dtype=np.float64)
 
     @property
     def diagnostics(self):
         """Counts of every fallback taken at fit time and since the last :meth:`reset` (ALGORITHMS §5.4, §8)."""
         check_is_fitted(self, "rule_")
-        return self.fit_diagnostics_ + self._events + self.rule_.diagnostics_
+        return self.fit_diagnostics_ + self._events

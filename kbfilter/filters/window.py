@@ -6,9 +6,8 @@ from sklearn.decomposition import PCA
 from sklearn.neural_network import MLPRegressor
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import _as_float, check_int
+from .._validation import check_int, check_observation, check_sequences
 from .base import SequentialFilter
-from .kbf import as_sequences
 
 __all__ = ["WindowRegressor"]
 
@@ -51,7 +50,7 @@ class WindowRegressor(SequentialFilter, BaseEstimator):
 
     def fit(self, states, observations):
         check_int(self.window, "window")
-        xs, zs, self.obs_shape_ = as_sequences(states, observations)
+        xs, zs, self.obs_shape_ = check_sequences(states, observations)
         X, Z = np.vstack(xs), np.vstack(zs)
         self.features_ = clone(self.features if self.features is not None else PCA(30)).fit(Z, X)
         inputs = np.vstack([self._windows(self.features_.transform(z)) for z in zs])
@@ -83,9 +82,7 @@ class WindowRegressor(SequentialFilter, BaseEstimator):
         if z is None:
             self.x_post, self.P_post = self.x_prior.copy(), self.P_prior.copy()
             return
-        z = _as_float(z, "z", "a numeric array").reshape(1, -1)
-        if z.shape[1] != int(np.prod(self.obs_shape_)) or not np.all(np.isfinite(z)):
-            raise ValueError(f"z: expected a finite observation of shape {tuple(self.obs_shape_)}")
+        z = check_observation(z, self.obs_shape_)[None, :]
         self._frames = (self._frames + [self.features_.transform(z)[0]])[-self.window:]
         F = np.array(self._frames)
         window = self._windows(F)[-1:]

@@ -3,11 +3,10 @@
 from sklearn.utils.validation import check_is_fitted
 
 from ..embedding import KernelMean
+from .conditional import ConditionalEmbedding
 
 
 def check_conditional(conditional):
-    from .conditional import ConditionalEmbedding
-
     if not isinstance(conditional, ConditionalEmbedding):
         raise ValueError(f"conditional: expected a ConditionalEmbedding, got {type(conditional).__name__}")
     check_is_fitted(conditional, "kernel_in_")

@@ -21,8 +21,8 @@ from .._validation import (
 )
 from ..embedding import KernelMean
 from ..kernels import LinearKernel, fitted_kernel
-from ..persistence import Persistent
 from ..linalg import NumericalWarning, pivoted_cholesky, spd_factor
+from ..persistence import Persistent, persistent
 from ._checks import check_prior
 
 __all__ = ["kulsif_weights", "KernelBayesRule"]
@@ -31,6 +31,9 @@ __all__ = ["kulsif_weights", "KernelBayesRule"]
 _LOW_RANK_RTOL = 1e-9
 # Residual diagonal, relative to the largest, below which a pivoted Cholesky factor is at round-off.
 _ROUNDOFF_RTOL = 1e-14
+# Relative error allowed to the low-rank form of the original update. Its squared operator
+# amplifies the factor's round-off residual by max(mu)^2 ||G_z|| / delta, so this is checked per step.
+_ORIGINAL_RTOL = 1e-6
 
 
 def kulsif_weights(states, prior, kernel=None, reg=0.1):
@@ -73,18 +76,20 @@ def kulsif_weights(states, prior, kernel=None, reg=0.1):
     return np.maximum(0.0, n * spd_factor(G, name="G_x + n reg I").solve(g))
 
 
+@persistent("states_", "observations_", "n_train_", "kernel_x_", "kernel_z_", "features_", "reg_update_",
+            "prior_factor_", "Phi_", "G_z_", "solver_", "obs_factor_", "obs_residual_", "obs_norm_", "diagnostics_")
 class KernelBayesRule(Persistent, BaseEstimator):
     """Kernel Bayes' rule with a likelihood learned from pairs ``(x_i, z_i)`` (ALGORITHMS §5).
+
+    A fitted rule is never changed by using it: each update returns the fallbacks it took.
 
     Parameters
     ----------
     method : {"iw", "original"}
-        ``"iw"``: importance-weighted KBR with KuLSIF weights (§5.3, seed 003 Algorithm 1),
+        ``"iw"``: importance-weighted KBR with KuLSIF weights (Xu et al. 2022),
         ``w = sqrt(D) (sqrt(D) G_z sqrt(D) + n lam I)^{-1} sqrt(D) k_z(z)`` with
-        ``D = diag(max(0, n (G_x + n eta I)^{-1} g))``, solved only on the support of ``D``; when
-        ``G_z`` is numerically of low rank (pivoted Cholesky, residual trace ~1e-12 n lam) the
-        solve uses Woodbury, O(n r^2), while its error bound stays below 1e-9 relative.
-        ``"original"``: Fukumizu et al. (§5.1),
+        ``D = diag(max(0, n (G_x + n eta I)^{-1} g))``, solved only on the support of ``D``.
+        ``"original"``: Fukumizu et al. (2013),
         ``w = Lambda G_z ((Lambda G_z)^2 + delta I)^{-1} Lambda k_z(z)``,
         ``Lambda = diag(n (G_x + n eps I)^{-1} g)``.
     kernel_x, kernel_z : Kernel, optional
@@ -98,12 +103,26 @@ class KernelBayesRule(Persistent, BaseEstimator):
         or ``PCA``). The observation kernel is then the linear kernel on them and the iw update
         uses the push-through form ``w = D Phi (Phi^T D Phi + n lam I)^{-1} phi(z)``: O(n r^2).
         A ``LinearKernel`` as ``kernel_z`` is the same with the observations as features.
+    solver : {"auto", "dense"}
+        How the update is solved, chosen once at fit (``solver_``). ``"dense"``: on the full
+        ``G_z`` (restricted to the support of ``D`` for iw). ``"auto"``: explicit features use
+        the push-through form; otherwise, when ``G_z`` is numerically of low rank, a pivoted
+        Cholesky factor ``G_z ~ L L^T`` with residual ``E`` and Woodbury, O(n r^2) a step instead
+        of O(n^3). That factor is used only while its error bound is small: for iw
+        ``max(r) tr(E) / (n lam) <= 1e-9`` relative (``E`` is cut to ~1e-12 n lam in trace); for
+        the original rule, whose squared operator amplifies ``E``,
+        ``2 max(mu)^2 ||G_z|| tr(E) / delta <= 1e-6`` relative (``E`` is at round-off). A step
+        whose bound is larger is solved densely, so ``"auto"`` agrees with ``"dense"`` to those
+        tolerances.
 
     Attributes
     ----------
+    solver_ : {"dense", "low_rank", "features"}
+        The strategy chosen at fit.
     diagnostics_ : collections.Counter
-        How often each fallback of ALGORITHMS §5.4 was used (``"uniform_ratio"``,
-        ``"regression"``, ``"nonpositive_sum"``). Each is warned about once per fit.
+        Fallbacks taken while fitting (``"jitter"``, ``"lu"`` on the prior's Gram matrix).
+        Fallbacks taken by an update are returned with it (see :meth:`weights_from_projection`)
+        and recorded in the posterior's ``info``.
 
     Examples
     --------
@@ -118,17 +137,30 @@ class KernelBayesRule(Persistent, BaseEstimator):
     0.9
     """
 
-    def __init__(self, method="iw", kernel_x=None, kernel_z=None, reg_prior=0.2, reg_update=0.2, features=None):
+    def __init__(self, method="iw", kernel_x=None, kernel_z=None, reg_prior=0.2, reg_update=0.2, features=None,
+                 solver="auto"):
         self.method = method
         self.kernel_x = kernel_x
         self.kernel_z = kernel_z
         self.reg_prior = reg_prior
         self.reg_update = reg_update
         self.features = features
+        self.solver = solver
 
     def fit(self, states, observations):
-        """Precompute everything that does not depend on the prior or the observation."""
+        """Precompute everything that does not depend on the prior or the observation.
+
+        Parameters
+        ----------
+        states : array-like of shape (n, dim_x)
+        observations : array-like of shape (n, dim_z)
+
+        Returns
+        -------
+        self
+        """
         check_choice(self.method, "method", ("iw", "original"))
+        check_choice(self.solver, "solver", ("auto", "dense"))
         X = check_matrix(states, "states", min_samples=2)
         Z = check_matrix(observations, "observations", min_samples=2)
         check_same_length("states", X, "observations", Z)
@@ -140,7 +172,11 @@ class KernelBayesRule(Persistent, BaseEstimator):
         G = self.kernel_x_(X)
         G[np.diag_indices(n)] += n * reg_prior
         self.diagnostics_ = Counter()
-        self.prior_factor_ = self._factor(G, "G_x + n reg_prior I")
+        self.prior_factor_ = spd_factor(G, name="G_x + n reg_prior I", warn=False)
+        if self.prior_factor_.event is not None:
+            self.diagnostics_[self.prior_factor_.event] += 1
+            warnings.warn(f"KernelBayesRule: {self.prior_factor_.describe('G_x + n reg_prior I')}",
+                          NumericalWarning, stacklevel=2)
         self.features_, self.kernel_z_ = None, None
         if self.features is not None:
             self.features_ = clone(self.features).fit(Z)
@@ -156,18 +192,18 @@ class KernelBayesRule(Persistent, BaseEstimator):
             self.G_z_ = self.kernel_z_(Z)
         else:
             self.G_z_ = self.Phi_ @ self.Phi_.T if self.method == "original" else None
-        self._factor_observation_gram(n)
+        self._choose_solver(n)
         return self
 
-    def _factor_observation_gram(self, n):
+    def _choose_solver(self, n):
         # G_z is often numerically of low rank: G_z = L L^T + E with E tiny. The updates then cost
-        # O(n r^2) by Woodbury instead of O(n^3) (original) or O(|S|^3) (iw). For iw, E is kept
-        # below ~1e-12 n lam in trace and the error bound max(r) tr(E) / (n lam) <= _LOW_RANK_RTOL
-        # is checked each step. The original update squares an ill-conditioned operator, so its
-        # factor goes down to round-off (residual diagonal <= _ROUNDOFF_RTOL), where it is as
-        # accurate as the dense computation itself.
-        self.obs_factor_, self.obs_residual_ = None, np.inf
-        if self.Phi_ is not None or n < 64:
+        # O(n r^2) by Woodbury instead of O(n^3) (original) or O(|S|^3) (iw). For iw, E is cut to
+        # ~1e-12 n lam in trace; the original update squares an ill-conditioned operator, so its
+        # factor goes down to round-off (residual diagonal <= _ROUNDOFF_RTOL of the largest).
+        # Both paths check their error bound every step (see the class docstring).
+        self.obs_factor_, self.obs_residual_, self.obs_norm_ = None, np.inf, np.inf
+        self.solver_ = "features" if self.Phi_ is not None else "dense"
+        if self.Phi_ is not None or self.solver == "dense" or n < 64:
             return
         G = self.G_z_
         diag = np.diag(G).copy()
@@ -177,10 +213,23 @@ class KernelBayesRule(Persistent, BaseEstimator):
         residual = float(diag.sum() - np.sum(L * L))
         if L.shape[1] < n // 3:
             self.obs_factor_, self.obs_residual_ = L, max(residual, 0.0)
+            self.obs_norm_ = float(np.linalg.eigvalsh(L.T @ L)[-1]) if L.shape[1] else 0.0
+            self.solver_ = "low_rank"
 
     # -- the pieces -------------------------------------------------------------------------
     def prior_values(self, prior):
-        """``g = G_{x,u} gamma``: the prior embedding at the training states (uniform if None)."""
+        """``g = G_{x,u} gamma``: the prior embedding at the training states.
+
+        Parameters
+        ----------
+        prior : KernelMean or None
+            A weighted sample on the state space; None is the uniform embedding of the
+            training states.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+        """
         check_is_fitted(self, "prior_factor_")
         if prior is None:
             return self.kernel_x_(self.states_).mean(axis=1)
@@ -188,15 +237,43 @@ class KernelBayesRule(Persistent, BaseEstimator):
         return self.kernel_x_(self.states_, prior.points) @ prior.weights
 
     def projection(self, g):
-        """``mu = n (G_x + n eps I)^{-1} g``: the prior projected on the training states (§5.1-5.2)."""
+        """``mu = n (G_x + n eps I)^{-1} g``: the prior projected on the training states.
+
+        Parameters
+        ----------
+        g : ndarray of shape (n,) or (n, k)
+            Prior values at the training states (see :meth:`prior_values`).
+
+        Returns
+        -------
+        ndarray of the shape of ``g``
+        """
         return self.n_train_ * self.prior_factor_.solve(g)
 
     def ratio(self, g):
-        """KuLSIF weights ``max(0, n (G_x + n eta I)^{-1} g)`` from prior values ``g`` (§5.2)."""
+        """KuLSIF weights ``max(0, n (G_x + n eta I)^{-1} g)`` from prior values ``g``.
+
+        Parameters
+        ----------
+        g : ndarray of shape (n,)
+
+        Returns
+        -------
+        ndarray of shape (n,)
+        """
         return np.maximum(0.0, self.projection(g))
 
     def observation_vectors(self, Z):
-        """``k_z(z)`` for each row of ``Z`` as columns (n, q); ``phi(z)`` (r, q) with features."""
+        """``k_z(z)`` for each row of ``Z`` as columns (n, q); ``phi(z)`` (r, q) with features.
+
+        Parameters
+        ----------
+        Z : array-like of shape (q, dim_z) or (dim_z,)
+
+        Returns
+        -------
+        ndarray of shape (n, q) or (r, q)
+        """
         check_is_fitted(self, "prior_factor_")
         Z = self._check_observations(Z)
         if self.features_ is not None:
@@ -211,32 +288,40 @@ class KernelBayesRule(Persistent, BaseEstimator):
             Z = Z[None, :]
         return check_matrix(Z, "z", n_features=self.observations_.shape[1], allow_1d=False)
 
-    def _factor(self, A, name):
-        """``spd_factor`` whose fallbacks (jitter, LU) are counted in ``diagnostics_``."""
+    @staticmethod
+    def _factor(A, name, info):
+        """``spd_factor`` whose fallback (jitter, LU) is recorded in ``info``."""
         factor = spd_factor(A, name=name, warn=False)
         if factor.event is not None:
-            self._note(factor.event, factor.describe(name))
+            info[factor.event] = factor.describe(name)
         return factor
 
-    def _note(self, event, message):
-        self.diagnostics_[event] += 1
-        if self.diagnostics_[event] == 1:
-            warnings.warn(f"KernelBayesRule: {message} (reported once; see diagnostics_)",
-                          NumericalWarning, stacklevel=4)
-
     def weights_from_ratio(self, r, obs):
-        """IW update ``w`` (n, q) from density-ratio weights ``r`` and observation vectors (§5.3).
+        """IW update from density-ratio weights ``r`` and observation vectors.
 
         Rows with ``r_i = 0`` get ``w_i = 0`` and are left out of the solve, which changes nothing
         in the result. If every ``r_i`` is 0, the stated fallback ``r = 1`` (plain CKME regression
         from the observation) is used and recorded.
+
+        Parameters
+        ----------
+        r : ndarray of shape (n,)
+            Non-negative density-ratio weights (see :meth:`ratio`).
+        obs : ndarray
+            Observation vectors (see :meth:`observation_vectors`).
+
+        Returns
+        -------
+        W : ndarray of shape (n, q)
+            Posterior weights over the training states, one column per observation.
+        info : dict
+            The fallbacks taken, kind -> sentence.
         """
         r = np.asarray(r, dtype=np.float64)
         info = {}
         if not np.any(r > 0):
-            self._note("uniform_ratio", "every KuLSIF weight is 0; using r = 1 (CKME regression)")
+            info["uniform_ratio"] = "every KuLSIF weight is 0; using r = 1 (CKME regression)"
             r = np.ones_like(r)
-            info["fallback"] = "uniform_ratio"
         S = np.flatnonzero(r > 0)
         nlam = self.n_train_ * self.reg_update_
         W = np.zeros((self.n_train_, obs.shape[1]))
@@ -245,15 +330,15 @@ class KernelBayesRule(Persistent, BaseEstimator):
             Phi = self.Phi_[S]
             C = (Phi * r[S, None]).T @ Phi
             C[np.diag_indices(C.shape[0])] += nlam
-            W[S] = r[S, None] * (Phi @ self._factor(C, "Phi^T D Phi + n lam I").solve(obs))
-        elif self.Phi_ is None and r.max() * self.obs_residual_ <= _LOW_RANK_RTOL * nlam:
+            W[S] = r[S, None] * (Phi @ self._factor(C, "Phi^T D Phi + n lam I", info).solve(obs))
+        elif self.obs_factor_ is not None and r.max() * self.obs_residual_ <= _LOW_RANK_RTOL * nlam:
             # Woodbury with sqrt(D) G_z sqrt(D) ~ (sqrt(D) L)(sqrt(D) L)^T
             sq = np.sqrt(r[S])
             Ls = sq[:, None] * self.obs_factor_[S]
             inner = Ls.T @ Ls
             inner[np.diag_indices(inner.shape[0])] += nlam
             rhs = sq[:, None] * obs[S]
-            W[S] = sq[:, None] * (rhs - Ls @ self._factor(inner, "L^T D L + n lam I").solve(Ls.T @ rhs)) / nlam
+            W[S] = sq[:, None] * (rhs - Ls @ self._factor(inner, "L^T D L + n lam I", info).solve(Ls.T @ rhs)) / nlam
         else:
             if self.Phi_ is not None:
                 G_S = self.Phi_[S] @ self.Phi_[S].T
@@ -264,15 +349,18 @@ class KernelBayesRule(Persistent, BaseEstimator):
             sq = np.sqrt(r[S])
             M = sq[:, None] * G_S * sq[None, :]
             M[np.diag_indices(S.size)] += nlam
-            W[S] = sq[:, None] * self._factor(M, "sqrt(D) G_z sqrt(D) + n lam I").solve(sq[:, None] * obs)
+            W[S] = sq[:, None] * self._factor(M, "sqrt(D) G_z sqrt(D) + n lam I", info).solve(sq[:, None] * obs)
         return W, info
 
     def _weights_original(self, mu, obs):
         G_z = self.G_z_
         K = obs if self.Phi_ is None else self.Phi_ @ obs
+        delta = self.reg_update_
+        low_rank = (self.obs_factor_ is not None
+                    and 2 * np.max(mu * mu) * self.obs_norm_ * self.obs_residual_ <= _ORIGINAL_RTOL * delta)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", LinAlgWarning)
-            if self.obs_factor_ is not None:
+            if low_rank:
                 # G_z = L L^T: (Lambda G_z)^2 = P C L^T with P = Lambda L, C = L^T P (r x r); Woodbury
                 L = self.obs_factor_
                 P = mu[:, None] * L
@@ -280,48 +368,83 @@ class KernelBayesRule(Persistent, BaseEstimator):
                 U = P @ C
                 y = mu[:, None] * K
                 inner = C @ C
-                inner[np.diag_indices(inner.shape[0])] += self.reg_update_
-                v = (y - U @ lu_solve(lu_factor(inner, check_finite=False), L.T @ y, check_finite=False)) / self.reg_update_
+                inner[np.diag_indices(inner.shape[0])] += delta
+                v = (y - U @ lu_solve(lu_factor(inner, check_finite=False), L.T @ y, check_finite=False)) / delta
                 W = P @ (L.T @ v)
             else:
                 LG = mu[:, None] * G_z
                 A = LG @ LG
-                A[np.diag_indices(A.shape[0])] += self.reg_update_
+                A[np.diag_indices(A.shape[0])] += delta
                 W = LG @ lu_solve(lu_factor(A, check_finite=False), mu[:, None] * K, check_finite=False)
         if np.all(np.isfinite(W)) and np.any(W != 0):
             return W, {}
         # singular squared operator or a vanished Lambda: the stated fallback is CKME regression
-        self._note("regression", "original KBR update is singular or zero; using CKME regression")
+        info = {"regression": "original KBR update is singular or zero; using CKME regression"}
         G = G_z.copy()
-        G[np.diag_indices(G.shape[0])] += self.n_train_ * self.reg_update_
-        return self._factor(G, "G_z + n delta I").solve(K), {"fallback": "regression"}
+        G[np.diag_indices(G.shape[0])] += self.n_train_ * delta
+        return self._factor(G, "G_z + n delta I", info).solve(K), info
 
     def weights_from_projection(self, mu, obs):
-        """Posterior weights (n, q) from the projected prior ``mu`` (see :meth:`projection`) and
-        observation vectors (see :meth:`observation_vectors`); returns ``(W, info)``."""
+        """Posterior weights from the projected prior and observation vectors.
+
+        Parameters
+        ----------
+        mu : ndarray of shape (n,)
+            The projected prior (see :meth:`projection`).
+        obs : ndarray
+            Observation vectors (see :meth:`observation_vectors`).
+
+        Returns
+        -------
+        W : ndarray of shape (n, q)
+            Posterior weights over the training states, one column per observation.
+        info : dict
+            The fallbacks taken by this update, kind -> sentence: ``"uniform_ratio"``,
+            ``"regression"``, ``"nonpositive_sum"``, ``"jitter"``, ``"lu"``.
+        """
         if self.method == "iw":
             W, info = self.weights_from_ratio(np.maximum(0.0, mu), obs)
         else:
             W, info = self._weights_original(mu, obs)
         if np.any(W.sum(axis=0) <= 0):
-            self._note("nonpositive_sum", "posterior weights sum to <= 0; the normalised mean falls back "
-                                          "to clipped weights")
-            info["nonpositive_sum"] = True
+            info["nonpositive_sum"] = ("posterior weights sum to <= 0; the normalised mean falls back to "
+                                       "clipped weights")
         return W, info
 
     def weights_from_prior_values(self, g, Z):
-        """Posterior weights (n, q) for prior values ``g`` and observations ``Z``, with info."""
+        """Posterior weights for prior values ``g`` and observations ``Z``.
+
+        Parameters
+        ----------
+        g : ndarray of shape (n,)
+            Prior values at the training states (see :meth:`prior_values`).
+        Z : array-like of shape (q, dim_z)
+
+        Returns
+        -------
+        W, info
+            As :meth:`weights_from_projection`.
+        """
         return self.weights_from_projection(self.projection(g), self.observation_vectors(Z))
 
     # -- the public rule ----------------------------------------------------------------------
     def posterior(self, prior, z):
         """Posterior embedding over the training states for one observation ``z`` (1-D).
 
-        ``prior`` is a :class:`~kbfilter.KernelMean` on the state space, or None for the
-        uniform embedding of the training states. The returned embedding's ``info`` records
-        any fallback (ALGORITHMS §5.4).
+        Parameters
+        ----------
+        prior : KernelMean or None
+            The prior on the state space; None for the uniform embedding of the training states.
+        z : array-like of shape (dim_z,)
+
+        Returns
+        -------
+        KernelMean
+            Its ``info`` holds the fallbacks taken (kind -> sentence), each also warned about
+            with a :class:`~kbfilter.NumericalWarning`.
         """
-        return self.posterior_batch(prior, self._as_single(z))[0]
+        W, info = self.weights_from_prior_values(self.prior_values(prior), self._as_single(z))
+        return self._embeddings(self.states_, W, self.kernel_x_, info)[0]
 
     def _as_single(self, z):
         check_is_fitted(self, "prior_factor_")
@@ -330,17 +453,44 @@ class KernelBayesRule(Persistent, BaseEstimator):
             z = z[None]
         return check_vector(z, "z", length=self.observations_.shape[1])[None, :]
 
+    @staticmethod
+    def _embeddings(states, W, kernel, info):
+        for message in info.values():
+            warnings.warn(f"KernelBayesRule: {message}", NumericalWarning, stacklevel=3)
+        return [KernelMean(states, W[:, j], kernel, info=info) for j in range(W.shape[1])]
+
     def posterior_batch(self, prior, Z):
-        """Posterior embeddings for many observations (rows of ``Z``) under the same prior."""
-        g = self.prior_values(prior)
-        W, info = self.weights_from_prior_values(g, Z)
-        return [KernelMean(self.states_, W[:, j], self.kernel_x_, info=info) for j in range(W.shape[1])]
+        """Posterior embeddings for many observations (rows of ``Z``) under the same prior.
+
+        Parameters
+        ----------
+        prior : KernelMean or None
+        Z : array-like of shape (q, dim_z)
+
+        Returns
+        -------
+        list of KernelMean
+            One per observation, as :meth:`posterior` returns.
+        """
+        W, info = self.weights_from_prior_values(self.prior_values(prior), Z)
+        return self._embeddings(self.states_, W, self.kernel_x_, info)
 
     def posterior_given_ratio(self, ratio, z):
-        """IW posterior with given density-ratio weights (e.g. the true ``pi / p``), for studies."""
+        """IW posterior with given density-ratio weights (e.g. the true ``pi / p``), for studies.
+
+        Parameters
+        ----------
+        ratio : array-like of shape (n,)
+            Non-negative weights ``pi(x_i) / p(x_i)``.
+        z : array-like of shape (dim_z,)
+
+        Returns
+        -------
+        KernelMean
+        """
         check_is_fitted(self, "prior_factor_")
         ratio = check_vector(ratio, "ratio", length=self.n_train_)
         if np.any(ratio < 0):
             raise ValueError("ratio: expected non-negative density-ratio weights")
         W, info = self.weights_from_ratio(ratio, self.observation_vectors(self._as_single(z)))
-        return KernelMean(self.states_, W[:, 0], self.kernel_x_, info=info)
+        return self._embeddings(self.states_, W, self.kernel_x_, info)[0]

@@ -6,6 +6,8 @@ by one of the approximations of seed 000 (localized kNN, Nadaraya-Watson, random
 Nyström, incomplete Cholesky).
 """
 
+from collections import Counter
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import LinAlgError, cho_factor, cho_solve
@@ -24,8 +26,8 @@ from .._validation import (
 )
 from ..embedding import KernelMean
 from ..kernels import fitted_kernel
-from ..persistence import Persistent
-from ..linalg import Woodbury, batched_pivoted_cholesky, pivoted_cholesky, spd_factor
+from ..linalg import Woodbury, batched_pivoted_cholesky, column_entries, pivoted_cholesky, spd_factor
+from ..persistence import Persistent, persistent
 
 __all__ = ["ConditionalEmbedding", "weighted_sq_norms"]
 
@@ -67,13 +69,7 @@ def weighted_sq_norms(W, points, kernel):
                 G = kernel.gram_batched(points[idx[rows]])
                 out[rows] = np.einsum("qi,qij,qj->q", vals[rows], G, vals[rows])
             return out
-        W = sp.csc_matrix(W)
-        out = np.empty(q)
-        for j in range(q):
-            lo, hi = W.indptr[j], W.indptr[j + 1]
-            idx, w = W.indices[lo:hi], W.data[lo:hi]
-            out[j] = w @ kernel(points[idx]) @ w if idx.size else 0.0
-        return out
+        return np.array([w @ kernel(points[idx]) @ w if idx.size else 0.0 for idx, w in column_entries(W)])
     W = np.asarray(W)
     out = np.zeros(q)
     block = max(1, _BLOCK_ENTRIES // max(n, 1))
@@ -89,12 +85,8 @@ def _column_inner(W, points, targets, kernel):
         if regular is not None:
             idx, vals = regular
             return np.einsum("qm,qm->q", vals, kernel.paired(points[idx], targets[:, None, :]))
-        W = sp.csc_matrix(W)
-        out = np.empty(W.shape[1])
-        for j in range(W.shape[1]):
-            lo, hi = W.indptr[j], W.indptr[j + 1]
-            out[j] = W.data[lo:hi] @ kernel(points[W.indices[lo:hi]], targets[j : j + 1])[:, 0]
-        return out
+        return np.array([w @ kernel(points[idx], targets[j : j + 1])[:, 0]
+                         for j, (idx, w) in enumerate(column_entries(W))])
     return np.einsum("iq,iq->q", W, kernel(points, targets))
 
 
@@ -136,6 +128,8 @@ def _local_solve(kernel, local, kq, ridge):
     return out
 
 
+@persistent("A_", "B_", "n_train_", "kernel_in_", "kernel_out_", "diagnostics_", "factor_", "n_neighbors_",
+            "subsample_", "nystroem_", "features_", "L_", "pivots_", "woodbury_")
 class ConditionalEmbedding(Persistent, BaseEstimator):
     """Conditional kernel mean embedding ``P(b | a)`` learned from pairs (ALGORITHMS §3).
 
@@ -161,6 +155,12 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         Points kept by ``random``; rank of ``nystrom`` and ``icf``.
     random_state : int, Generator or None
         For ``random`` and ``nystrom``.
+
+    Attributes
+    ----------
+    diagnostics_ : collections.Counter
+        Fallbacks taken while fitting: ``"jitter"`` or ``"lu"`` when the regularised Gram matrix
+        could not be factored by plain Cholesky (each also warned about).
 
     Examples
     --------
@@ -205,14 +205,30 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         self.n_train_ = n
         self.kernel_in_ = fitted_kernel(self.kernel_in, "kernel_in", A)
         self.kernel_out_ = fitted_kernel(self.kernel_out, "kernel_out", B)
+        self.diagnostics_ = Counter()
         getattr(self, f"_fit_{self.method}")(A, reg)
         return self
+
+    def _factor(self, G, name):
+        """``spd_factor`` with its fallback counted in ``diagnostics_``."""
+        factor = spd_factor(G, name=name)
+        if factor.event is not None:
+            self.diagnostics_[factor.event] += 1
+        return factor
+
+    def _index_neighbours(self):
+        self.neighbors_ = NearestNeighbors(n_neighbors=self.n_neighbors_).fit(self.A_)
+
+    def _after_load(self):
+        # the neighbour index is derived from the training inputs, so it is rebuilt, not saved
+        if self.method == "knn" and hasattr(self, "A_"):
+            self._index_neighbours()
 
     def _fit_exact(self, A, reg):
         n = A.shape[0]
         G = self.kernel_in_(A)
         G[np.diag_indices(n)] += n * reg
-        self.factor_ = spd_factor(G, name="G_a + n reg I")
+        self.factor_ = self._factor(G, "G_a + n reg I")
 
     def _fit_knn(self, A, reg):
         n = A.shape[0]
@@ -222,7 +238,7 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
                 "kernel_in: method='knn' needs a radial kernel (Gaussian or Laplace), whose "
                 "similarity ranks neighbours like Euclidean distance"
             )
-        self.neighbors_ = NearestNeighbors(n_neighbors=self.n_neighbors_).fit(A)
+        self._index_neighbours()
 
     def _fit_nw(self, A, reg):
         pass
@@ -235,7 +251,7 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         sub = A[self.subsample_]
         G = self.kernel_in_(sub)
         G[np.diag_indices(m)] += m * reg
-        self.factor_ = spd_factor(G, name="G_sub + m reg I")
+        self.factor_ = self._factor(G, "G_sub + m reg I")
 
     def _fit_nystrom(self, A, reg):
         n = A.shape[0]
@@ -253,7 +269,7 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         self.features_ = self.nystroem_.transform(A)
         C = self.features_.T @ self.features_
         C[np.diag_indices(C.shape[0])] += n * reg
-        self.factor_ = spd_factor(C, name="Phi^T Phi + n reg I")
+        self.factor_ = self._factor(C, "Phi^T Phi + n reg I")
 
     def _fit_icf(self, A, reg):
         n = A.shape[0]
@@ -350,14 +366,8 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         Q = check_matrix(Q, "Q", n_features=self.A_.shape[1])
         means = []
         for rows in _chunks(Q.shape[0], self._query_chunk()):
-            W = self._weights(Q[rows])
-            if sp.issparse(W):
-                W = sp.csc_matrix(W)
-                for j in range(W.shape[1]):
-                    lo, hi = W.indptr[j], W.indptr[j + 1]
-                    means.append(KernelMean(self.B_[W.indices[lo:hi]], W.data[lo:hi], self.kernel_out_))
-            else:
-                means.extend(KernelMean(self.B_, W[:, j], self.kernel_out_) for j in range(W.shape[1]))
+            means.extend(KernelMean(self.B_[idx], w, self.kernel_out_)
+                         for idx, w in column_entries(self._weights(Q[rows])))
         return means
 
     def predict_mode(self, Q, max_iter=200):
