@@ -1,14 +1,24 @@
-"""Command line: ``kbfilter bench SYSTEM ...`` (also ``python -m kbfilter``)."""
+"""Command line: ``kbfilter bench SYSTEM ...`` (also ``python -m kbfilter``), and the protocol
+scenario scripts, which are the same command with the protocol's defaults.
+
+Every argument is checked before any work starts: a bad one gives one line on standard error
+and exit code 2.
+"""
 
 import argparse
 import contextlib
+import re
 import sys
 
 from . import __version__
 
-
 #: default runs of ``kbfilter bench`` where 6 would not finish in about 5 minutes on 2 cores
 QUICK_RUNS = {"sprite": 4, "camera": 4}
+
+# the library's argument names, as the command line spells them
+_FLAGS = {"runs": "--runs", "train_length": "--train-length", "test_length": "--test-length",
+          "validation_length": "--validation-length", "n_folds": "--folds", "methods": "--methods",
+          "n_jobs": "--jobs", "seed": "--seed", "out": "--out"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -17,9 +27,50 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser():
+def _as_flags(message):
+    """A library ``ValueError`` message with its argument names spelled as command-line flags."""
+    return re.sub(r"\b(" + "|".join(_FLAGS) + r")\b", lambda m: _FLAGS[m.group(1)], message)
+
+
+def add_bench_arguments(parser, system=None, runs=None, train_lengths=(500,), jobs=-1, out=None):
+    """The benchmark's arguments, shared by ``kbfilter bench`` and the scenario scripts.
+
+    ``system`` fixes the system (a scenario script); otherwise it is a positional argument.
+    """
     from .bench import METHODS, SYSTEMS
 
+    if system is None:
+        parser.add_argument("system", choices=sorted(SYSTEMS))
+    parser.set_defaults(system=system)
+    parser.add_argument("--runs", type=int, default=runs,
+                        help="independent runs (default: 6, 4 for the image systems; paper protocol: 30, "
+                             "images: 10)" if runs is None else f"independent runs (default {runs})")
+    parser.add_argument("--train-length", "--train-lengths", dest="train_lengths", type=int, nargs="+",
+                        default=list(train_lengths), metavar="T",
+                        help=f"training steps; several values run one study each (default "
+                             f"{' '.join(map(str, train_lengths))}; paper: 1000)")
+    parser.add_argument("--test-length", type=int, default=200, help="test steps (default 200)")
+    parser.add_argument("--validation-length", type=int, default=200,
+                        help="training steps held out for tuning (default 200)")
+    parser.add_argument("--methods", nargs="+", choices=METHODS, default=None, metavar="METHOD",
+                        help=f"any of {', '.join(METHODS)} (default: the system's usual set)")
+    parser.add_argument("--folds", type=int, default=1,
+                        help="validation blocks of --validation-length steps from the end of training, "
+                             "each held out in turn (default 1: the paper protocol)")
+    parser.add_argument("--search", choices=("coordinate", "grid"), default="coordinate",
+                        help="hyperparameter search (default coordinate)")
+    parser.add_argument("--jobs", type=int, default=jobs, help="parallel runs (default -1: all cores)")
+    parser.add_argument("--backend", default=None, help="joblib backend, e.g. dask (default: joblib's)")
+    parser.add_argument("--scheduler", default=None, help="Dask scheduler address for --backend dask")
+    parser.add_argument("--out", default=out, help="output folder (default results/bench-SYSTEM)"
+                        if out is None else f"output folder (default {out})")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def build_parser():
+    """The ``kbfilter`` argument parser."""
     parser = _Parser(prog="kbfilter", description="Nonparametric state-space filtering with kernel Bayes' rule.")
     parser.add_argument("--version", action="version", version=f"kbfilter {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -27,80 +78,88 @@ def build_parser():
                            description="Simulate independent training and test runs, tune the kernel Bayes "
                                        "filters on validation data, run every method, print a table and "
                                        "write results.json, results.csv and figures.")
-    bench.add_argument("system", choices=sorted(SYSTEMS))
-    bench.add_argument("--runs", type=int, default=None,
-                       help="independent runs (default 6, 4 for the image systems; paper: 30, images: 10)")
-    bench.add_argument("--train-length", type=int, default=500, help="training steps (default 500; paper: 1000)")
-    bench.add_argument("--test-length", type=int, default=200, help="test steps (default 200)")
-    bench.add_argument("--validation-length", type=int, default=200,
-                       help="training steps held out for tuning (default 200)")
-    bench.add_argument("--methods", nargs="+", choices=METHODS, default=None, metavar="METHOD",
-                       help=f"any of {', '.join(METHODS)} (default: the system's usual set)")
-    bench.add_argument("--folds", type=int, default=1,
-                       help="validation blocks of --validation-length steps from the end of training, "
-                            "each held out in turn (default 1: the paper protocol)")
-    bench.add_argument("--search", choices=("coordinate", "grid"), default="coordinate",
-                       help="hyperparameter search (default coordinate)")
-    bench.add_argument("--jobs", type=int, default=-1, help="parallel runs (default: all cores)")
-    bench.add_argument("--backend", default=None, help="joblib backend, e.g. dask (default: joblib's)")
-    bench.add_argument("--scheduler", default=None, help="Dask scheduler address for --backend dask")
-    bench.add_argument("--out", default=None, help="output folder (default results/bench-SYSTEM)")
-    bench.add_argument("--seed", type=int, default=0)
-    bench.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_bench_arguments(bench)
     return parser
 
 
 def _backend(args, parser):
+    """The joblib backend the arguments ask for, as a context manager; checked before any work."""
     if args.backend is None:
         if args.scheduler:
             parser.error("--scheduler needs --backend dask")
         return contextlib.nullcontext()
     from joblib import parallel_config
 
-    if args.backend == "dask":
+    if args.backend != "dask":
+        if args.scheduler:
+            parser.error("--scheduler needs --backend dask")
         try:
-            from dask.distributed import Client
-        except ImportError:
-            parser.error("--backend dask needs dask[distributed]: pip install 'kbfilter[cluster]'")
-        client = Client(args.scheduler) if args.scheduler else Client(processes=False)
-        stack = contextlib.ExitStack()
-        stack.enter_context(client)
-        stack.enter_context(parallel_config(backend="dask"))
-        return stack
-    return parallel_config(backend=args.backend)
+            return parallel_config(backend=args.backend)
+        except ValueError as exc:
+            parser.error(f"argument --backend: {exc}")
+    try:
+        from dask.distributed import Client
+    except ImportError:
+        parser.error("--backend dask needs dask[distributed]: pip install 'kbfilter[cluster]'")
+    # without a scheduler: a local cluster of processes with one thread each, so that workers
+    # do not compete for the cores
+    client = Client(args.scheduler) if args.scheduler else Client(threads_per_worker=1)
+    stack = contextlib.ExitStack()
+    stack.enter_context(client)
+    stack.enter_context(parallel_config(backend="dask"))
+    return stack
 
 
-def bench_command(args, parser):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from .bench import run_and_report
+def bench_command(args, parser, folder_per_length=False):
+    """Run ``kbfilter bench`` (or a scenario script) from parsed arguments; returns the exit code."""
+    from .bench import check_bench_arguments, run_and_report
+    from .bench.report import writable_folder
 
     if args.runs is None:
         args.runs = QUICK_RUNS.get(args.system, 6)
-    if args.runs < 1:
-        parser.error(f"argument --runs: expected a positive integer, got {args.runs}")
-    if args.folds < 1:
-        parser.error(f"argument --folds: expected a positive integer, got {args.folds}")
-    if args.train_length < args.folds * args.validation_length + 3:
-        parser.error(f"argument --train-length: expected at least --folds x --validation-length + 3 = "
-                     f"{args.folds * args.validation_length + 3}, got {args.train_length}")
-    if args.test_length < 1:
-        parser.error(f"argument --test-length: expected a positive integer, got {args.test_length}")
-    print(f"kbfilter bench {args.system}: {args.runs} runs, training {args.train_length} steps "
-          f"(last {args.validation_length} for tuning), test {args.test_length} steps", flush=True)
-    with _backend(args, parser):
-        run_and_report(args.system, args.out or f"results/bench-{args.system}", runs=args.runs,
-                       train_length=args.train_length, test_length=args.test_length, methods=args.methods,
-                       n_jobs=args.jobs, seed=args.seed, progress=not args.quiet,
-                       validation_length=args.validation_length, search=args.search, n_folds=args.folds)
+    out = args.out or f"results/bench-{args.system}"
+    many = folder_per_length or len(args.train_lengths) > 1
+    folders = {T: f"{out}/train{T}" if many else out for T in args.train_lengths}
+    try:
+        for T in args.train_lengths:
+            check_bench_arguments(args.system, args.runs, T, args.test_length, args.methods,
+                                  args.validation_length, args.folds, args.seed, args.jobs)
+        for folder in folders.values():
+            writable_folder(folder)
+    except ValueError as exc:
+        parser.error(f"argument {_as_flags(str(exc))}")
+    backend = _backend(args, parser)
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    with backend:
+        for T, folder in folders.items():
+            print(f"kbfilter bench {args.system}: {args.runs} runs, training {T} steps "
+                  f"(last {args.validation_length} for tuning), test {args.test_length} steps", flush=True)
+            run_and_report(args.system, folder, runs=args.runs, train_length=T, test_length=args.test_length,
+                           methods=args.methods, n_jobs=args.jobs, seed=args.seed, progress=not args.quiet,
+                           validation_length=args.validation_length, search=args.search, n_folds=args.folds)
     return 0
 
 
+def scenario_main(system, argv=None):
+    """The protocol scenario scripts (``scenarios/{rotation,oscillation,sprite,camera}.py``):
+    ``kbfilter bench`` with the protocol's runs and training lengths, one folder per length."""
+    from .bench import PROTOCOLS
+
+    runs, lengths = PROTOCOLS[system]
+    parser = _Parser(prog=f"{system}.py", description=f"The {system} filtering study: {runs} runs per training "
+                                                      f"length, test length 200, tuning on the last 200 steps.")
+    add_bench_arguments(parser, system=system, runs=runs, train_lengths=lengths, out=f"results/{system}")
+    return bench_command(parser.parse_args(argv), parser, folder_per_length=True)
+
+
 def main(argv=None):
+    """Entry point of the ``kbfilter`` command; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        parser.print_help(sys.stdout)
-        return 0
+        parser.print_help(sys.stderr)
+        return 2
     return bench_command(args, parser)

@@ -9,7 +9,7 @@ Writes ``results.json``, ``results.csv``, ``mse_boxplot.png``, ``trajectory.png`
 Usage:  python scenarios/sprite.py [--runs 10] [--train-lengths 1000] [--jobs -1] [--out results/sprite]
 """
 
-from kbfilter.bench import scenario_main
+from kbfilter.cli import scenario_main
 
 if __name__ == "__main__":
     scenario_main("sprite")

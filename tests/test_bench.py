@@ -73,6 +73,13 @@ def test_image_bench_writes_frames_with_marks(tmp_path):
     (["bench", "rotation", "--folds", "3", "--train-length", "500"], "--folds x --validation-length"),
     (["bench", "rotation", "--methods", "lstm"], "invalid choice"),
     (["bench", "rotation", "--scheduler", "tcp://127.0.0.1:1"], "--scheduler needs --backend dask"),
+    (["bench", "rotation", "--validation-length", "0"], "--validation-length"),
+    (["bench", "rotation", "--validation-length", "-5"], "--validation-length"),
+    (["bench", "rotation", "--jobs", "0"], "--jobs"),
+    (["bench", "rotation", "--seed", "-1"], "--seed"),
+    (["bench", "rotation", "--test-length", "0"], "--test-length"),
+    (["bench", "rotation", "--backend", "nonexistent"], "Invalid backend: nonexistent"),
+    (["bench", "rotation", "--out", "/proc/kbfilter-cannot-write-here"], "--out: cannot write results"),
 ])
 def test_cli_bad_arguments_one_line_and_exit_code_2(args, fragment):
     proc = subprocess.run([sys.executable, "-m", "kbfilter", *args], capture_output=True, text=True)
@@ -81,6 +88,37 @@ def test_cli_bad_arguments_one_line_and_exit_code_2(args, fragment):
     assert len(lines) == 1 and fragment in lines[0] and lines[0].startswith("kbfilter")
 
 
-def test_cli_help_runs():
+def test_cli_without_a_command_shows_help_and_fails():
     proc = subprocess.run([sys.executable, "-m", "kbfilter"], capture_output=True, text=True)
-    assert proc.returncode == 0 and "bench" in proc.stdout
+    assert proc.returncode == 2 and "bench" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "kbfilter", "bench", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "--train-length" in proc.stdout
+
+
+def test_scenario_scripts_are_the_bench_with_the_protocol_defaults(tmp_path, capsys):
+    from kbfilter.cli import scenario_main
+
+    with pytest.raises(SystemExit) as stop:
+        scenario_main("rotation", ["--runs", "0"])
+    assert stop.value.code == 2 and "--runs" in capsys.readouterr().err
+    code = scenario_main("rotation", ["--runs", "1", "--train-lengths", "40", "50", "--validation-length", "20",
+                                      "--test-length", "5", "--methods", "ekf", "--jobs", "1", "--quiet",
+                                      "--out", str(tmp_path)])
+    assert code == 0
+    for T in (40, 50):
+        data = json.loads((tmp_path / f"train{T}" / "results.json").read_text())
+        assert data["config"]["train_length"] == T and data["config"]["runs"] == 1
+
+
+def test_the_catalogue_builds_every_method_for_every_system_it_runs_on():
+    import numpy as np
+
+    from kbfilter.bench import CATALOGUE, DEFAULT_METHODS, SYSTEMS
+
+    for system_name, methods in DEFAULT_METHODS.items():
+        system = SYSTEMS[system_name]()
+        for name in methods:
+            method = CATALOGUE[name]
+            built = method.build(system, np.random.default_rng(0))
+            assert hasattr(built, "batch_filter")
+            assert (method.grid(system) is None) == (method.kind != "tuned")

@@ -219,3 +219,18 @@ def test_blocked_validation_folds_hold_out_consecutive_blocks(rotation_data):
     with pytest.raises(ValueError, match="validation_length"):
         kb.tune_filter(KernelBayesFilter(), states, obs, param_grid=grid, validation_length=100,
                        n_folds=T // 100, progress=False)
+
+
+def test_a_system_missing_part_of_its_model_says_which_class_and_method():
+    from kbfilter.systems import System
+
+    class Incomplete(System):
+        dim_x = dim_z = 1
+        process_cov = np.eye(1)
+
+    with pytest.raises(NotImplementedError, match=r"Incomplete\.initial_state: this system does not define"):
+        Incomplete().simulate(5, rng=0)
+    with pytest.raises(NotImplementedError, match=r"Incomplete\.transition_mean"):
+        Incomplete().sample_transition(np.zeros((3, 1)), np.random.default_rng(0))
+    with pytest.raises(NotImplementedError, match=r"Incomplete\.observation_jacobian"):
+        Incomplete().observation_jacobian(np.zeros(1))

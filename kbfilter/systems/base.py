@@ -19,17 +19,61 @@ class System:
     obs_shape = None
 
     # -- the model ------------------------------------------------------------------------------
+    def _missing(self, method, what):
+        return NotImplementedError(f"{type(self).__name__}.{method}: this system does not define {what}; "
+                                   f"subclasses of System implement it to be used here")
+
     def transition_mean(self, X):
-        raise NotImplementedError
+        """``f(x)`` for each row of ``X`` (n, dim_x): the mean of the next state.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n, dim_x)
+
+        Returns
+        -------
+        ndarray of shape (n, dim_x)
+        """
+        raise self._missing("transition_mean", "its transition mean f(x)")
 
     def transition_jacobian(self, x):
-        raise NotImplementedError
+        """The Jacobian of ``f`` at one state ``x`` (dim_x,), for the extended Kalman filter.
+
+        Parameters
+        ----------
+        x : ndarray of shape (dim_x,)
+
+        Returns
+        -------
+        ndarray of shape (dim_x, dim_x)
+        """
+        raise self._missing("transition_jacobian", "the Jacobian of its transition")
 
     def observe_mean(self, X):
-        raise NotImplementedError
+        """``h(x)`` for each row of ``X``: the mean observation.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n, dim_x)
+
+        Returns
+        -------
+        ndarray of shape (n, dim_z)
+        """
+        raise self._missing("observe_mean", "its observation mean h(x)")
 
     def observation_jacobian(self, x):
-        raise NotImplementedError
+        """The Jacobian of ``h`` at one state ``x``, for the extended Kalman filter.
+
+        Parameters
+        ----------
+        x : ndarray of shape (dim_x,)
+
+        Returns
+        -------
+        ndarray of shape (dim_z, dim_x)
+        """
+        raise self._missing("observation_jacobian", "the Jacobian of its observation")
 
     def sample_transition(self, X, rng):
         """Draw ``x_{t+1}`` for each row of ``X``."""
@@ -55,11 +99,32 @@ class System:
         return -0.5 * (np.einsum("nd,nd->n", diff, sol) + logdet)
 
     def initial_state(self, rng):
-        raise NotImplementedError
+        """A draw of the state a simulation starts from (before its burn-in).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+
+        Returns
+        -------
+        ndarray of shape (dim_x,)
+        """
+        raise self._missing("initial_state", "an initial state")
 
     def initial_belief(self, z0):
-        """A Gaussian belief ``(mean, cov)`` about ``x_0`` from the first observation alone."""
-        raise NotImplementedError
+        """A Gaussian belief ``(mean, cov)`` about ``x_0`` from the first observation alone.
+
+        Parameters
+        ----------
+        z0 : ndarray
+            The first observation.
+
+        Returns
+        -------
+        mean : ndarray of shape (dim_x,)
+        cov : ndarray of shape (dim_x, dim_x)
+        """
+        raise self._missing("initial_belief", "a belief from one observation")
 
     # -- simulation -------------------------------------------------------------------------------
     def simulate(self, T, rng=None, burn_in=100, return_latent=False):

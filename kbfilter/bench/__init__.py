@@ -1,0 +1,17 @@
+"""Benchmarks: methods x systems x seeded runs, with statistics, as three jobs.
+
+- :mod:`~kbfilter.bench.catalogue`: which systems and methods there are, and how each is built;
+- :mod:`~kbfilter.bench.runner`: seeded trials, in parallel through joblib (any backend);
+- :mod:`~kbfilter.bench.report`: statistics, the table, result files and figures.
+
+The protocol follows Xu et al. (2022, section 6.2): independent training and test runs, the
+kernel Bayes filters tuned on the last steps of the training run only.
+"""
+
+from .catalogue import CATALOGUE, DEFAULT_METHODS, METHODS, PROTOCOLS, REFERENCE, SYSTEMS, Method
+from .report import format_table, run_and_report, summarise, write_results
+from .runner import check_bench_arguments, run_bench, run_trial
+
+__all__ = ["CATALOGUE", "DEFAULT_METHODS", "METHODS", "PROTOCOLS", "REFERENCE", "SYSTEMS", "Method",
+           "check_bench_arguments", "run_bench", "run_trial", "summarise", "format_table", "write_results",
+           "run_and_report"]

@@ -1,0 +1,176 @@
+"""The benchmark's report: statistics, the table, ``results.json`` / ``results.csv`` and figures."""
+
+import csv
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import wilcoxon
+
+from .catalogue import REFERENCE, SYSTEMS
+from .runner import check_bench_arguments, run_bench
+
+__all__ = ["summarise", "format_table", "write_results", "run_and_report", "writable_folder"]
+
+
+def writable_folder(out):
+    """Create the folder ``out`` if needed and check that files can be written in it.
+
+    Raises ``ValueError`` naming ``out`` otherwise.
+    """
+    out = Path(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".kbfilter-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ValueError(f"out: cannot write results to {str(out)!r} ({exc.strerror or exc})") from exc
+    return out
+
+
+def summarise(rows, reference=REFERENCE):
+    """Per method: MSE mean, std, median; ms per step; fit and tune time; Wilcoxon p and wins
+    of ``reference`` against the method (paired over runs).
+
+    Parameters
+    ----------
+    rows : list of dict
+        What :func:`~kbfilter.bench.run_bench` returns.
+    reference : str
+        The method the others are compared with.
+
+    Returns
+    -------
+    dict
+        Method name -> statistics.
+    """
+    methods = list(rows[0]["mse"])
+    summary = {}
+    for m in methods:
+        mse = np.array([r["mse"][m] for r in rows])
+        entry = {
+            "mse_mean": float(mse.mean()), "mse_std": float(mse.std(ddof=1)) if len(mse) > 1 else 0.0,
+            "mse_median": float(np.median(mse)),
+            "ms_per_step": float(np.mean([r["ms_per_step"][m] for r in rows])),
+            "fit_s": float(np.mean([r["fit_s"][m] for r in rows])),
+            "tune_s": float(np.mean([r["tune_s"][m] for r in rows])),
+            "p_value": None, "wins": None,
+        }
+        if reference in methods and m != reference:
+            ref = np.array([r["mse"][reference] for r in rows])
+            entry["wins"] = int(np.sum(ref < mse))
+            if len(mse) > 1 and np.any(ref != mse):
+                entry["p_value"] = float(wilcoxon(ref, mse).pvalue)
+        summary[m] = entry
+    return summary
+
+
+def format_table(summary, runs, reference=REFERENCE):
+    """The summary as a plain-text table, one row per method.
+
+    Parameters
+    ----------
+    summary : dict
+        What :func:`summarise` returns.
+    runs : int
+        Number of runs (for the wins column).
+    reference : str
+
+    Returns
+    -------
+    str
+    """
+    w = max(14, *(len(m) + 2 for m in summary))
+    wins_w = max(14, len(reference) + 6)
+    head = (f"{'method':<{w}}{'MSE mean ± std':>20}{'median':>9}{'ms/step':>9}{'fit s':>8}{'tune s':>8}"
+            f"{'p (Wilcoxon)':>14}{f'{reference} wins':>{wins_w}}")
+    lines = [head, "-" * len(head)]
+    for m, s in summary.items():
+        p = "" if s["p_value"] is None else f"{s['p_value']:.2g}"
+        wins = "" if s["wins"] is None else f"{s['wins']}/{runs}"
+        lines.append(f"{m:<{w}}{s['mse_mean']:>11.4f} ± {s['mse_std']:<6.4f}{s['mse_median']:>9.4f}"
+                     f"{s['ms_per_step']:>9.2f}{s['fit_s']:>8.2f}{s['tune_s']:>8.1f}{p:>14}{wins:>{wins_w}}")
+    return "\n".join(lines)
+
+
+def write_results(out, system, rows, summary, config):
+    """Write ``results.json``, ``results.csv`` and the figures.
+
+    Parameters
+    ----------
+    out : str or path-like
+        The folder (created if needed).
+    system : str
+    rows, summary : as returned by :func:`~kbfilter.bench.run_bench` and :func:`summarise`
+    config : dict
+        The run's settings, recorded in ``results.json``.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written.
+    """
+    from ..plots import plot_frames, plot_mse_box, plot_trajectory, save_figure
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    runs = [{k: v for k, v in r.items() if k != "trajectory"} for r in rows]
+    with open(out / "results.json", "w") as fh:
+        json.dump({"system": system, "config": config, "summary": summary, "runs": runs}, fh, indent=1)
+    with open(out / "results.csv", "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["run", "method", "mse", "ms_per_step", "fit_s", "tune_s"])
+        for i, r in enumerate(rows):
+            for m in r["mse"]:
+                writer.writerow([i, m, r["mse"][m], r["ms_per_step"][m], r["fit_s"][m], r["tune_s"][m]])
+    paths = [out / "results.json", out / "results.csv", out / "mse_boxplot.png", out / "trajectory.png"]
+    ax = plot_mse_box({m: [r["mse"][m] for r in rows] for m in rows[0]["mse"]})
+    ax.set_title(f"{system}: test MSE over {len(rows)} runs")
+    save_figure(ax, paths[2])
+    import matplotlib.pyplot as plt
+
+    traj = rows[0]["trajectory"]
+    fig, axes = plt.subplots(traj["states"].shape[1], 1, figsize=(9, 3 * traj["states"].shape[1]), sharex=True)
+    for coord, ax in enumerate(np.atleast_1d(axes)):
+        plot_trajectory(traj["states"], traj["estimates"], observations=traj["observations"], coord=coord, ax=ax)
+    np.atleast_1d(axes)[0].set_title(f"{system}: run 0, first 100 test steps")
+    save_figure(np.atleast_1d(axes)[0], paths[3])
+    if np.asarray(traj["observations"]).ndim > 2:  # images: a row of frames with truth and estimates
+        system_ = SYSTEMS[system]()
+        steps = np.linspace(0, len(traj["states"]) - 1, 6).astype(int)
+        shown = [m for m in ("kbf-iw", "kbf-iw-blur", "kbf-iw-learned", "pf-pixel") if m in traj["estimates"]]
+        titles = ["t=%d true %s\n" % (t, np.round(traj["states"][t], 2))
+                  + "\n".join(f"{m} {np.round(traj['estimates'][m][t], 2)}" for m in shown) for t in steps]
+        points = {"true": traj["states"], **{m: traj["estimates"][m] for m in shown}}
+        coords = {k: system_.pixel_coordinates(v[steps], traj["latent"][steps]) for k, v in points.items()}
+        marks = [{k: tuple(c[j]) for k, c in coords.items()} for j in range(len(steps))]
+        paths.append(out / "frames.png")
+        save_figure(plot_frames(np.asarray(traj["observations"])[steps], titles, marks), paths[-1])
+    return paths
+
+
+def run_and_report(system, out, runs=10, train_length=1000, test_length=200, methods=None, n_jobs=None,
+                   seed=0, progress=True, validation_length=200, search="coordinate", n_folds=1, print_fn=print):
+    """:func:`~kbfilter.bench.run_bench`, then print the table and write results and figures to ``out``.
+
+    Returns
+    -------
+    rows, summary
+    """
+    methods = check_bench_arguments(system, runs, train_length, test_length, methods, validation_length, n_folds,
+                                    seed, n_jobs)
+    out = writable_folder(out)  # before the run, so that its results cannot be lost at the end
+    config = {"runs": runs, "train_length": train_length, "test_length": test_length,
+              "validation_length": validation_length, "methods": list(methods), "search": search,
+              "n_folds": n_folds, "seed": seed}
+    start = time.perf_counter()
+    rows = run_bench(system, runs=runs, train_length=train_length, test_length=test_length, methods=methods,
+                     n_jobs=n_jobs, seed=seed, progress=progress, validation_length=validation_length,
+                     search=search, n_folds=n_folds)
+    summary = summarise(rows)
+    print_fn(format_table(summary, runs))
+    paths = write_results(out, system, rows, summary, config)
+    print_fn(f"\n{time.perf_counter() - start:.0f} s; wrote " + ", ".join(str(p) for p in paths))
+    return rows, summary

@@ -1,0 +1,76 @@
+"""The package's shape: imports point downward only, and the floor imports nothing above it."""
+
+import ast
+from pathlib import Path
+
+import kbfilter
+
+ROOT = Path(kbfilter.__file__).parent
+
+
+def _module_name(path):
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path, modules):
+    """Every kbfilter module ``path`` imports, at module level or inside a function."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            # "from .pkg import module" imports the submodule when there is one
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+        else:
+            continue
+        found.update(t for t in targets if t in modules)
+    found.discard(name)
+    return found
+
+
+def _graph():
+    paths = {_module_name(p): p for p in ROOT.rglob("*.py")}
+    return {name: _imports(path, paths) for name, path in paths.items()}
+
+
+def test_the_import_graph_has_no_cycle():
+    graph = _graph()
+    state, stack = {}, []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                cycle = stack[stack.index(nxt):] + [nxt]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+
+
+def test_the_floor_imports_nothing_from_kbfilter():
+    graph = _graph()
+    assert graph["kbfilter.persistence"] == set()
+    assert graph["kbfilter._validation"] == set()
+
+
+def test_rules_know_nothing_about_filters_and_filters_nothing_about_the_command_line():
+    graph = _graph()
+    for name, imported in graph.items():
+        if name.startswith("kbfilter.rules"):
+            assert not any(m.startswith(("kbfilter.filters", "kbfilter.tuning", "kbfilter.bench")) for m in imported)
+        if name.startswith(("kbfilter.filters", "kbfilter.rules", "kbfilter.tuning")):
+            assert not any(m.startswith(("kbfilter.cli", "kbfilter.bench")) for m in imported), name
