@@ -186,23 +186,24 @@ def test_query_dimension_checked():
 
 def test_low_rank_local_solve_equals_dense_local_solve():
     from kbfilter.linalg import batched_pivoted_cholesky
-    from kbfilter.rules.conditional import _local_solve
 
     rng = np.random.default_rng(8)
     A = rng.normal(size=(20000, 2))
     B = A + rng.normal(size=A.shape)
     Q = rng.normal(size=(40, 2))
-    cme = ConditionalEmbedding(GaussianKernel(2.0), reg=1e-3, method="knn", n_neighbors=300).fit(A, B)
-    idx, vals = cme.local_weights(Q)
-    local = A[idx]
-    # the neighbourhoods are small against the bandwidth: the low-rank path is the one taken
-    L, done = batched_pivoted_cholesky(cme.kernel_in_, local, 1e-12 * 0.3, 75)
-    assert done.all() and L.shape[2] < 75
-    kq = cme.kernel_in_.paired(local, Q[:, None, :])
-    G = cme.kernel_in_.gram_batched(local) + 0.3 * np.eye(300)
-    dense = np.linalg.solve(G, kq[..., None])[..., 0]
-    np.testing.assert_allclose(vals, dense, rtol=1e-7, atol=1e-9 * np.abs(dense).max())
-    # a narrow bandwidth makes the local Gram full rank: the dense fallback gives the same answer
-    narrow = _local_solve(GaussianKernel(0.001), local[:3], GaussianKernel(0.001).paired(local[:3], Q[:3, None, :]), 0.3)
-    Gn = GaussianKernel(0.001).gram_batched(local[:3]) + 0.3 * np.eye(300)
-    np.testing.assert_allclose(narrow, np.linalg.solve(Gn, GaussianKernel(0.001).paired(local[:3], Q[:3, None, :])[..., None])[..., 0], atol=1e-10)
+    for bandwidth, low_rank_expected in ((2.0, True), (0.001, False)):
+        auto, dense = (ConditionalEmbedding(GaussianKernel(bandwidth), reg=1e-3, method="knn", n_neighbors=300,
+                                            solver=solver).fit(A, B) for solver in ("auto", "dense"))
+        idx, vals = auto.local_weights(Q)
+        idx_dense, vals_dense = dense.local_weights(Q)
+        assert np.array_equal(idx, idx_dense)
+        local = A[idx]
+        # wide: the neighbourhoods are small against the bandwidth and the low-rank path is taken;
+        # narrow: the local Grams are of full rank and "auto" falls back to the dense solve
+        L, done = batched_pivoted_cholesky(auto.kernel_in_, local, 1e-12 * 0.3, 75)
+        assert done.all() == low_rank_expected
+        kq = auto.kernel_in_.paired(local, Q[:, None, :])
+        G = auto.kernel_in_.gram_batched(local) + 0.3 * np.eye(300)
+        formula = np.linalg.solve(G, kq[..., None])[..., 0]
+        np.testing.assert_allclose(vals_dense, formula, rtol=1e-7, atol=1e-10 * np.abs(formula).max())
+        np.testing.assert_allclose(vals, formula, rtol=1e-7, atol=1e-9 * np.abs(formula).max())

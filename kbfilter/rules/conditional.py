@@ -95,7 +95,7 @@ def _column_inner(W, points, targets, kernel):
 _LOCAL_RTOL = 1e-12
 
 
-def _local_solve(kernel, local, kq, ridge):
+def _local_solve(kernel, local, kq, ridge, low_rank=True):
     """Solve ``(G_N + ridge I) w = k_N(q)`` for a stack of neighbourhoods (ALGORITHMS §3, kNN).
 
     Neighbourhoods are small next to the bandwidth, so their Gram matrices are numerically of low
@@ -106,7 +106,7 @@ def _local_solve(kernel, local, kq, ridge):
     q, m = kq.shape
     out = np.empty((q, m))
     dense = np.ones(q, dtype=bool)
-    if m >= 32:
+    if low_rank and m >= 32:
         L, done = batched_pivoted_cholesky(kernel, local, _LOCAL_RTOL * ridge, m // 4)
         if np.any(done):
             Ld, kd = L[done], kq[done]
@@ -155,6 +155,10 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         Points kept by ``random``; rank of ``nystrom`` and ``icf``.
     random_state : int, Generator or None
         For ``random`` and ``nystrom``.
+    solver : {"auto", "dense"}
+        For ``knn``: ``"auto"`` solves each neighbourhood through a pivoted Cholesky factor of
+        its Gram matrix when that is numerically of low rank (exact to ~1e-12 relative, O(m r^2)),
+        densely otherwise; ``"dense"`` always solves densely, O(m^3).
 
     Attributes
     ----------
@@ -183,6 +187,7 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         n_neighbors=50,
         rank=200,
         random_state=None,
+        solver="auto",
     ):
         self.kernel_in = kernel_in
         self.kernel_out = kernel_out
@@ -191,6 +196,7 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         self.n_neighbors = n_neighbors
         self.rank = rank
         self.random_state = random_state
+        self.solver = solver
 
     # -- fitting -------------------------------------------------------------------------------
     def fit(self, A, B):
@@ -199,6 +205,7 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         B = check_matrix(B, "B", min_samples=2)
         check_same_length("A", A, "B", B)
         check_choice(self.method, "method", METHODS)
+        check_choice(self.solver, "solver", ("auto", "dense"))
         reg = check_positive(self.reg, "reg")
         n = A.shape[0]
         self.A_, self.B_ = A, B
@@ -339,7 +346,7 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         for rows in _chunks(Q.shape[0], max(1, _BLOCK_ENTRIES // (64 * m))):
             local = self.A_[idx[rows]]
             kq = self.kernel_in_.paired(local, Q[rows][:, None, :])
-            vals[rows] = _local_solve(self.kernel_in_, local, kq, m * self.reg)
+            vals[rows] = _local_solve(self.kernel_in_, local, kq, m * self.reg, low_rank=self.solver == "auto")
         return idx, vals
 
     # -- predictions -------------------------------------------------------------------------------
