@@ -50,11 +50,11 @@ def normalise_weights(w):
     Parameters
     ----------
     w : ndarray of shape (n,)
-        Signed weights.
 
     Returns
     -------
     p : ndarray of shape (n,) or None
+        Weights summing to one (None when collapsed).
     rule : {None, "clipped", "collapsed"}
 
     Examples

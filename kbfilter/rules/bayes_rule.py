@@ -308,14 +308,12 @@ class KernelBayesRule(Persistent, BaseEstimator):
         r : ndarray of shape (n,)
             Non-negative density-ratio weights (see :meth:`ratio`).
         obs : ndarray
-            Observation vectors (see :meth:`observation_vectors`).
+            As for :meth:`weights_from_projection`.
 
         Returns
         -------
-        W : ndarray of shape (n, q)
-            Posterior weights over the training states, one column per observation.
-        info : dict
-            The fallbacks taken, kind -> sentence.
+        W, info
+            As :meth:`weights_from_projection` returns them.
         """
         r = np.asarray(r, dtype=np.float64)
         info = {}
