@@ -234,3 +234,13 @@ def test_a_system_missing_part_of_its_model_says_which_class_and_method():
         Incomplete().sample_transition(np.zeros((3, 1)), np.random.default_rng(0))
     with pytest.raises(NotImplementedError, match=r"Incomplete\.observation_jacobian"):
         Incomplete().observation_jacobian(np.zeros(1))
+
+
+def test_window_regressor_is_reproducible_and_works_on_low_dimensional_observations():
+    from kbfilter.filters import WindowRegressor
+
+    states, obs = kb.systems.MovingSprite().simulate(120, rng=0)
+    runs = [WindowRegressor(max_iter=20).fit(states, obs).batch_filter(obs[:10])[0] for _ in range(2)]
+    np.testing.assert_array_equal(runs[0], runs[1])  # same random_state, same numbers
+    states, obs = Oscillation().simulate(120, rng=0)  # 2 features: fewer than the default 30 components
+    assert WindowRegressor(max_iter=20).fit(states, obs).batch_filter(obs[:10])[0].shape == (10, 2)

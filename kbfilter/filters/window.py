@@ -22,7 +22,8 @@ class WindowRegressor(SequentialFilter, BaseEstimator):
     ----------
     window : int
     features : transformer, optional
-        Fitted as ``features.fit(Z, X)`` on the flattened training observations; ``PCA(30)`` by default.
+        Fitted as ``features.fit(Z, X)`` on the flattened training observations; by default a
+        ``PCA`` with 30 components (fewer if the observations have fewer), seeded by ``random_state``.
     hidden_layer_sizes, alpha, max_iter, random_state : as in ``MLPRegressor``
 
     Examples
@@ -52,7 +53,10 @@ class WindowRegressor(SequentialFilter, BaseEstimator):
         check_int(self.window, "window")
         xs, zs, self.obs_shape_ = check_sequences(states, observations)
         X, Z = np.vstack(xs), np.vstack(zs)
-        self.features_ = clone(self.features if self.features is not None else PCA(30)).fit(Z, X)
+        # the default PCA is seeded (scikit-learn's randomized SVD on wide images draws random
+        # numbers) and never asks for more components than the observations have
+        default = PCA(min(30, *Z.shape), random_state=self.random_state)
+        self.features_ = clone(self.features if self.features is not None else default).fit(Z, X)
         inputs = np.vstack([self._windows(self.features_.transform(z)) for z in zs])
         self.scale_ = inputs.std(axis=0) + 1e-12
         import warnings
