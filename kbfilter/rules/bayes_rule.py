@@ -213,7 +213,8 @@ class KernelBayesRule(Persistent, BaseEstimator):
         residual = float(diag.sum() - np.sum(L * L))
         if L.shape[1] < n // 3:
             self.obs_factor_, self.obs_residual_ = L, max(residual, 0.0)
-            self.obs_norm_ = float(np.linalg.eigvalsh(L.T @ L)[-1]) if L.shape[1] else 0.0
+            if self.method == "original":  # what original_error_bound needs
+                self.obs_norm_ = float(np.linalg.eigvalsh(L.T @ L)[-1]) if L.shape[1] else 0.0
             self.solver_ = "low_rank"
 
     # -- the pieces -------------------------------------------------------------------------
