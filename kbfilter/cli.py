@@ -84,15 +84,13 @@ def build_parser():
 
 def _backend(args, parser):
     """The joblib backend the arguments ask for, as a context manager; checked before any work."""
+    if args.scheduler and args.backend != "dask":
+        parser.error("--scheduler needs --backend dask")
     if args.backend is None:
-        if args.scheduler:
-            parser.error("--scheduler needs --backend dask")
         return contextlib.nullcontext()
     from joblib import parallel_config
 
     if args.backend != "dask":
-        if args.scheduler:
-            parser.error("--scheduler needs --backend dask")
         try:
             return parallel_config(backend=args.backend)
         except ValueError as exc:
