@@ -53,6 +53,14 @@ class Kernel(BaseEstimator):
     #: True when ``k(a, b)`` depends only on ``||a - b||`` and decreases with it, so kernel
     #: similarity ranks neighbours exactly as Euclidean distance does (ALGORITHMS §3, kNN).
     is_radial = False
+    #: True when the kernel is ``k(a, b) = phi(a) . phi(b)`` with an explicit finite feature map
+    #: (:meth:`features`): Gram matrices are then ``Phi Phi^T`` and solves can use the
+    #: push-through (Woodbury) form, O(n r^2) instead of O(n^3).
+    has_features = False
+
+    def features(self, X):
+        """``Phi`` of shape (n, r) with ``k(a, b) = phi(a) . phi(b)``, for kernels that have one."""
+        raise TypeError(f"{type(self).__name__} has no explicit finite feature map")
 
     def fit(self, X):
         """Resolve data-dependent hyperparameters; returns ``self``."""
@@ -204,6 +212,12 @@ class LinearKernel(Kernel):
     >>> LinearKernel()([[1.0, 2.0]], [[3.0, 4.0]])
     array([[11.]])
     """
+
+    has_features = True
+
+    def features(self, X):
+        """The points themselves: ``a . b`` is the inner product of the identity feature map."""
+        return check_matrix(X, "X")
 
     def _gram(self, A, B):
         return linear_kernel(A, B)

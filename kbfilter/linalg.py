@@ -149,18 +149,21 @@ class Woodbury:
         if not self.c > 0:
             raise ValueError(f"c: expected a positive number, got {c!r}")
         r = self.L.shape[1]
-        self._inner = spd_factor(self.c * np.eye(r) + self.L.T @ self.L, name="Woodbury inner matrix")
+        #: the factor of ``c I_r + L^T L``
+        self.inner = spd_factor(self.c * np.eye(r) + self.L.T @ self.L, name="Woodbury inner matrix")
 
     def solve(self, B):
-        return (B - self.L @ self._inner.solve(self.L.T @ B)) / self.c
+        """Solve ``(L L^T + c I) X = B`` for ``B`` of shape (n,) or (n, k)."""
+        return (B - self.L @ self.inner.solve(self.L.T @ B)) / self.c
 
 
-def pivoted_cholesky(diag, column, max_rank, tol=1e-12):
+def pivoted_cholesky(diag, column, max_rank, tol=1e-12, trace_tol=None):
     """Incomplete (pivoted) Cholesky factorisation ``G ~ L L^T`` (Fine & Scheinberg; seed 000 §4.1).
 
-    Greedily picks the pivot with the largest residual diagonal; stops at ``max_rank`` columns
-    or when the largest residual falls below ``tol`` times the largest diagonal. O(n r^2) time,
-    O(n r) memory, and ``G`` is never formed.
+    Greedily picks the pivot with the largest residual diagonal; stops at ``max_rank`` columns,
+    when the largest residual falls below ``tol`` times the largest diagonal, or when the residual
+    trace ``tr(G - L L^T)`` is at most ``trace_tol``. O(n r^2) time, O(n r) memory, and ``G`` is
+    never formed.
 
     Parameters
     ----------
@@ -170,6 +173,7 @@ def pivoted_cholesky(diag, column, max_rank, tol=1e-12):
         ``column(i)`` returns column ``i`` of ``G`` as an array of shape (n,).
     max_rank : int
     tol : float
+    trace_tol : float or None
 
     Returns
     -------
@@ -187,7 +191,9 @@ def pivoted_cholesky(diag, column, max_rank, tol=1e-12):
     residual = np.array(diag, dtype=np.float64)
     n = residual.shape[0]
     max_rank = min(int(max_rank), n)
-    L = np.zeros((n, max_rank))
+    # column-major, so that the first j columns are one contiguous block (untouched columns of
+    # a large max_rank are never paged in)
+    L = np.zeros((n, max_rank), order="F")
     pivots = []
     threshold = tol * max(float(residual.max()), 0.0)
     for j in range(max_rank):
@@ -195,13 +201,15 @@ def pivoted_cholesky(diag, column, max_rank, tol=1e-12):
         pivot = residual[i]
         if pivot <= threshold or pivot <= 0:
             break
+        if trace_tol is not None and np.sum(np.maximum(residual, 0.0)) <= trace_tol:
+            break
         col = np.asarray(column(i), dtype=np.float64) - L[:, :j] @ L[i, :j]
         L[:, j] = col / np.sqrt(pivot)
         residual -= L[:, j] ** 2
         residual[i] = 0.0  # exact by construction; avoid re-picking through round-off
         pivots.append(i)
     r = len(pivots)
-    return L[:, :r].copy(), np.asarray(pivots, dtype=np.intp)
+    return np.ascontiguousarray(L[:, :r]), np.asarray(pivots, dtype=np.intp)
 
 
 def batched_pivoted_cholesky(kernel, X, tol, max_rank):

@@ -8,7 +8,9 @@ from sklearn.preprocessing import StandardScaler
 
 import kbfilter as kb
 from kbfilter.features import GaussianBlur, LearnedFeatures, RandomFourierFeatures
+from kbfilter.kernel_approximation import NystromKernel, RandomFourierKernel
 from kbfilter.linalg import Woodbury, spd_factor
+from kbfilter.operators import DenseOperator, LowRankOperator, SparseOperator
 from kbfilter.persistence import load, registered, save
 
 RNG = np.random.default_rng(0)
@@ -36,11 +38,20 @@ CASES = {
         (kb.ConditionalEmbedding(method=m, n_neighbors=20, rank=40, random_state=0).fit(X, Z),
          lambda c: np.append(c.predict_mean(Q), c.held_out_loss(Q, Q)))
         for m in ("exact", "knn", "nw", "random", "nystrom", "icf")],
+    "NystromKernel": [(NystromKernel(rank=30).fit(X), lambda k: k(X, Q))],
+    "RandomFourierKernel": [(RandomFourierKernel(rank=30, random_state=0).fit(X), lambda k: k(X, Q))],
     "KernelBayesRule": [(_rule(), _posterior), (_rule(method="original"), _posterior),
                         (_rule(solver="dense"), _posterior), (_rule(kernel_z=kb.LinearKernel()), _posterior),
-                        (_rule(features=RBFSampler(n_components=30, random_state=0)), _posterior)],
-    "KernelBayesFilter": [(kb.KernelBayesFilter(transition=t).fit(X, Z), lambda f: f.batch_filter(Q)[0])
-                          for t in ("exact", "knn")],
+                        (_rule(features=RBFSampler(n_components=30, random_state=0)), _posterior),
+                        (_rule(kernel_x=NystromKernel(rank=30), kernel_z=NystromKernel(rank=30)), _posterior),
+                        (_rule(method="original", kernel_x=NystromKernel(rank=30),
+                               kernel_z=NystromKernel(rank=30)), _posterior)],
+    "KernelBayesFilter": [(kb.KernelBayesFilter(transition=t, approximation=a, random_state=0).fit(X, Z),
+                           lambda f: f.batch_filter(Q)[0])
+                          for t in ("exact", "knn") for a in ("exact", "nystrom", "rff")],
+    "DenseOperator": [(DenseOperator(X @ X.T), lambda op: op @ Z)],
+    "SparseOperator": [(SparseOperator(np.where(np.abs(X @ X.T) > 1, X @ X.T, 0.0)), lambda op: op @ Z)],
+    "LowRankOperator": [(LowRankOperator(X, Z), lambda op: op @ Z)],
     "GaussianBlur": [(GaussianBlur(1.0, image_shape=(6, 5)).fit(IMAGES), lambda f: f.transform(IMAGES))],
     "RandomFourierFeatures": [(RandomFourierFeatures(16).fit(Z), lambda f: f.transform(Q))],
     "LearnedFeatures": [(LearnedFeatures(n_pca=5, hidden_layer_sizes=(8,), max_iter=30).fit(IMAGES, X[:40]),

@@ -50,7 +50,7 @@ def _rewrite(path, arrays, meta):
 def test_a_file_from_the_first_format_gives_a_clear_error():
     # written by kbfilter 0.1.0 before the format named its saved fields (a fitted filter, T = 30)
     old = Path(__file__).parent / "data" / "filter_format1.npz"
-    with pytest.raises(ValueError, match=r"file format 1, which this kbfilter \(file format 2\) cannot read; "
+    with pytest.raises(ValueError, match=r"file format 1, which this kbfilter \(file format 3\) cannot read; "
                                          r"fit the object again"):
         KernelBayesFilter.load(old)
 
@@ -185,8 +185,8 @@ def test_failed_cholesky_gets_jitter_and_is_counted():
     z = x + 0.1 * rng.normal(size=x.shape)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NumericalWarning)
-        # a linear kernel of rank 2 with a negligible regulariser: G + n eps I is numerically singular
-        kbr = KernelBayesRule(kernel_x=kb.LinearKernel(), reg_prior=1e-300, reg_update=1e-2).fit(x, z)
+        # every state three times and a negligible regulariser: G + n eps I is numerically singular
+        kbr = KernelBayesRule(kernel_x=kb.GaussianKernel(1.0), reg_prior=1e-300, reg_update=1e-2).fit(x, z)
     assert kbr.diagnostics_["jitter"] + kbr.diagnostics_["lu"] >= 1
     assert np.all(np.isfinite(kbr.posterior(None, z[0]).weights))
 

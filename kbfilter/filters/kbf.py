@@ -9,20 +9,37 @@ import warnings
 from collections import Counter
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_choice, check_matrix, check_observation, check_positive, check_sequences
+from .._validation import (
+    check_choice,
+    check_int,
+    check_matrix,
+    check_observation,
+    check_positive,
+    check_rng,
+    check_sequences,
+)
 from ..embedding import KernelMean, clipped_weights, normalise_weights, weighted_covariance
-from ..kernels import as_kernel
+from ..kernel_approximation import NystromKernel, RandomFourierKernel
+from ..kernels import as_kernel, fitted_kernel
 from ..linalg import NumericalWarning
 from ..persistence import Persistent, persistent
 from ..rules.bayes_rule import KernelBayesRule
 from ..rules.conditional import ConditionalEmbedding
 from .base import SequentialFilter
 
-__all__ = ["KernelBayesFilter"]
+__all__ = ["KernelBayesFilter", "RANK_RTOL", "MAX_RANK", "RFF_RANK"]
+
+#: ``approximation="nystrom"`` with ``rank=None``: landmarks are added until the neglected trace of
+#: each Gram matrix is at most ``RANK_RTOL * n * reg`` for the regulariser ``reg`` it is solved with,
+#: which bounds the relative change of each regularised solve by ``RANK_RTOL``
+RANK_RTOL = 1e-3
+#: ... and at most this many
+MAX_RANK = 1000
+#: ``approximation="rff"`` with ``rank=None``: this many random Fourier features
+RFF_RANK = 1000
 
 
 # What the filter does itself when its weights cannot be normalised (see ``embedding.normalise_weights``).
@@ -30,8 +47,8 @@ _OWN_FALLBACKS = {"clipped": "weights summed to <= 0; used their clipped, normal
                   "collapsed": "no weight was positive; kept the previous belief"}
 
 
-@persistent("obs_shape_", "states_", "predecessors_", "successors_", "features_", "rule_", "transition_",
-            "transition_matrix_", "projection_matrix_", "fit_diagnostics_", "n_train_",
+@persistent("obs_shape_", "states_", "predecessors_", "successors_", "features_", "kernel_x_", "rule_",
+            "transition_", "transition_operator_", "projection_operator_", "fit_diagnostics_", "n_train_",
             # the belief, so that a loaded filter continues where the saved one stopped
             "weights", "weights_prior", "x", "P", "x_prior", "P_prior", "x_post", "P_post")
 class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
@@ -103,9 +120,12 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
 
     def __init__(self, rule="iw", transition="exact", kernel_x=None, kernel_z=None, scale=1.0, scale_z=None,
                  reg_prior=1e-2, reg_update=1e-2, reg_transition=None, n_neighbors=50, estimate="mean",
-                 features=None):
+                 features=None, approximation="exact", rank=None, random_state=None):
         self.rule = rule
         self.transition = transition
+        self.approximation = approximation
+        self.rank = rank
+        self.random_state = random_state
         self.kernel_x = kernel_x
         self.kernel_z = kernel_z
         self.scale = scale
@@ -124,6 +144,17 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
             kernel.set_params(scale=kernel.scale * scale)
         return kernel
 
+    def _approximated(self, kernel, reg, rng):
+        """``kernel`` as the chosen ``approximation`` makes it, for Gram matrices regularised by ``n reg I``."""
+        if self.approximation == "exact" or kernel.has_features:
+            return kernel
+        if self.approximation == "nystrom":
+            if self.rank is None:
+                return NystromKernel(kernel, rank=MAX_RANK, tol=RANK_RTOL * reg)
+            return NystromKernel(kernel, rank=self.rank, tol=0.0)
+        return RandomFourierKernel(kernel, rank=RFF_RANK if self.rank is None else self.rank,
+                                   random_state=int(rng.integers(2**31 - 1)))
+
     def fit(self, states, observations):
         """Learn the filter from one training sequence or a list of them.
 
@@ -132,6 +163,10 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
         check_choice(self.rule, "rule", ("iw", "original"))
         check_choice(self.transition, "transition", ("exact", "knn"))
         check_choice(self.estimate, "estimate", ("mean", "raw_mean", "mode"))
+        check_choice(self.approximation, "approximation", ("exact", "nystrom", "rff"))
+        if self.rank is not None:
+            check_int(self.rank, "rank")
+        check_int(self.n_neighbors, "n_neighbors")
         scale = check_positive(self.scale, "scale")
         scale_z = scale if self.scale_z is None else check_positive(self.scale_z, "scale_z")
         xs, zs, self.obs_shape_ = check_sequences(states, observations)
@@ -151,30 +186,34 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
             self.features_ = features.fit(Z, X)
             Z = np.asarray(self.features_.transform(Z), dtype=np.float64)
 
+        reg_prior = check_positive(self.reg_prior, "reg_prior")
+        reg_update = check_positive(self.reg_update, "reg_update")
+        reg_transition = reg_prior if self.reg_transition is None else check_positive(self.reg_transition,
+                                                                                      "reg_transition")
+        kx = self._scaled_kernel(self.kernel_x, "kernel_x", scale)
+        self.kernel_x_ = fitted_kernel(kx, "kernel_x", X)
+        # the state Gram is solved with eta (projection) and, for the exact transition, lam'
+        state_reg = min(reg_prior, reg_transition) if self.transition == "exact" else reg_prior
+        rng = check_rng(self.random_state)
         self.rule_ = KernelBayesRule(
-            method=self.rule, kernel_x=self._scaled_kernel(self.kernel_x, "kernel_x", scale),
-            kernel_z=self._scaled_kernel(self.kernel_z, "kernel_z", scale_z), reg_prior=self.reg_prior,
-            reg_update=self.reg_update,
+            method=self.rule, kernel_x=self._approximated(kx, state_reg, rng),
+            kernel_z=self._approximated(self._scaled_kernel(self.kernel_z, "kernel_z", scale_z), reg_update, rng),
+            reg_prior=reg_prior, reg_update=reg_update,
         ).fit(X, Z)
-        kx = self.rule_.kernel_x_
-        reg_transition = self.reg_prior if self.reg_transition is None else self.reg_transition
+        # the localized transition needs the radial kernel itself: its weights are sparse already
         self.transition_ = ConditionalEmbedding(
-            kernel_in=kx, kernel_out=kx, reg=reg_transition, method=self.transition,
+            kernel_in=kx if self.transition == "knn" else self.rule_.kernel_x_,
+            kernel_out=kx, reg=reg_transition, method=self.transition,
             n_neighbors=min(self.n_neighbors, len(pred)) if self.transition == "knn" else self.n_neighbors,
         ).fit(X[pred], X[pred + 1])
-        # transition matrix over all training states: w_pred = A w_post (ALGORITHMS §6)
-        W = self.transition_.weights(X)
-        if sp.issparse(W):
-            select = sp.csr_matrix((np.ones(len(pred)), (pred + 1, np.arange(len(pred)))), shape=(T, len(pred)))
-            self.transition_matrix_ = (select @ W).tocsr()
-        else:
-            self.transition_matrix_ = np.zeros((T, T))
-            self.transition_matrix_[pred + 1] = W
+        # transition over all training states, w_pred = A w_post: the predecessors' weights moved
+        # to their successors (ALGORITHMS §6)
+        self.transition_operator_ = self.transition_.weights_operator(X).placed(pred + 1, T)
         # fallbacks taken while fitting (e.g. jitter on a Gram matrix) stay counted after reset()
         self.fit_diagnostics_ = Counter(self.rule_.diagnostics_)
         self.fit_diagnostics_.update({f"transition_{k}": v for k, v in self.transition_.diagnostics_.items()})
-        # KuLSIF / KBR projection operator: mu = K w_pred with K = T (G_x + T eta I)^{-1} G_x
-        self.projection_matrix_ = self.rule_.projection(kx(X))
+        # KuLSIF / KBR projection: mu = K w_pred with K = T (G_x + T eta I)^{-1} G_x
+        self.projection_operator_ = self.rule_.projection_operator()
         self.n_train_ = T
         self.reset()
         return self
@@ -195,7 +234,7 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
             if not isinstance(prior, KernelMean):
                 prior = KernelMean(check_matrix(prior, "prior", n_features=self.states_.shape[1]),
                                    kernel=self.rule_.kernel_x_)
-            w = self.rule_.projection(self.rule_.prior_values(prior)) / T
+            w = self.rule_.prior_projection(prior) / T
             w = self._normalised(w, fallback=np.full(T, 1.0 / T))
         self.weights = self.weights_prior = w
         self.x_post = self.x_prior = self.x = self._point(w, w)
@@ -221,7 +260,7 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
         if self.estimate == "raw_mean":
             return raw @ self.states_
         if self.estimate == "mode":
-            return KernelMean(self.states_, w, self.rule_.kernel_x_).mode()
+            return KernelMean(self.states_, w, self.kernel_x_).mode()
         return w @ self.states_
 
     def _cov(self, w):
@@ -232,7 +271,7 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
     def predict(self):
         """Kernel sum rule through the learned transition (ALGORITHMS §6)."""
         check_is_fitted(self, "rule_")
-        w = np.asarray(self.transition_matrix_ @ self.weights).ravel()
+        w = np.asarray(self.transition_operator_ @ self.weights).ravel()
         self.weights_prior = self._normalised(w, fallback=self.weights)
         self.x_prior = self.x = self._point(self.weights_prior, self.weights_prior)
         self.P_prior = self.P = self._cov(self.weights_prior)
@@ -246,7 +285,7 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
             self.x, self.P = self.x_post, self.P_post
             return
         obs = self.rule_.observation_vectors(self._observation(z))
-        mu = self.projection_matrix_ @ self.weights_prior
+        mu = self.projection_operator_ @ self.weights_prior
         W, info = self.rule_.weights_from_projection(mu, obs)
         for kind, message in info.items():
             self._record(kind, message)

@@ -20,8 +20,9 @@ from .._validation import (
     check_vector,
 )
 from ..embedding import KernelMean
-from ..kernels import LinearKernel, fitted_kernel
-from ..linalg import NumericalWarning, pivoted_cholesky, spd_factor
+from ..kernels import fitted_kernel
+from ..linalg import NumericalWarning, Woodbury, pivoted_cholesky, spd_factor
+from ..operators import DenseOperator, LowRankOperator
 from ..persistence import Persistent, persistent
 from ._checks import check_prior
 
@@ -169,29 +170,32 @@ class KernelBayesRule(Persistent, BaseEstimator):
         n = X.shape[0]
         self.states_, self.observations_, self.n_train_ = X, Z, n
         self.kernel_x_ = fitted_kernel(self.kernel_x, "kernel_x", X)
-        G = self.kernel_x_(X)
-        G[np.diag_indices(n)] += n * reg_prior
         self.diagnostics_ = Counter()
-        self.prior_factor_ = spd_factor(G, name="G_x + n reg_prior I", warn=False)
-        if self.prior_factor_.event is not None:
-            self.diagnostics_[self.prior_factor_.event] += 1
-            warnings.warn(f"KernelBayesRule: {self.prior_factor_.describe('G_x + n reg_prior I')}",
-                          NumericalWarning, stacklevel=2)
-        self.features_, self.kernel_z_ = None, None
+        name = "G_x + n reg_prior I"
+        if self.kernel_x_.has_features:
+            # G_x = U U^T: the projection is U (U^T U + n eta I)^{-1} U^T, no n x n matrix
+            self.prior_factor_ = Woodbury(self.kernel_x_.features(X), n * reg_prior)
+            event, description = self.prior_factor_.inner.event, "U^T U + n reg_prior I"
+        else:
+            G = self.kernel_x_(X)
+            G[np.diag_indices(n)] += n * reg_prior
+            self.prior_factor_ = spd_factor(G, name=name, warn=False)
+            event, description = self.prior_factor_.event, name
+            if event is not None:
+                warnings.warn(f"KernelBayesRule: {self.prior_factor_.describe(name)}", NumericalWarning,
+                              stacklevel=2)
+        if event is not None:
+            self.diagnostics_[event] += 1
+        self.features_, self.kernel_z_, self.G_z_ = None, None, None
         if self.features is not None:
             self.features_ = clone(self.features).fit(Z)
             self.Phi_ = np.asarray(self.features_.transform(Z), dtype=np.float64)
-        elif isinstance(self.kernel_z, LinearKernel):
-            # a linear kernel is an explicit feature map: the identity on the observations
-            self.kernel_z_ = fitted_kernel(self.kernel_z, "kernel_z", Z)
-            self.Phi_ = Z
         else:
             self.kernel_z_ = fitted_kernel(self.kernel_z, "kernel_z", Z)
-            self.Phi_ = None
-        if self.Phi_ is None:
-            self.G_z_ = self.kernel_z_(Z)
-        else:
-            self.G_z_ = self.Phi_ @ self.Phi_.T if self.method == "original" else None
+            # a kernel with an explicit feature map (linear, Nystrom, Fourier) gives Phi directly
+            self.Phi_ = self.kernel_z_.features(Z) if self.kernel_z_.has_features else None
+            if self.Phi_ is None:
+                self.G_z_ = self.kernel_z_(Z)
         self._choose_solver(n)
         return self
 
@@ -200,10 +204,18 @@ class KernelBayesRule(Persistent, BaseEstimator):
         # O(n r^2) by Woodbury instead of O(n^3) (original) or O(|S|^3) (iw). For iw, E is cut to
         # ~1e-12 n lam in trace; the original update squares an ill-conditioned operator, so its
         # factor goes down to round-off (residual diagonal <= _ROUNDOFF_RTOL of the largest).
-        # Both paths check their error bound every step (see the class docstring).
+        # With explicit features, G_z = Phi Phi^T exactly and Phi is the factor (E = 0).
         self.obs_factor_, self.obs_residual_, self.obs_norm_ = None, np.inf, np.inf
-        self.solver_ = "features" if self.Phi_ is not None else "dense"
-        if self.Phi_ is not None or self.solver == "dense" or n < 64:
+        if self.Phi_ is not None:
+            self.solver_ = "features"
+            if self.method == "original":
+                if self.solver == "dense" or self.Phi_.shape[1] >= max(n // 3, 1):
+                    self.G_z_ = self.Phi_ @ self.Phi_.T
+                else:
+                    self.obs_factor_, self.obs_residual_, self.obs_norm_ = self.Phi_, 0.0, 0.0
+            return
+        self.solver_ = "dense"
+        if self.solver == "dense" or n < 64:
             return
         G = self.G_z_
         diag = np.diag(G).copy()
@@ -232,9 +244,13 @@ class KernelBayesRule(Persistent, BaseEstimator):
         ndarray of shape (n,)
         """
         check_is_fitted(self, "prior_factor_")
+        if prior is not None:
+            prior = check_prior(prior, self.states_.shape[1])
+        if self.kernel_x_.has_features:
+            U = self.prior_factor_.L
+            return U @ (U.mean(axis=0) if prior is None else self.kernel_x_.features(prior.points).T @ prior.weights)
         if prior is None:
             return self.kernel_x_(self.states_).mean(axis=1)
-        prior = check_prior(prior, self.states_.shape[1])
         return self.kernel_x_(self.states_, prior.points) @ prior.weights
 
     def projection(self, g):
@@ -250,6 +266,50 @@ class KernelBayesRule(Persistent, BaseEstimator):
         ndarray of the shape of ``g``
         """
         return self.n_train_ * self.prior_factor_.solve(g)
+
+    def prior_projection(self, prior):
+        """``mu = n (G_x + n eps I)^{-1} g`` for a prior: :meth:`projection` of :meth:`prior_values`.
+
+        With a feature kernel on the states (``G_x = U U^T``, ``g = U gamma``) it is computed as
+        ``n U (U^T U + n eps I)^{-1} gamma``, which stays accurate however small ``eps`` is.
+
+        Parameters
+        ----------
+        prior : KernelMean or None
+            As for :meth:`prior_values`.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+        """
+        check_is_fitted(self, "prior_factor_")
+        if not self.kernel_x_.has_features:
+            return self.projection(self.prior_values(prior))
+        U = self.prior_factor_.L
+        if prior is None:
+            gamma = U.mean(axis=0)
+        else:
+            prior = check_prior(prior, self.states_.shape[1])
+            gamma = self.kernel_x_.features(prior.points).T @ prior.weights
+        return self.n_train_ * (U @ self.prior_factor_.inner.solve(gamma))
+
+    def projection_operator(self):
+        """The projection ``g -> n (G_x + n eps I)^{-1} G_x g`` as an operator on weights over the
+        training states: what a filter applies to its predicted weights every step.
+
+        Dense (n x n) for an exact state kernel; for a kernel with explicit features ``U``
+        (e.g. :class:`~kbfilter.kernel_approximation.NystromKernel`), the low-rank
+        ``n U (U^T U + n eps I)^{-1} U^T``, O(n r) memory and work.
+
+        Returns
+        -------
+        Operator
+        """
+        check_is_fitted(self, "prior_factor_")
+        if self.kernel_x_.has_features:
+            U = self.prior_factor_.L
+            return LowRankOperator(U, self.n_train_ * self.prior_factor_.inner.solve(U.T).T)
+        return DenseOperator(self.projection(self.kernel_x_(self.states_)))
 
     def ratio(self, g):
         """KuLSIF weights ``max(0, n (G_x + n eta I)^{-1} g)`` from prior values ``g``.
@@ -280,7 +340,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
         if self.features_ is not None:
             return np.asarray(self.features_.transform(Z), dtype=np.float64).T
         if self.Phi_ is not None:
-            return Z.T
+            return self.kernel_z_.features(Z).T
         return self.kernel_z_(self.observations_, Z)
 
     def _check_observations(self, Z):
@@ -326,10 +386,12 @@ class KernelBayesRule(Persistent, BaseEstimator):
         W = np.zeros((self.n_train_, obs.shape[1]))
         if self.Phi_ is not None and self.Phi_.shape[1] < S.size:
             # push-through form: an r x r solve, cheaper when there are fewer features than support
-            Phi = self.Phi_[S]
-            C = (Phi * r[S, None]).T @ Phi
+            # (Ls^T Ls is one symmetric rank-k product, half the work of Phi^T D Phi)
+            sq = np.sqrt(r[S])
+            Ls = self.Phi_[S] * sq[:, None]
+            C = Ls.T @ Ls
             C[np.diag_indices(C.shape[0])] += nlam
-            W[S] = r[S, None] * (Phi @ self._factor(C, "Phi^T D Phi + n lam I", info).solve(obs))
+            W[S] = sq[:, None] * (Ls @ self._factor(C, "Phi^T D Phi + n lam I", info).solve(obs))
         elif self.obs_factor_ is not None and r.max() * self.obs_residual_ <= _LOW_RANK_RTOL * nlam:
             # Woodbury with sqrt(D) G_z sqrt(D) ~ (sqrt(D) L)(sqrt(D) L)^T
             sq = np.sqrt(r[S])
@@ -377,6 +439,8 @@ class KernelBayesRule(Persistent, BaseEstimator):
             return W, {}
         # singular squared operator or a vanished Lambda: the stated fallback is CKME regression
         info = {"regression": "original KBR update is singular or zero; using CKME regression"}
+        if G_z is None:
+            return Woodbury(self.Phi_, self.n_train_ * delta).solve(K), info
         G = G_z.copy()
         G[np.diag_indices(G.shape[0])] += self.n_train_ * delta
         return self._factor(G, "G_z + n delta I", info).solve(K), info
@@ -463,7 +527,8 @@ class KernelBayesRule(Persistent, BaseEstimator):
             Its ``info`` holds the fallbacks taken (kind -> sentence), each also warned about
             with a :class:`~kbfilter.NumericalWarning`.
         """
-        W, info = self.weights_from_prior_values(self.prior_values(prior), self._as_single(z))
+        W, info = self.weights_from_projection(self.prior_projection(prior),
+                                               self.observation_vectors(self._as_single(z)))
         return self._embeddings(self.states_, W, self.kernel_x_, info)[0]
 
     def _as_single(self, z):
@@ -492,7 +557,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
         list of KernelMean
             One per observation, as :meth:`posterior` returns.
         """
-        W, info = self.weights_from_prior_values(self.prior_values(prior), Z)
+        W, info = self.weights_from_projection(self.prior_projection(prior), self.observation_vectors(Z))
         return self._embeddings(self.states_, W, self.kernel_x_, info)
 
     def posterior_given_ratio(self, ratio, z):

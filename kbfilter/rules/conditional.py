@@ -27,6 +27,7 @@ from .._validation import (
 from ..embedding import KernelMean
 from ..kernels import fitted_kernel
 from ..linalg import Woodbury, batched_pivoted_cholesky, column_entries, pivoted_cholesky, spd_factor
+from ..operators import DenseOperator, LowRankOperator, SparseOperator
 from ..persistence import Persistent, persistent
 
 __all__ = ["ConditionalEmbedding", "weighted_sq_norms"]
@@ -233,6 +234,13 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
 
     def _fit_exact(self, A, reg):
         n = A.shape[0]
+        if self.kernel_in_.has_features:
+            # G_a = Phi Phi^T: w = Phi (Phi^T Phi + n eps I)^{-1} phi(a), no n x n matrix
+            self.features_ = self.kernel_in_.features(A)
+            C = self.features_.T @ self.features_
+            C[np.diag_indices(C.shape[0])] += n * reg
+            self.factor_ = self._factor(C, "Phi^T Phi + n reg I")
+            return
         G = self.kernel_in_(A)
         G[np.diag_indices(n)] += n * reg
         self.factor_ = self._factor(G, "G_a + n reg I")
@@ -296,10 +304,42 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         Q = check_matrix(Q, "Q", n_features=self.A_.shape[1])
         return self._weights(Q)
 
+    def weights_operator(self, Q):
+        """The weight matrix of :meth:`weights` as an operator, without forming it when it is of
+        low rank.
+
+        Dense for ``exact`` (with a kernel that has no explicit features), ``nw`` and ``icf``;
+        sparse for ``knn`` and ``random``; low rank ``Phi (Phi^T Phi + n eps I)^{-1} phi(Q)^T`` for
+        ``nystrom`` and for ``exact`` with a feature kernel (e.g.
+        :class:`~kbfilter.kernel_approximation.NystromKernel`): O((n + q) r) memory.
+
+        Parameters
+        ----------
+        Q : array-like of shape (n_queries, d_in)
+
+        Returns
+        -------
+        Operator
+            Of shape (n_train, n_queries).
+        """
+        check_is_fitted(self, "kernel_in_")
+        Q = check_matrix(Q, "Q", n_features=self.A_.shape[1])
+        if self.method == "nystrom" or (self.method == "exact" and self.kernel_in_.has_features):
+            return LowRankOperator(self.features_, self.factor_.solve(self._query_features(Q).T).T)
+        W = self._weights(Q)
+        return SparseOperator(W) if sp.issparse(W) else DenseOperator(W)
+
+    def _query_features(self, Q):
+        if self.method == "nystrom":
+            return self.nystroem_.transform(Q)
+        return self.kernel_in_.features(Q)
+
     def _weights(self, Q):
         return getattr(self, f"_weights_{self.method}")(Q)
 
     def _weights_exact(self, Q):
+        if self.kernel_in_.has_features:
+            return self.features_ @ self.factor_.solve(self.kernel_in_.features(Q).T)
         return self.factor_.solve(self.kernel_in_(self.A_, Q))
 
     def _weights_nw(self, Q):

@@ -1,0 +1,159 @@
+"""Linear operators over the training states: what a fitted filter applies at every step.
+
+The transition matrix and the KuLSIF/KBR projection are ``T x T`` in the mathematics, but only
+the exact method stores them as dense arrays. A localized transition is sparse, and a low-rank
+kernel gives ``left @ right.T`` with ``left`` and ``right`` of shape (T, r):
+O(T r) memory and O(T r) work a product. Each class here is one of these shapes, with the same
+small surface (``@``, ``shape``, ``nbytes``, ``toarray``, ``placed``), so a filter built on any of
+them runs the same loop.
+
+Examples
+--------
+>>> import numpy as np
+>>> U = np.array([[1.0], [2.0], [0.0]])
+>>> op = LowRankOperator(U, U)
+>>> op @ np.array([1.0, 1.0, 1.0])
+array([3., 6., 0.])
+>>> op.toarray().shape
+(3, 3)
+"""
+
+import numpy as np
+import scipy.sparse as sp
+
+from .persistence import persistent
+
+__all__ = ["Operator", "DenseOperator", "SparseOperator", "LowRankOperator"]
+
+
+class Operator:
+    """Common surface of the operators: ``op @ v`` for a vector or a matrix of columns."""
+
+    shape = (0, 0)
+
+    def __matmul__(self, v):
+        raise NotImplementedError
+
+    def toarray(self):
+        """The operator as a dense array (for tests and small problems)."""
+        return self @ np.eye(self.shape[1])
+
+    @property
+    def nbytes(self):
+        """Memory held by the operator's arrays, in bytes."""
+        raise NotImplementedError
+
+    def placed(self, rows, n_rows):
+        """The ``n_rows x n`` operator whose row ``rows[i]`` is row ``i`` of this one; other rows are 0.
+
+        Parameters
+        ----------
+        rows : array of int, of length ``shape[0]``
+        n_rows : int
+
+        Returns
+        -------
+        Operator
+            Of the same kind.
+        """
+        raise NotImplementedError
+
+
+@persistent("matrix")
+class DenseOperator(Operator):
+    """A dense matrix.
+
+    Parameters
+    ----------
+    matrix : ndarray of shape (m, n)
+    """
+
+    def __init__(self, matrix):
+        self.matrix = np.asarray(matrix, dtype=np.float64)
+        self.shape = self.matrix.shape
+
+    def __matmul__(self, v):
+        return self.matrix @ v
+
+    def toarray(self):
+        return self.matrix.copy()
+
+    @property
+    def nbytes(self):
+        return self.matrix.nbytes
+
+    def placed(self, rows, n_rows):
+        out = np.zeros((n_rows, self.shape[1]))
+        out[rows] = self.matrix
+        return DenseOperator(out)
+
+
+@persistent("matrix")
+class SparseOperator(Operator):
+    """A sparse matrix, kept in CSR form (row-major products are the fast ones).
+
+    Parameters
+    ----------
+    matrix : scipy.sparse matrix of shape (m, n)
+    """
+
+    def __init__(self, matrix):
+        self.matrix = sp.csr_matrix(matrix, dtype=np.float64)
+        self.shape = self.matrix.shape
+
+    def __matmul__(self, v):
+        return self.matrix @ v
+
+    def toarray(self):
+        return self.matrix.toarray()
+
+    @property
+    def nbytes(self):
+        m = self.matrix
+        return m.data.nbytes + m.indices.nbytes + m.indptr.nbytes
+
+    def placed(self, rows, n_rows):
+        rows = np.asarray(rows)
+        select = sp.csr_matrix((np.ones(rows.size), (rows, np.arange(rows.size))), shape=(n_rows, rows.size))
+        return SparseOperator(select @ self.matrix)
+
+
+@persistent("left", "right")
+class LowRankOperator(Operator):
+    """``left @ right.T`` with ``left`` (m, r) and ``right`` (n, r): O((m + n) r) memory and work a
+    product, never an ``m x n`` array.
+
+    Regularised solves are folded into the factors when the operator is built (e.g.
+    ``U (U^T U + c I)^{-1} U^T`` is ``left = U``, ``right = U (U^T U + c I)^{-1}``), so a product
+    is two matrix-vector products.
+
+    Parameters
+    ----------
+    left : ndarray of shape (m, r)
+    right : ndarray of shape (n, r)
+    """
+
+    def __init__(self, left, right):
+        self.left = np.asarray(left, dtype=np.float64)
+        self.right = np.asarray(right, dtype=np.float64)
+        if self.left.ndim != 2 or self.right.ndim != 2 or self.left.shape[1] != self.right.shape[1]:
+            raise ValueError(f"left, right: expected two 2-D arrays with the same number of columns, got shapes "
+                             f"{self.left.shape} and {self.right.shape}")
+        self.shape = (self.left.shape[0], self.right.shape[0])
+
+    def __matmul__(self, v):
+        return self.left @ (self.right.T @ v)
+
+    @property
+    def rank(self):
+        """``r``, the number of columns of the factors."""
+        return self.left.shape[1]
+
+    @property
+    def nbytes(self):
+        return self.left.nbytes + self.right.nbytes
+
+    def placed(self, rows, n_rows):
+        left = np.zeros((n_rows, self.rank))
+        left[rows] = self.left
+        return LowRankOperator(left, self.right)
