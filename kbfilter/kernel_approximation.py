@@ -26,7 +26,7 @@ True
 """
 
 import numpy as np
-from scipy.linalg import solve_triangular
+from scipy.linalg.lapack import dtrtrs as trtrs
 from sklearn.exceptions import NotFittedError
 from sklearn.kernel_approximation import RBFSampler
 
@@ -147,7 +147,10 @@ class NystromKernel(_FeatureKernel):
         for start in range(0, X.shape[0], max(1, _BLOCK // (P.shape[0] * P.shape[1]))):
             block = X[start : start + max(1, _BLOCK // (P.shape[0] * P.shape[1]))]
             K[:, start : start + block.shape[0]] = self.kernel_.paired(P[:, None, :], block[None, :, :])
-        return solve_triangular(self.factor_, K, lower=True, check_finite=False).T
+        Phi, info = trtrs(self.factor_, K, lower=1)  # LAPACK directly: this runs every filtering step
+        if info != 0:
+            raise FloatingPointError(f"NystromKernel: the landmarks' Cholesky factor is singular (LAPACK info {info})")
+        return Phi.T
 
 
 @persistent("kernel_", "sampler_")

@@ -10,7 +10,8 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.linalg import LinAlgError, cho_factor, cho_solve, lu_factor, lu_solve
+from scipy.linalg import LinAlgError, cho_factor, lu_factor
+from scipy.linalg.lapack import dgetrs as getrs, dpotrf as potrf, dpotrs as potrs
 
 from .persistence import persistent
 
@@ -69,9 +70,15 @@ class SPDFactor:
         ndarray
             ``X``, of the shape of ``B``.
         """
+        # LAPACK's potrs/getrs directly: what cho_solve/lu_solve call, without their per-call
+        # checks, which cost more than the solve itself on the small systems of a filtering step
         if self.method == "cholesky":
-            return cho_solve((self.factor, True), B, check_finite=False)
-        return lu_solve((self.factor, self.pivots), B, check_finite=False)
+            X, info = potrs(self.factor, B, lower=1)
+        else:
+            X, info = getrs(self.factor, self.pivots, B)
+        if info != 0:
+            raise ValueError(f"SPDFactor.solve: LAPACK reported error {info} (bad argument shapes)")
+        return X
 
 
 def spd_factor(A, name="matrix", warn=True):
@@ -102,12 +109,12 @@ def spd_factor(A, name="matrix", warn=True):
     """
     A = np.asarray(A, dtype=np.float64)
     A = 0.5 * (A + A.T)
-    try:
-        return SPDFactor("cholesky", cho_factor(A, lower=True, check_finite=True)[0])
-    except LinAlgError:
-        pass
     if not np.all(np.isfinite(A)):
         raise FloatingPointError(f"{name}: contains NaN or infinite values; cannot factor")
+    # LAPACK's potrf directly: what cho_factor calls, without its per-call overhead
+    factor, info = potrf(A, lower=1, clean=0)
+    if info == 0:
+        return SPDFactor("cholesky", factor)
     base = max(float(np.mean(np.abs(np.diag(A)))), np.finfo(float).tiny)
     for rel in JITTER_LADDER:
         try:

@@ -35,7 +35,7 @@ __all__ = ["KernelBayesFilter", "RANK_RTOL", "MAX_RANK", "RFF_RANK"]
 #: ``approximation="nystrom"`` with ``rank=None``: landmarks are added until the neglected trace of
 #: each Gram matrix is at most ``RANK_RTOL * n * reg`` for the regulariser ``reg`` it is solved with,
 #: which bounds the relative change of each regularised solve by ``RANK_RTOL``
-RANK_RTOL = 1e-3
+RANK_RTOL = 1e-1
 #: ... and at most this many
 MAX_RANK = 1000
 #: ``approximation="rff"`` with ``rank=None``: this many random Fourier features

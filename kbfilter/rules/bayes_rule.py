@@ -387,11 +387,12 @@ class KernelBayesRule(Persistent, BaseEstimator):
         if self.Phi_ is not None and self.Phi_.shape[1] < S.size:
             # push-through form: an r x r solve, cheaper when there are fewer features than support
             # (Ls^T Ls is one symmetric rank-k product, half the work of Phi^T D Phi)
-            sq = np.sqrt(r[S])
-            Ls = self.Phi_[S] * sq[:, None]
+            sq = np.sqrt(r[S])[:, None]
+            Ls = self.Phi_[S]
+            Ls *= sq
             C = Ls.T @ Ls
-            C[np.diag_indices(C.shape[0])] += nlam
-            W[S] = sq[:, None] * (Ls @ self._factor(C, "Phi^T D Phi + n lam I", info).solve(obs))
+            C.flat[:: C.shape[0] + 1] += nlam
+            W[S] = sq * (Ls @ self._factor(C, "Phi^T D Phi + n lam I", info).solve(obs))
         elif self.obs_factor_ is not None and r.max() * self.obs_residual_ <= _LOW_RANK_RTOL * nlam:
             # Woodbury with sqrt(D) G_z sqrt(D) ~ (sqrt(D) L)(sqrt(D) L)^T
             sq = np.sqrt(r[S])

@@ -1,0 +1,219 @@
+"""The scalable path: operators, low-rank kernels and the filter built on them, each against its
+exact twin at full size."""
+
+import tracemalloc
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import kbfilter as kb
+from kbfilter.kernel_approximation import NystromKernel, RandomFourierKernel
+from kbfilter.linalg import NumericalWarning
+from kbfilter.operators import DenseOperator, LowRankOperator, SparseOperator
+from kbfilter.persistence import load, save
+
+RNG = np.random.default_rng(3)
+
+
+@pytest.fixture(scope="module")
+def data():
+    system = kb.systems.Oscillation()
+    return system.simulate(300, rng=1), system.simulate(60, rng=2)
+
+
+def _mse(means, states):
+    return float(np.mean(np.sum((means - states) ** 2, axis=1)))
+
+
+# -- operators ---------------------------------------------------------------------------------------
+def test_each_operator_applies_its_dense_matrix():
+    L, R = RNG.normal(size=(7, 3)), RNG.normal(size=(5, 3))
+    M = L @ R.T
+    S = np.where(np.abs(M) > 1, M, 0.0)
+    v, V = RNG.normal(size=5), RNG.normal(size=(5, 2))
+    for op, dense in ((DenseOperator(M), M), (SparseOperator(sp.csr_matrix(S)), S), (LowRankOperator(L, R), M)):
+        assert op.shape == (7, 5)
+        np.testing.assert_allclose(op @ v, dense @ v, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(op @ V, dense @ V, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(op.toarray(), dense, rtol=1e-12, atol=1e-12)
+        rows = np.array([9, 0, 4, 2, 7, 1, 5])
+        placed = np.zeros((10, 5))
+        placed[rows] = dense
+        np.testing.assert_allclose(op.placed(rows, 10).toarray(), placed, rtol=1e-12, atol=1e-12)
+        assert type(op.placed(rows, 10)) is type(op)
+
+
+def test_low_rank_operator_refuses_mismatched_factors():
+    with pytest.raises(ValueError, match="same number of columns"):
+        LowRankOperator(np.ones((4, 2)), np.ones((4, 3)))
+
+
+# -- low-rank kernels ----------------------------------------------------------------------------------
+def test_nystrom_kernel_with_every_point_a_landmark_is_the_kernel():
+    X = RNG.normal(size=(150, 2))
+    Q = RNG.normal(size=(20, 2))
+    exact = kb.GaussianKernel(scale=0.3).fit(X)
+    k = NystromKernel(kb.GaussianKernel(scale=0.3), rank=150, tol=0.0).fit(X)
+    np.testing.assert_allclose(k(X), exact(X), atol=1e-8)
+    # a training point is in the landmarks' span, so its value against any point is exact
+    np.testing.assert_allclose(k(X, Q), exact(X, Q), atol=1e-6)
+    np.testing.assert_allclose(k.diag(X), exact.diag(X), atol=1e-8)
+
+
+def test_nystrom_tolerance_bounds_the_neglected_trace():
+    X = RNG.normal(size=(400, 2))
+    exact = kb.GaussianKernel().fit(X)(X)
+    for tol in (1e-2, 1e-4, 1e-6):
+        k = NystromKernel(tol=tol, rank=400).fit(X)
+        neglected = np.trace(exact - k(X))
+        assert neglected <= tol * 400 * (1 + 1e-9)
+        assert k.residual_trace_ == pytest.approx(neglected, abs=1e-8)
+    # a tighter tolerance needs more landmarks
+    assert NystromKernel(tol=1e-6, rank=400).fit(X).rank_ > NystromKernel(tol=1e-2, rank=400).fit(X).rank_
+
+
+def test_random_fourier_kernel_approaches_the_gaussian_kernel():
+    X = RNG.normal(size=(80, 2))
+    exact = kb.GaussianKernel().fit(X)(X)
+    errors = [np.max(np.abs(RandomFourierKernel(rank=r, random_state=0).fit(X)(X) - exact)) for r in (100, 10000)]
+    assert errors[1] < errors[0] / 4
+    assert errors[1] < 0.05
+    with pytest.raises(ValueError, match="kernel: random Fourier features need a Gaussian kernel"):
+        RandomFourierKernel(kb.LaplaceKernel()).fit(X)
+
+
+def test_feature_kernels_are_seeded():
+    X = RNG.normal(size=(50, 2))
+    a = RandomFourierKernel(rank=30, random_state=4).fit(X)(X)
+    assert np.array_equal(a, RandomFourierKernel(rank=30, random_state=4).fit(X)(X))
+    assert not np.array_equal(a, RandomFourierKernel(rank=30, random_state=5).fit(X)(X))
+
+
+# -- the rule and the conditional embedding on low-rank kernels -------------------------------------------
+@pytest.mark.parametrize("method", ["iw", "original"])
+def test_rule_with_full_rank_nystrom_kernels_equals_the_exact_rule(data, method):
+    (x, z), _ = data
+    prior = kb.KernelMean(x[:40] + 0.1)
+    common = dict(method=method, reg_prior=1e-2, reg_update=1e-1, solver="dense")
+    exact = kb.KernelBayesRule(**common).fit(x, z)
+    full = kb.KernelBayesRule(kernel_x=NystromKernel(rank=300, tol=0.0), kernel_z=NystromKernel(rank=300, tol=0.0),
+                              **common).fit(x, z)
+    for zz in z[:5]:
+        a, b = exact.posterior(prior, zz).weights, full.posterior(prior, zz).weights
+        np.testing.assert_allclose(b, a, atol=1e-6 * np.max(np.abs(a)))
+    np.testing.assert_allclose(full.projection_operator().toarray(), exact.projection_operator().toarray(), atol=1e-6)
+
+
+def test_conditional_embedding_on_a_feature_kernel_gives_a_low_rank_operator(data):
+    (x, _), _ = data
+    exact = kb.ConditionalEmbedding(reg=1e-3).fit(x[:-1], x[1:])
+    low = kb.ConditionalEmbedding(kernel_in=NystromKernel(rank=299, tol=0.0), reg=1e-3).fit(x[:-1], x[1:])
+    op = low.weights_operator(x)
+    assert isinstance(op, LowRankOperator) and op.rank < 299
+    np.testing.assert_allclose(op.toarray(), exact.weights(x), atol=1e-6)
+    np.testing.assert_allclose(low.weights(x), exact.weights(x), atol=1e-6)
+
+
+# -- the filter ------------------------------------------------------------------------------------------
+PARAMS = dict(scale=0.7, reg_prior=1e-3, reg_update=1e-2)
+
+
+@pytest.mark.parametrize("rule", ["iw", "original"])
+def test_full_rank_scalable_filter_equals_the_exact_filter(data, rule):
+    (x, z), (_, zt) = data
+    exact = kb.KernelBayesFilter(rule=rule, **PARAMS).fit(x, z)
+    full = kb.KernelBayesFilter(rule=rule, approximation="nystrom", rank=300, **PARAMS).fit(x, z)
+    np.testing.assert_allclose(full.transition_operator_.toarray(), exact.transition_operator_.toarray(), atol=1e-6)
+    a, b = exact.batch_filter(zt)[0], full.batch_filter(zt)[0]
+    np.testing.assert_allclose(b, a, atol=1e-6)
+
+
+def test_default_rank_rule_keeps_the_exact_filters_accuracy(data):
+    (x, z), (xt, zt) = data
+    exact = _mse(kb.KernelBayesFilter(**PARAMS).fit(x, z).batch_filter(zt)[0], xt)
+    scalable = kb.KernelBayesFilter(approximation="nystrom", **PARAMS).fit(x, z)
+    assert _mse(scalable.batch_filter(zt)[0], xt) == pytest.approx(exact, rel=0.01)
+    assert isinstance(scalable.projection_operator_, LowRankOperator)
+    assert scalable.projection_operator_.rank < 100
+
+
+def test_knn_transition_with_every_neighbour_is_the_exact_transition(data):
+    (x, z), _ = data
+    exact = kb.KernelBayesFilter(**PARAMS).fit(x, z)
+    knn = kb.KernelBayesFilter(transition="knn", n_neighbors=len(x) - 1, **PARAMS).fit(x, z)
+    assert isinstance(knn.transition_operator_, SparseOperator)
+    np.testing.assert_allclose(knn.transition_operator_.toarray(), exact.transition_operator_.toarray(), atol=1e-8)
+
+
+def test_random_fourier_filter_is_seeded_and_close_to_exact(data):
+    (x, z), (xt, zt) = data
+    exact = _mse(kb.KernelBayesFilter(**PARAMS).fit(x, z).batch_filter(zt)[0], xt)
+    runs = [kb.KernelBayesFilter(approximation="rff", rank=3000, random_state=0, **PARAMS).fit(x, z).batch_filter(zt)[0]
+            for _ in range(2)]
+    assert np.array_equal(runs[0], runs[1])
+    assert _mse(runs[0], xt) == pytest.approx(exact, rel=0.15)
+
+
+def _fit_peak(T):
+    states, obs = kb.systems.Oscillation().simulate(T, rng=0)
+    tracemalloc.start()
+    kbf = kb.KernelBayesFilter(approximation="nystrom", rank=40, transition="knn", n_neighbors=20).fit(states, obs)
+    kbf.batch_filter(obs[:5])
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak
+
+
+def test_scalable_filter_memory_grows_linearly_in_T(tmp_path):
+    small, large = _fit_peak(1000), _fit_peak(4000)
+    # four times the data: at most about four times the memory (a T x T array would be 16 times)
+    assert large / small < 6, (small, large)
+    states, obs = kb.systems.Oscillation().simulate(4000, rng=0)
+    sizes = []
+    for T in (1000, 4000):
+        kbf = kb.KernelBayesFilter(approximation="nystrom", rank=40).fit(states[:T], obs[:T])
+        sizes.append(save(kbf, tmp_path / f"f{T}.npz").stat().st_size)
+    assert sizes[1] / sizes[0] < 5, sizes
+
+
+@pytest.mark.parametrize("approximation, transition", [("nystrom", "exact"), ("nystrom", "knn"), ("rff", "exact")])
+def test_save_load_continue_is_identical(tmp_path, data, approximation, transition):
+    (x, z), (_, zt) = data
+    kbf = kb.KernelBayesFilter(approximation=approximation, transition=transition, rank=50, random_state=0,
+                               **PARAMS).fit(x, z)
+    kbf.batch_filter(zt[:10])
+    back = load(save(kbf, tmp_path / "kbf.npz"))
+    assert np.array_equal(back.batch_filter(zt[10:])[0], kbf.batch_filter(zt[10:])[0])
+
+
+def test_tune_filter_tunes_rank_and_neighbours(data):
+    (x, z), _ = data
+    tuned = kb.tune_filter(kb.KernelBayesFilter(approximation="nystrom", transition="knn", **PARAMS), x, z,
+                           param_grid={"rank": (10, 40), "n_neighbors": (10, 30)}, validation_length=50,
+                           progress=False, search="grid")
+    assert set(tuned.best_params_) == {"rank", "n_neighbors"}
+    assert len(tuned.search_table_) == 4
+    assert tuned.projection_operator_.rank <= 40
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(approximation="svd"), "approximation: expected one of"),
+    (dict(approximation="nystrom", rank=0), "rank: expected"),
+    (dict(n_neighbors=0), "n_neighbors: expected"),
+    (dict(approximation="rff", kernel_x=kb.LaplaceKernel()), "random Fourier features need a Gaussian kernel"),
+])
+def test_bad_scalable_settings_are_clear_errors(data, params, message):
+    (x, z), _ = data
+    with pytest.raises(ValueError, match=message):
+        kb.KernelBayesFilter(**params).fit(x, z)
+
+
+def test_a_tiny_regulariser_stays_finite_on_the_low_rank_path(data):
+    (x, z), (_, zt) = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NumericalWarning)
+        kbf = kb.KernelBayesFilter(approximation="nystrom", reg_prior=1e-12, reg_update=1e-12).fit(x, z)
+        means = kbf.batch_filter(zt)[0]
+    assert np.all(np.isfinite(means))
