@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 from ._validation import check_choice, check_int, check_sequences
 from .linalg import NumericalWarning
 
-__all__ = ["DEFAULT_GRID", "IMAGE_GRID", "FEATURE_GRID", "BLUR_GRID", "tune_filter", "validation_split",
+__all__ = ["DEFAULT_GRID", "SCALABLE_GRID", "IMAGE_GRID", "FEATURE_GRID", "BLUR_GRID", "tune_filter", "validation_split",
            "validation_mse", "check_validation_length"]
 
 #: vector observations: bandwidth scale 0.1-4, both regularisers 1e-6-1
@@ -29,6 +29,9 @@ DEFAULT_GRID = {
     "reg_prior": (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0),
     "reg_update": (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0),
 }
+#: the scalable (low-rank) filter on long training runs: the narrowest bandwidth of DEFAULT_GRID
+#: (0.1 x median) needs more than a thousand landmarks at T >= 10^4, so this grid starts at 0.25
+SCALABLE_GRID = dict(DEFAULT_GRID, scale=(0.25, 0.5, 1.0, 2.0, 4.0))
 #: raw pixels want a narrow observation kernel (image noise puts a floor under image distances)
 #: and the validation error is not monotone in it, so the image grid is finer and reaches 0.05
 IMAGE_GRID = {

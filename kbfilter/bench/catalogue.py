@@ -13,7 +13,7 @@ from sklearn.decomposition import PCA
 from ..features import GaussianBlur, LearnedFeatures
 from ..filters import ExtendedKalman, KernelBayesFilter, ParticleFilter, UnscentedKalman, WindowRegressor
 from ..systems import CameraOrientation, MovingSprite, Oscillation, Rotation
-from ..tuning import BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID
+from ..tuning import BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, SCALABLE_GRID
 
 __all__ = ["Method", "SYSTEMS", "CATALOGUE", "METHODS", "DEFAULT_METHODS", "PROTOCOLS", "REFERENCE",
            "observes_images"]
@@ -66,17 +66,22 @@ class Method:
         return self.grids["images" if observes_images(system) else "vectors"]
 
 
-def _kbf(rule, features=None):
-    return lambda system, rng: KernelBayesFilter(rule=rule, features=features() if features else None)
+def _kbf(rule, features=None, **params):
+    return lambda system, rng: KernelBayesFilter(rule=rule, features=features() if features else None, **params)
 
 
 _RAW = {"vectors": DEFAULT_GRID, "images": IMAGE_GRID}
 _FEATURES = {"vectors": FEATURE_GRID, "images": FEATURE_GRID}
 _BLUR = {"vectors": BLUR_GRID, "images": BLUR_GRID}
+_SCALABLE = {"vectors": SCALABLE_GRID, "images": IMAGE_GRID}
 
 CATALOGUE = {m.name: m for m in (
     Method("kbf-iw", "tuned", _kbf("iw"), _RAW, "kernel Bayes filter, importance-weighted KBR"),
     Method("kbf-original", "tuned", _kbf("original"), _RAW, "kernel Bayes filter, original KBR"),
+    Method("kbf-iw-nystrom", "tuned", _kbf("iw", approximation="nystrom"), _SCALABLE,
+           "IW kernel Bayes filter on Nystrom low-rank kernels (the scalable path)"),
+    Method("kbf-iw-nystrom-knn", "tuned", _kbf("iw", approximation="nystrom", transition="knn"), _SCALABLE,
+           "scalable IW kernel Bayes filter with the localized kNN transition"),
     Method("kbf-iw-blur", "tuned", _kbf("iw", lambda: GaussianBlur(sigma=3.0, stride=2)), _BLUR,
            "IW kernel Bayes filter on blurred images"),
     Method("kbf-original-blur", "tuned", _kbf("original", lambda: GaussianBlur(sigma=3.0, stride=2)), _BLUR,

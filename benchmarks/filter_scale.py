@@ -1,0 +1,185 @@
+"""How the kernel Bayes filter scales with the length T of its training run.
+
+Part 1, speed (oscillation system): for each T, the fit time, the time a filtering step, the
+peak memory of fit + filtering (tracemalloc) and the test MSE of
+
+- ``exact``: dense T x T transition and projection (only where they fit: T <= --exact-max),
+- ``nystrom``: Nystrom low-rank kernels, low-rank transition (the scalable path),
+- ``nystrom-knn``: Nystrom low-rank kernels, localized kNN transition (sparse),
+
+all on the same data with the same hyperparameters, with the speed and MSE ratios against
+``exact`` at every T where it runs. A step's time is the best of three passes over the test run.
+
+Part 2, accuracy against T (rotation and oscillation): the scalable filter tuned by
+``tune_filter`` at each T (the ``kbf-iw-nystrom`` benchmark method, several seeds) against the
+particle filter that knows the true model (``pf``), as a table and a PNG.
+
+    python benchmarks/filter_scale.py                        # both parts (about 40 min on 2 cores)
+    python benchmarks/filter_scale.py --part speed           # part 1 only (about 5 min)
+    python benchmarks/filter_scale.py --part curve --curve-seeds 5 --curve-T 1000 4000 20000
+
+BLAS runs with the library's defaults unless ``--blas-threads`` is given.
+"""
+
+import argparse
+import json
+import time
+import tracemalloc
+import warnings
+from pathlib import Path
+
+import numpy as np
+from threadpoolctl import threadpool_info, threadpool_limits
+
+import kbfilter as kb
+from kbfilter.bench import run_bench, summarise
+
+VARIANTS = {
+    "exact": dict(approximation="exact"),
+    "nystrom": dict(approximation="nystrom"),
+    "nystrom-knn": dict(approximation="nystrom", transition="knn"),
+}
+
+
+def _mse(means, states):
+    return float(np.mean(np.sum((means - states) ** 2, axis=1)))
+
+
+def measure(variant, params, data, test):
+    """Fit time, best-of-three ms a step, MSE, the ranks used, and the peak memory (a second fit
+    under tracemalloc, so that tracing does not slow the timed one)."""
+    (X, Z), (Xt, Zt) = data, test
+    template = kb.KernelBayesFilter(**VARIANTS[variant], **params)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kb.NumericalWarning)
+        start = time.perf_counter()
+        kbf = template.fit(X, Z)
+        fit_s = time.perf_counter() - start
+        passes = []
+        for _ in range(3):
+            kbf.reset()
+            start = time.perf_counter()
+            means = kbf.batch_filter(Zt)[0]
+            passes.append((time.perf_counter() - start) / len(Zt))
+        ranks = [getattr(k, "rank_", None) for k in (kbf.rule_.kernel_x_, kbf.rule_.kernel_z_)]
+        del kbf
+        tracemalloc.start()
+        again = kb.KernelBayesFilter(**VARIANTS[variant], **params).fit(X, Z)
+        again.batch_filter(Zt[:10])
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return {"fit_s": fit_s, "ms_step": 1e3 * min(passes), "mse": _mse(means, Xt), "peak_mb": peak / 2**20,
+            "rank_x": ranks[0], "rank_z": ranks[1]}
+
+
+def speed_part(lengths, exact_max, params, steps, seed):
+    system = kb.systems.Oscillation()
+    rows = []
+    print(f"\nPart 1: speed on oscillation, hyperparameters {params}, {steps} test steps")
+    header = (f"{'T':>7} {'variant':<12} {'ranks':>9} {'fit s':>8} {'ms/step':>8} {'peak MB':>8} {'MSE':>8} "
+              f"{'speed-up':>9} {'MSE ratio':>9}")
+    print(header)
+    print("-" * len(header))
+    for T in lengths:
+        rng = np.random.default_rng([seed, T])
+        data, test = system.simulate(T, rng), system.simulate(steps, rng)
+        exact = None
+        for variant in VARIANTS:
+            if variant == "exact" and T > exact_max:
+                continue
+            row = dict(T=T, variant=variant, **measure(variant, params, data, test))
+            if variant == "exact":
+                exact = row
+            if exact is not None and variant != "exact":
+                row["speedup"] = exact["ms_step"] / row["ms_step"]
+                row["mse_ratio"] = row["mse"] / exact["mse"]
+            rows.append(row)
+            ranks = "-" if row["rank_x"] is None else f"{row['rank_x']}/{row['rank_z']}"
+            ratios = (f"{row['speedup']:>8.1f}x {row['mse_ratio']:>9.4f}" if "speedup" in row else f"{'':>9} {'':>9}")
+            print(f"{T:>7} {variant:<12} {ranks:>9} {row['fit_s']:>8.2f} {row['ms_step']:>8.3f} "
+                  f"{row['peak_mb']:>8.0f} {row['mse']:>8.4f} {ratios}", flush=True)
+    return rows
+
+
+def curve_part(lengths, seeds, jobs, out):
+    print(f"\nPart 2: tuned accuracy against T ({seeds} seeds; kbf-iw-nystrom tuned on its grid, pf knows the model)")
+    table = {}
+    for system in ("rotation", "oscillation"):
+        for T in lengths:
+            start = time.perf_counter()
+            rows = run_bench(system, runs=seeds, train_length=T, test_length=200,
+                             methods=("kbf-iw-nystrom", "pf"), n_jobs=jobs, progress=False)
+            summary = summarise(rows, reference="kbf-iw-nystrom")
+            wall = time.perf_counter() - start
+            tune = float(np.mean([r["tune_s"]["kbf-iw-nystrom"] for r in rows]))
+            entry = {name: {"mean": s["mse_mean"], "std": s["mse_std"], "ms_per_step": s["ms_per_step"]}
+                     for name, s in summary.items()}
+            entry["tune_s"], entry["wall_s"] = tune, wall
+            entry["params"] = [r["params"]["kbf-iw-nystrom"] for r in rows]
+            entry["wins_over_pf"] = summary["pf"]["wins"]
+            table[(system, T)] = entry
+            print(f"{system:<12} T={T:>6}  kbf-iw-nystrom {entry['kbf-iw-nystrom']['mean']:.4f} "
+                  f"± {entry['kbf-iw-nystrom']['std']:.4f}   pf {entry['pf']['mean']:.4f} "
+                  f"± {entry['pf']['std']:.4f}   ({entry['wins_over_pf']}/{seeds} runs below pf)   "
+                  f"tuning {tune:.0f} s a run, {wall:.0f} s wall", flush=True)
+    _plot(table, lengths, out / "filter_scale_accuracy.png")
+    return table
+
+
+def _plot(table, lengths, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=False)
+    for ax, system in zip(axes, ("rotation", "oscillation")):
+        kbf = [table[(system, T)]["kbf-iw-nystrom"] for T in lengths]
+        ax.errorbar(lengths, [k["mean"] for k in kbf], yerr=[k["std"] for k in kbf], marker="o", capsize=3,
+                    label="kernel Bayes filter (Nystrom, tuned)")
+        pf = np.mean([table[(system, T)]["pf"]["mean"] for T in lengths])
+        ax.axhline(pf, color="k", linestyle="--", label="particle filter, true model")
+        ax.set_xscale("log")
+        ax.set_xlabel("training length T")
+        ax.set_ylabel("test MSE")
+        ax.set_title(system)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"wrote {path}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", choices=("speed", "curve", "both"), default="both")
+    parser.add_argument("--T", type=int, nargs="+", default=[1000, 4000, 20000, 100000], help="speed part's T")
+    parser.add_argument("--exact-max", type=int, default=4000, help="largest T the exact filter is run at")
+    parser.add_argument("--steps", type=int, default=200, help="test steps")
+    parser.add_argument("--scale", type=float, default=0.5)
+    parser.add_argument("--reg-prior", type=float, default=1e-4)
+    parser.add_argument("--reg-update", type=float, default=1e-3)
+    parser.add_argument("--curve-T", type=int, nargs="+", default=[1000, 4000, 20000])
+    parser.add_argument("--curve-seeds", type=int, default=5)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--blas-threads", type=int, default=None, help="default: the BLAS library's own")
+    parser.add_argument("--out", type=Path, default=Path("results"))
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    params = dict(scale=args.scale, reg_prior=args.reg_prior, reg_update=args.reg_update)
+    blas = [(i.get("internal_api"), i.get("num_threads")) for i in threadpool_info()]
+    print(f"BLAS pools (api, threads): {blas}; --blas-threads {args.blas_threads}")
+    results = {"params": params, "blas": blas}
+    with threadpool_limits(args.blas_threads):
+        if args.part in ("speed", "both"):
+            results["speed"] = speed_part(args.T, args.exact_max, params, args.steps, args.seed)
+        if args.part in ("curve", "both"):
+            table = curve_part(args.curve_T, args.curve_seeds, args.jobs, args.out)
+            results["curve"] = [dict(system=s, T=T, **v) for (s, T), v in table.items()]
+    path = args.out / f"filter_scale_{args.part}.json"
+    path.write_text(json.dumps(results, indent=1, default=float))
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
