@@ -6,6 +6,7 @@ See ``DESIGN.md`` for the public surface and ``ALGORITHMS.md`` for the formulas 
 from . import features, filters, systems
 from .embedding import KernelMean
 from .filters import KernelBayesFilter
+from .kernel_approximation import NystromKernel, RandomFourierKernel
 from .kernels import GaussianKernel, LaplaceKernel, LinearKernel, median_distance
 from .linalg import NumericalWarning
 from .tuning import tune_filter
@@ -31,6 +32,8 @@ __all__ = [
     "GaussianKernel",
     "LaplaceKernel",
     "LinearKernel",
+    "NystromKernel",
+    "RandomFourierKernel",
     "median_distance",
     "KernelMean",
     "NumericalWarning",

@@ -70,7 +70,7 @@ class _FeatureKernel(Kernel):
         return np.einsum("...r,...r->...", FA, FB)
 
 
-@persistent("kernel_", "landmarks_", "factor_", "residual_trace_")
+@persistent("kernel_", "landmarks_", "factor_", "residual_trace_", "converged_")
 class NystromKernel(_FeatureKernel):
     """Nyström approximation of ``kernel`` on landmarks chosen by pivoted Cholesky.
 
@@ -101,6 +101,8 @@ class NystromKernel(_FeatureKernel):
         ``R``, lower triangular.
     residual_trace_ : float
         ``tr(G - Phi Phi^T)`` on the data given to :meth:`fit`.
+    converged_ : bool
+        False when ``rank`` landmarks were not enough to bring the neglected trace to ``tol``.
     """
 
     def __init__(self, kernel=None, rank=500, tol=1e-8):
@@ -125,6 +127,7 @@ class NystromKernel(_FeatureKernel):
         self.landmarks_ = X[pivots]
         self.factor_ = np.tril(L[pivots])
         self.residual_trace_ = max(float(diag.sum() - np.sum(L * L)), 0.0)
+        self.converged_ = bool(self.residual_trace_ <= tol * float(diag.sum()) or L.shape[1] < rank)
         return self
 
     def __sklearn_is_fitted__(self):

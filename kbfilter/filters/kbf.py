@@ -86,6 +86,34 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
         :class:`~kbfilter.features.LearnedFeatures`. A map with an ``image_shape`` parameter left
         at None is given the observations' shape.
         With ``kernel_z=LinearKernel()`` the update uses the feature (push-through) form.
+    approximation : {"exact", "nystrom", "rff"}
+        How the state and observation kernels are represented, which decides what a fitted
+        filter holds and what a step costs:
+
+        - ``"exact"``: dense ``T x T`` transition and projection; O(T^2) memory and a step.
+          Best up to a few thousand training steps.
+        - ``"nystrom"``: both kernels replaced by their Nystrom approximation on landmarks
+          chosen by pivoted Cholesky (:class:`~kbfilter.kernel_approximation.NystromKernel`).
+          The projection is ``T U (U^T U + T eta I)^{-1} U^T``, the transition the same low-rank
+          form (or sparse with ``transition="knn"``), and the update the push-through form
+          ``w = D Phi (Phi^T D Phi + T lam I)^{-1} phi(z)`` on the support of ``D``: O(T r)
+          memory, O(T r + |S| r^2) a step, no ``T x T`` array anywhere. The original rule is
+          computed exactly on the same factors (Woodbury).
+        - ``"rff"``: random Fourier features of Gaussian kernels
+          (:class:`~kbfilter.kernel_approximation.RandomFourierKernel`), same operators. Unbiased
+          but needs many more features than Nystrom for the same accuracy; seeded by
+          ``random_state``.
+    rank : int or None
+        ``"nystrom"``: the number of landmarks; None chooses it per kernel: landmarks are added
+        until the neglected trace ``tr(G - Phi Phi^T)`` is at most ``RANK_RTOL * T * reg``
+        (``RANK_RTOL = 0.1``) for the smallest regulariser ``reg`` the Gram matrix is solved
+        with, which bounds the relative change of that solve by ``RANK_RTOL``; at most
+        ``MAX_RANK = 1000``. Measured on rotation and oscillation (T = 4,000, four settings),
+        the filter's MSE then stays within 0.06 % of the exact filter's. Narrow bandwidths need
+        more landmarks (about 20 at ``scale=1``, 200-300 at ``scale=0.25``).
+        ``"rff"``: the number of features (None: ``RFF_RANK = 1000``).
+    random_state : int, Generator or None
+        Seeds the random Fourier features.
 
     Attributes
     ----------
@@ -96,10 +124,18 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
     weights, weights_prior : ndarray of shape (T,)
         Posterior / predicted weights over the training states, kept summing to 1: the update is
         rescaled every step, so long runs never underflow.
+    transition_operator_, projection_operator_ : Operator
+        The transition ``A`` (``w_pred = A w``) and the projection ``K`` (``mu = K w_pred``) over
+        the training states: :class:`~kbfilter.operators.DenseOperator` for the exact filter,
+        :class:`~kbfilter.operators.LowRankOperator` or
+        :class:`~kbfilter.operators.SparseOperator` on the scalable path.
+    kernel_x_ : Kernel
+        The fitted state kernel (exact, also on the scalable path; used by ``estimate="mode"``).
     diagnostics : collections.Counter
         How often each fallback was used, at fit time and since the last ``reset``: the rule's
         (``"uniform_ratio"``, ``"regression"``, ``"nonpositive_sum"``, ``"jitter"``, ``"lu"``;
-        see ``KernelBayesRule``), ``"transition_jitter"`` / ``"transition_lu"`` at fit, and the
+        see ``KernelBayesRule``), ``"transition_jitter"`` / ``"transition_lu"`` and ``"rank_cap"``
+        (the default rank rule stopped at ``MAX_RANK``) at fit, and the
         filter's own: ``"clipped"`` (weights summing to <= 0 replaced by their normalised positive
         part) and ``"collapsed"`` (no positive weight at all: the previous belief is kept).
         Each kind is warned about once per reset. A loaded filter keeps its fit-time counts and
@@ -214,6 +250,15 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
         self.fit_diagnostics_.update({f"transition_{k}": v for k, v in self.transition_.diagnostics_.items()})
         # KuLSIF / KBR projection: mu = K w_pred with K = T (G_x + T eta I)^{-1} G_x
         self.projection_operator_ = self.rule_.projection_operator()
+        if self.approximation == "nystrom" and self.rank is None:
+            short = [name for name, k in (("states", self.rule_.kernel_x_), ("observations", self.rule_.kernel_z_))
+                     if not getattr(k, "converged_", True)]
+            if short:
+                self.fit_diagnostics_["rank_cap"] += 1
+                warnings.warn(f"KernelBayesFilter: the {' and '.join(short)} kernel reached MAX_RANK = {MAX_RANK} "
+                              f"landmarks before the rank rule's tolerance; the approximation is coarser than "
+                              f"stated (a wider bandwidth or a larger regulariser needs fewer)", NumericalWarning,
+                              stacklevel=2)
         self.n_train_ = T
         self.reset()
         return self

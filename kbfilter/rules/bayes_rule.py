@@ -91,7 +91,12 @@ class KernelBayesRule(Persistent, BaseEstimator):
         ``w = Lambda G_z ((Lambda G_z)^2 + delta I)^{-1} Lambda k_z(z)``,
         ``Lambda = diag(n (G_x + n eps I)^{-1} g)``.
     kernel_x, kernel_z : Kernel, optional
-        Kernels on states and observations (Gaussian, median heuristic, by default).
+        Kernels on states and observations (Gaussian, median heuristic, by default). A kernel
+        with an explicit feature map (:class:`~kbfilter.kernel_approximation.NystromKernel`,
+        :class:`~kbfilter.kernel_approximation.RandomFourierKernel`, ``LinearKernel``) is used
+        through its features and no ``n x n`` matrix is formed: on the states the projection is
+        ``n U (U^T U + n eta I)^{-1} U^T`` (:meth:`projection_operator`); on the observations the
+        update takes the push-through form (iw) or Woodbury on the features (original, exact).
     reg_prior : float
         ``eta`` (iw) or ``eps`` (original): regulariser of the prior's projection.
     reg_update : float
