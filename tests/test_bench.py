@@ -122,3 +122,14 @@ def test_the_catalogue_builds_every_method_for_every_system_it_runs_on():
             built = method.build(system, np.random.default_rng(0))
             assert hasattr(built, "batch_filter")
             assert (method.grid(system) is None) == (method.kind != "tuned")
+
+
+def test_the_scalable_methods_run_in_the_bench():
+    from kbfilter.bench import run_bench
+
+    grid = {"scale": (0.5, 1.0), "reg_prior": (1e-3,), "reg_update": (1e-2,)}
+    rows = run_bench("oscillation", runs=1, train_length=260, test_length=20, validation_length=50,
+                     methods=("kbf-iw-nystrom", "kbf-iw-nystrom-knn"), param_grid=grid, progress=False)
+    for name in ("kbf-iw-nystrom", "kbf-iw-nystrom-knn"):
+        assert 0 < rows[0]["mse"][name] < 0.5
+        assert rows[0]["params"][name]["scale"] in (0.5, 1.0)
