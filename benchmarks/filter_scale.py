@@ -132,13 +132,14 @@ def _plot(table, lengths, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=False)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     for ax, system in zip(axes, ("rotation", "oscillation")):
         kbf = [table[(system, T)]["kbf-iw-nystrom"] for T in lengths]
         ax.errorbar(lengths, [k["mean"] for k in kbf], yerr=[k["std"] for k in kbf], marker="o", capsize=3,
                     label="kernel Bayes filter (Nystrom, tuned)")
-        pf = np.mean([table[(system, T)]["pf"]["mean"] for T in lengths])
-        ax.axhline(pf, color="k", linestyle="--", label="particle filter, true model")
+        # the test runs differ from one T to the next, so the particle filter is drawn at each T
+        ax.plot(lengths, [table[(system, T)]["pf"]["mean"] for T in lengths], "k--", marker="s",
+                label="particle filter, true model")
         ax.set_xscale("log")
         ax.set_xlabel("training length T")
         ax.set_ylabel("test MSE")
