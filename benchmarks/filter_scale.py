@@ -15,7 +15,8 @@ Part 2, accuracy against T (rotation and oscillation): the scalable filter tuned
 particle filter that knows the true model (``pf``), as a table and a PNG.
 
     python benchmarks/filter_scale.py                        # both parts (about 40 min on 2 cores)
-    python benchmarks/filter_scale.py --part speed           # part 1 only (about 5 min)
+    python benchmarks/filter_scale.py --part speed           # part 1 only (about 3 min), the filter's defaults
+    python benchmarks/filter_scale.py --part speed --scale 0.25 --reg-prior 1e-4 --reg-update 0.1   # narrow
     python benchmarks/filter_scale.py --part curve --curve-seeds 5 --curve-T 1000 4000 20000
 
 BLAS runs with the library's defaults unless ``--blas-threads`` is given.
@@ -156,9 +157,9 @@ def main(argv=None):
     parser.add_argument("--T", type=int, nargs="+", default=[1000, 4000, 20000, 100000], help="speed part's T")
     parser.add_argument("--exact-max", type=int, default=4000, help="largest T the exact filter is run at")
     parser.add_argument("--steps", type=int, default=200, help="test steps")
-    parser.add_argument("--scale", type=float, default=0.5)
-    parser.add_argument("--reg-prior", type=float, default=1e-4)
-    parser.add_argument("--reg-update", type=float, default=1e-3)
+    parser.add_argument("--scale", type=float, default=1.0, help="the filter's default")
+    parser.add_argument("--reg-prior", type=float, default=1e-2)
+    parser.add_argument("--reg-update", type=float, default=1e-2)
     parser.add_argument("--curve-T", type=int, nargs="+", default=[1000, 4000, 20000])
     parser.add_argument("--curve-seeds", type=int, default=5)
     parser.add_argument("--jobs", type=int, default=2)
