@@ -27,10 +27,10 @@ True
 
 import numpy as np
 from scipy.linalg.lapack import dtrtrs as trtrs
-from sklearn.exceptions import NotFittedError
 from sklearn.kernel_approximation import RBFSampler
+from sklearn.utils.validation import check_is_fitted
 
-from ._validation import check_int, check_matrix, check_rng
+from ._validation import check_int, check_matrix, check_positive, check_rng
 from .kernels import Kernel, fitted_kernel
 from .linalg import pivoted_cholesky
 from .persistence import persistent
@@ -114,20 +114,18 @@ class NystromKernel(_FeatureKernel):
         """Fit the base kernel on ``X`` and pick the landmarks among its rows; returns ``self``."""
         X = check_matrix(X, "X", min_samples=1)
         rank = check_int(self.rank, "rank")
-        tol = float(self.tol)
-        if not tol >= 0:
-            raise ValueError(f"tol: expected a non-negative number, got {self.tol!r}")
+        tol = check_positive(self.tol, "tol", allow_zero=True)
         k = fitted_kernel(self.kernel, "kernel", X)
         diag = k.diag(X)
-        L, pivots = pivoted_cholesky(diag, lambda i: k(X, X[i : i + 1])[:, 0], rank,
-                                     trace_tol=tol * float(diag.sum()))
+        trace = float(diag.sum())
+        L, pivots = pivoted_cholesky(diag, lambda i: k(X, X[i : i + 1])[:, 0], rank, trace_tol=tol * trace)
         if L.shape[1] == 0:
             raise ValueError("X: the kernel's Gram matrix is 0 on these points; nothing to approximate")
         self.kernel_ = k
         self.landmarks_ = X[pivots]
         self.factor_ = np.tril(L[pivots])
-        self.residual_trace_ = max(float(diag.sum() - np.sum(L * L)), 0.0)
-        self.converged_ = bool(self.residual_trace_ <= tol * float(diag.sum()) or L.shape[1] < rank)
+        self.residual_trace_ = max(trace - float(np.sum(L * L)), 0.0)
+        self.converged_ = bool(self.residual_trace_ <= tol * trace or L.shape[1] < rank)
         return self
 
     def __sklearn_is_fitted__(self):
@@ -140,16 +138,15 @@ class NystromKernel(_FeatureKernel):
 
     def features(self, X):
         """``Phi`` of shape (n, rank_)."""
-        if not hasattr(self, "factor_"):
-            raise NotFittedError("NystromKernel: fit it to data before use")
+        check_is_fitted(self)
         X = check_matrix(X, "X", n_features=self.landmarks_.shape[1])
         P = self.landmarks_
         K = np.empty((P.shape[0], X.shape[0]))
         # k(P, X) elementwise in blocks: no (r, n, d) array beyond _BLOCK entries, and none of the
         # per-call input checks of a pairwise kernel (this runs once per filtering step)
-        for start in range(0, X.shape[0], max(1, _BLOCK // (P.shape[0] * P.shape[1]))):
-            block = X[start : start + max(1, _BLOCK // (P.shape[0] * P.shape[1]))]
-            K[:, start : start + block.shape[0]] = self.kernel_.paired(P[:, None, :], block[None, :, :])
+        step = max(1, _BLOCK // P.size)
+        for start in range(0, X.shape[0], step):
+            K[:, start : start + step] = self.kernel_.paired(P[:, None, :], X[None, start : start + step, :])
         Phi, info = trtrs(self.factor_, K, lower=1)  # LAPACK directly: this runs every filtering step
         if info != 0:
             raise FloatingPointError(f"NystromKernel: the landmarks' Cholesky factor is singular (LAPACK info {info})")
@@ -208,7 +205,6 @@ class RandomFourierKernel(_FeatureKernel):
 
     def features(self, X):
         """``Phi`` of shape (n, rank)."""
-        if not hasattr(self, "sampler_"):
-            raise NotFittedError("RandomFourierKernel: fit it to data before use")
+        check_is_fitted(self)
         X = check_matrix(X, "X", n_features=self.sampler_.random_weights_.shape[0])
         return self.sampler_.transform(X)

@@ -243,7 +243,7 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
             n_neighbors=min(self.n_neighbors, len(pred)) if self.transition == "knn" else self.n_neighbors,
         ).fit(X[pred], X[pred + 1])
         # transition over all training states, w_pred = A w_post: the predecessors' weights moved
-        # to their successors (ALGORITHMS §6)
+        # to their successors
         self.transition_operator_ = self.transition_.weights_operator(X).placed(pred + 1, T)
         # fallbacks taken while fitting (e.g. jitter on a Gram matrix) stay counted after reset()
         self.fit_diagnostics_ = Counter(self.rule_.diagnostics_)

@@ -249,14 +249,19 @@ class KernelBayesRule(Persistent, BaseEstimator):
         ndarray of shape (n,)
         """
         check_is_fitted(self, "prior_factor_")
-        if prior is not None:
-            prior = check_prior(prior, self.states_.shape[1])
         if self.kernel_x_.has_features:
-            U = self.prior_factor_.L
-            return U @ (U.mean(axis=0) if prior is None else self.kernel_x_.features(prior.points).T @ prior.weights)
+            return self.prior_factor_.L @ self._prior_coefficients(prior)
         if prior is None:
             return self.kernel_x_(self.states_).mean(axis=1)
+        prior = check_prior(prior, self.states_.shape[1])
         return self.kernel_x_(self.states_, prior.points) @ prior.weights
+
+    def _prior_coefficients(self, prior):
+        """For a state kernel with features ``U``: ``gamma`` with prior values ``g = U gamma``."""
+        if prior is None:
+            return self.prior_factor_.L.mean(axis=0)
+        prior = check_prior(prior, self.states_.shape[1])
+        return self.kernel_x_.features(prior.points).T @ prior.weights
 
     def projection(self, g):
         """``mu = n (G_x + n eps I)^{-1} g``: the prior projected on the training states.
@@ -290,13 +295,8 @@ class KernelBayesRule(Persistent, BaseEstimator):
         check_is_fitted(self, "prior_factor_")
         if not self.kernel_x_.has_features:
             return self.projection(self.prior_values(prior))
-        U = self.prior_factor_.L
-        if prior is None:
-            gamma = U.mean(axis=0)
-        else:
-            prior = check_prior(prior, self.states_.shape[1])
-            gamma = self.kernel_x_.features(prior.points).T @ prior.weights
-        return self.n_train_ * (U @ self.prior_factor_.inner.solve(gamma))
+        gamma = self._prior_coefficients(prior)
+        return self.n_train_ * (self.prior_factor_.L @ self.prior_factor_.inner.solve(gamma))
 
     def projection_operator(self):
         """The projection ``g -> n (G_x + n eps I)^{-1} G_x g`` as an operator on weights over the
@@ -389,23 +389,16 @@ class KernelBayesRule(Persistent, BaseEstimator):
         S = np.flatnonzero(r > 0)
         nlam = self.n_train_ * self.reg_update_
         W = np.zeros((self.n_train_, obs.shape[1]))
+        sq = np.sqrt(r[S])[:, None]
         if self.Phi_ is not None and self.Phi_.shape[1] < S.size:
             # push-through form: an r x r solve, cheaper when there are fewer features than support
-            # (Ls^T Ls is one symmetric rank-k product, half the work of Phi^T D Phi)
-            sq = np.sqrt(r[S])[:, None]
-            Ls = self.Phi_[S]
-            Ls *= sq
-            C = Ls.T @ Ls
-            C.flat[:: C.shape[0] + 1] += nlam
-            W[S] = sq * (Ls @ self._factor(C, "Phi^T D Phi + n lam I", info).solve(obs))
+            Ls, C = self._scaled_inner(self.Phi_[S], sq, nlam, "Phi^T D Phi + n lam I", info)
+            W[S] = sq * (Ls @ C.solve(obs))
         elif self.obs_factor_ is not None and r.max() * self.obs_residual_ <= _LOW_RANK_RTOL * nlam:
             # Woodbury with sqrt(D) G_z sqrt(D) ~ (sqrt(D) L)(sqrt(D) L)^T
-            sq = np.sqrt(r[S])
-            Ls = sq[:, None] * self.obs_factor_[S]
-            inner = Ls.T @ Ls
-            inner[np.diag_indices(inner.shape[0])] += nlam
-            rhs = sq[:, None] * obs[S]
-            W[S] = sq[:, None] * (rhs - Ls @ self._factor(inner, "L^T D L + n lam I", info).solve(Ls.T @ rhs)) / nlam
+            Ls, C = self._scaled_inner(self.obs_factor_[S], sq, nlam, "L^T D L + n lam I", info)
+            rhs = sq * obs[S]
+            W[S] = sq * (rhs - Ls @ C.solve(Ls.T @ rhs)) / nlam
         else:
             if self.Phi_ is not None:
                 G_S = self.Phi_[S] @ self.Phi_[S].T
@@ -413,11 +406,18 @@ class KernelBayesRule(Persistent, BaseEstimator):
             else:
                 G_S = self.G_z_[np.ix_(S, S)]
                 obs = obs[S]
-            sq = np.sqrt(r[S])
-            M = sq[:, None] * G_S * sq[None, :]
+            M = sq * G_S * sq.T
             M[np.diag_indices(S.size)] += nlam
-            W[S] = sq[:, None] * self._factor(M, "sqrt(D) G_z sqrt(D) + n lam I", info).solve(sq[:, None] * obs)
+            W[S] = sq * self._factor(M, "sqrt(D) G_z sqrt(D) + n lam I", info).solve(sq * obs)
         return W, info
+
+    def _scaled_inner(self, F, sq, nlam, name, info):
+        """``Ls = sqrt(D) F`` (``F`` a fresh copy, scaled in place) and the factor of
+        ``Ls^T Ls + n lam I`` (one symmetric rank-k product)."""
+        F *= sq
+        C = F.T @ F
+        C.flat[:: C.shape[0] + 1] += nlam
+        return F, self._factor(C, name, info)
 
     def _weights_original(self, mu, obs):
         G_z = self.G_z_

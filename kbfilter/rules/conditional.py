@@ -235,11 +235,7 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
     def _fit_exact(self, A, reg):
         n = A.shape[0]
         if self.kernel_in_.has_features:
-            # G_a = Phi Phi^T: w = Phi (Phi^T Phi + n eps I)^{-1} phi(a), no n x n matrix
-            self.features_ = self.kernel_in_.features(A)
-            C = self.features_.T @ self.features_
-            C[np.diag_indices(C.shape[0])] += n * reg
-            self.factor_ = self._factor(C, "Phi^T Phi + n reg I")
+            self._fit_features(self.kernel_in_.features(A), reg)
             return
         G = self.kernel_in_(A)
         G[np.diag_indices(n)] += n * reg
@@ -281,9 +277,13 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         seed = check_rng(self.random_state).integers(2**31 - 1)
         self.nystroem_ = Nystroem(kernel=name, kernel_params=params or None, n_components=rank,
                                   random_state=int(seed)).fit(A)
-        self.features_ = self.nystroem_.transform(A)
-        C = self.features_.T @ self.features_
-        C[np.diag_indices(C.shape[0])] += n * reg
+        self._fit_features(self.nystroem_.transform(A), reg)
+
+    def _fit_features(self, Phi, reg):
+        """``G_a = Phi Phi^T``: ``w = Phi (Phi^T Phi + n eps I)^{-1} phi(a)``, no n x n matrix."""
+        self.features_ = Phi
+        C = Phi.T @ Phi
+        C[np.diag_indices(C.shape[0])] += Phi.shape[0] * reg
         self.factor_ = self._factor(C, "Phi^T Phi + n reg I")
 
     def _fit_icf(self, A, reg):
@@ -338,8 +338,8 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         return getattr(self, f"_weights_{self.method}")(Q)
 
     def _weights_exact(self, Q):
-        if self.kernel_in_.has_features:
-            return self.features_ @ self.factor_.solve(self.kernel_in_.features(Q).T)
+        if self.kernel_in_.has_features:  # the same push-through formula as the Nystroem method
+            return self._weights_nystrom(Q)
         return self.factor_.solve(self.kernel_in_(self.A_, Q))
 
     def _weights_nw(self, Q):
@@ -363,7 +363,7 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
                              shape=(self.n_train_, q))
 
     def _weights_nystrom(self, Q):
-        return self.features_ @ self.factor_.solve(self.nystroem_.transform(Q).T)
+        return self.features_ @ self.factor_.solve(self._query_features(Q).T)
 
     def _weights_icf(self, Q):
         return self.woodbury_.solve(self.kernel_in_(self.A_, Q))
