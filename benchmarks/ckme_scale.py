@@ -1,15 +1,15 @@
-"""How the CKME methods scale: fit time, 1,000 queries, peak memory, accuracy (seed 000 §3-4).
+"""How the CKME methods scale: fit time, 1,000 queries, peak memory, accuracy (the localized CKME paper §3-4).
 
-Model: seed 000 §5.1, (a, b) in R^2 x R^2 jointly Gaussian with a random covariance (one fixed
+Model: the localized CKME paper §5.1, (a, b) in R^2 x R^2 jointly Gaussian with a random covariance (one fixed
 seed, so every n sees the same distribution). Each (method, n) runs in its own child process so
 its peak resident memory (``ru_maxrss``) is its own.
 
 Hyperparameters are chosen on a separate validation set of 300 pairs by the held-out CKME loss
-(ALGORITHMS §3), never by hand: ``knn`` over (n_neighbors, reg), ``exact`` over reg. The other
+(algorithms §3), never by hand: ``knn`` over (n_neighbors, reg), ``exact`` over reg. The other
 methods reuse knn's reg and take ``rank`` = 200 (random subsample, Nyström).
 
 Accuracy: ``mean err`` is the RMSE of the predicted conditional mean against the true one,
-``RKHS err`` the mean RKHS distance to the true conditional embedding (closed form, ALGORITHMS
+``RKHS err`` the mean RKHS distance to the true conditional embedding (closed form, algorithms
 §1). The latter needs ``w^T G w``, O(n^2) per query for dense weights, so it is printed for dense
 methods only while n <= 20,000.
 

@@ -1,6 +1,7 @@
 """kbfilter: nonparametric state-space filtering with kernel Bayes' rule.
 
-See ``DESIGN.md`` for the public surface and ``ALGORITHMS.md`` for the formulas (cited as §N).
+The documentation (``docs/``, built with Sphinx) has the user guide, the API reference and the
+algorithms in the library's notation; docstrings cite its sections as "algorithms §N".
 """
 
 from . import features, filters, systems
@@ -9,6 +10,7 @@ from .filters import KernelBayesFilter
 from .kernel_approximation import NystromKernel, RandomFourierKernel
 from .kernels import GaussianKernel, LaplaceKernel, LinearKernel, median_distance
 from .linalg import NumericalWarning
+from .threads import blas_threads, set_blas_threads
 from .tuning import tune_filter
 from .rules import (
     ConditionalEmbedding,
@@ -37,6 +39,8 @@ __all__ = [
     "median_distance",
     "KernelMean",
     "NumericalWarning",
+    "blas_threads",
+    "set_blas_threads",
     "ConditionalEmbedding",
     "loo_loss",
     "select_conditional_embedding",

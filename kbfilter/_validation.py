@@ -7,15 +7,21 @@ reported once, with the argument's name and what was expected, before any numeri
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 
 
 def _as_float(X, name, what):
-    if np.iscomplexobj(X):
-        raise ValueError(f"{name}: expected real numbers, got complex values")
+    if sp.issparse(X):
+        raise ValueError(f"{name}: sparse input is not supported; expected a dense array (call .toarray())")
     try:
-        return np.asarray(X, dtype=np.float64)
+        arr = np.asarray(X)
+        if np.iscomplexobj(arr):
+            raise ValueError(f"{name}: Complex data not supported; expected real numbers")
+        return arr.astype(np.float64, copy=False)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name}: expected {what}, got {type(X).__name__}") from exc
+        if "Complex data" in str(exc):
+            raise
+        raise ValueError(f"{name}: expected {what} ({exc})") from exc
 
 
 def check_matrix(X, name, *, n_features=None, min_samples=1, allow_1d=True):
@@ -29,9 +35,9 @@ def check_matrix(X, name, *, n_features=None, min_samples=1, allow_1d=True):
     if arr.ndim != 2:
         raise ValueError(f"{name}: expected a 2-D array (n_samples, n_features), got shape {arr.shape}")
     if arr.shape[0] < min_samples:
-        raise ValueError(f"{name}: expected at least {min_samples} samples, got {arr.shape[0]}")
+        raise ValueError(f"{name}: expected at least {min_samples} samples, got n_samples={arr.shape[0]}")
     if arr.shape[1] == 0:
-        raise ValueError(f"{name}: expected at least one feature, got shape {arr.shape}")
+        raise ValueError(f"{name}: expected at least one feature, got 0 feature(s) (shape={arr.shape}) while a minimum of 1 is required.")
     if n_features is not None and arr.shape[1] != n_features:
         raise ValueError(
             f"{name}: expected {n_features} features per sample (as in training), got {arr.shape[1]}"
@@ -108,7 +114,8 @@ def check_choice(value, name, choices):
 
 
 def check_rng(rng):
-    """SPEC 7: normalise ``rng`` (None, int, SeedSequence or Generator) to a Generator."""
+    """Normalise ``rng`` (None, int, SeedSequence or Generator) to a Generator: every random
+    choice in kbfilter draws from one, so the same seed gives the same numbers."""
     return np.random.default_rng(rng)
 
 

@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import re
 import sys
+from pathlib import Path
 
 from . import __version__
 
@@ -62,8 +63,12 @@ def add_bench_arguments(parser, system=None, runs=None, train_lengths=(500,), jo
     parser.add_argument("--jobs", type=int, default=jobs, help="parallel runs (default -1: all cores)")
     parser.add_argument("--backend", default=None, help="joblib backend, e.g. dask (default: joblib's)")
     parser.add_argument("--scheduler", default=None, help="Dask scheduler address for --backend dask")
-    parser.add_argument("--out", default=out, help="output folder (default results/bench-SYSTEM)"
+    parser.add_argument("--out", default=None, help="output folder (default results/bench-SYSTEM)"
                         if out is None else f"output folder (default {out})")
+    parser.set_defaults(default_out=out)
+    parser.add_argument("--force", action="store_true",
+                        help="overwrite results already in --out (without it, a given --out that holds results "
+                             "is an error and the default folder gets a numbered sibling)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
@@ -108,6 +113,24 @@ def _backend(args, parser):
     return stack
 
 
+def _holds_results(folder):
+    return (Path(folder) / "results.json").exists()
+
+
+def _unused_folder(out, many, force):
+    """The default output folder, or, when it holds results and ``force`` is off, the first of
+    ``out-2``, ``out-3``, ... that does not."""
+    def used(folder):
+        return any(_holds_results(f) for f in Path(folder).glob("train*")) if many else _holds_results(folder)
+
+    if force or not used(out):
+        return out
+    k = 2
+    while used(f"{out}-{k}"):
+        k += 1
+    return f"{out}-{k}"
+
+
 def bench_command(args, parser, folder_per_length=False):
     """Run ``kbfilter bench`` (or a scenario script) from parsed arguments; returns the exit code."""
     from .bench import check_bench_arguments, run_and_report
@@ -115,9 +138,14 @@ def bench_command(args, parser, folder_per_length=False):
 
     if args.runs is None:
         args.runs = QUICK_RUNS.get(args.system, 6)
-    out = args.out or f"results/bench-{args.system}"
     many = folder_per_length or len(args.train_lengths) > 1
+    out = args.out or _unused_folder(args.default_out or f"results/bench-{args.system}", many, args.force)
     folders = {T: f"{out}/train{T}" if many else out for T in args.train_lengths}
+    if not args.force:
+        for folder in folders.values():
+            if _holds_results(folder):
+                parser.error(f"argument --out: {folder} already holds results; pass --force to overwrite them "
+                             f"or choose another --out")
     try:
         for T in args.train_lengths:
             check_bench_arguments(args.system, args.runs, T, args.test_length, args.methods,
@@ -134,10 +162,12 @@ def bench_command(args, parser, folder_per_length=False):
     with backend:
         for T, folder in folders.items():
             print(f"kbfilter bench {args.system}: {args.runs} runs, training {T} steps "
-                  f"(last {args.validation_length} for tuning), test {args.test_length} steps", flush=True)
+                  f"(last {args.validation_length} for tuning), test {args.test_length} steps; results in {folder}",
+                  flush=True)
             run_and_report(args.system, folder, runs=args.runs, train_length=T, test_length=args.test_length,
                            methods=args.methods, n_jobs=args.jobs, seed=args.seed, progress=not args.quiet,
-                           validation_length=args.validation_length, search=args.search, n_folds=args.folds)
+                           validation_length=args.validation_length, search=args.search, n_folds=args.folds,
+                           command=args.command_line)
     return 0
 
 
@@ -150,7 +180,9 @@ def scenario_main(system, argv=None):
     parser = _Parser(prog=f"{system}.py", description=f"The {system} filtering study: {runs} runs per training "
                                                       f"length, test length 200, tuning on the last 200 steps.")
     add_bench_arguments(parser, system=system, runs=runs, train_lengths=lengths, out=f"results/{system}")
-    return bench_command(parser.parse_args(argv), parser, folder_per_length=True)
+    args = parser.parse_args(argv)
+    args.command_line = [f"{system}.py", *(sys.argv[1:] if argv is None else argv)]
+    return bench_command(args, parser, folder_per_length=True)
 
 
 def main(argv=None):
@@ -160,4 +192,5 @@ def main(argv=None):
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
+    args.command_line = ["kbfilter", *(sys.argv[1:] if argv is None else argv)]
     return bench_command(args, parser)

@@ -1,4 +1,4 @@
-"""Closed forms for Gaussian models under the Gaussian kernel (ALGORITHMS §1).
+"""Closed forms for Gaussian models under the Gaussian kernel (algorithms §1).
 
 Ground truth for tests, scenarios and benchmarks: the kernel mean of ``N(mu, V)`` under the
 unnormalised kernel ``exp(-||a - b||^2 / (2 s^2))``, its squared RKHS norm, the RKHS distance
@@ -42,7 +42,7 @@ def gaussian_kernel_mean_sqnorm(V, s):
 
 
 def rkhs_error_to_gaussian(points, weights, mu, V, s, sq_norm_hat=None):
-    """``||m_P - sum_i w_i k(., y_i)||`` in the Gaussian RKHS of bandwidth ``s`` (ALGORITHMS §1).
+    """``||m_P - sum_i w_i k(., y_i)||`` in the Gaussian RKHS of bandwidth ``s`` (algorithms §1).
 
     ``sq_norm_hat`` (``w^T G w``) may be passed when the caller has it already.
     """
@@ -89,7 +89,7 @@ def random_joint_gaussian(d_in, d_out, rng):
 
 
 def conditional_rkhs_errors(W, B, Q, gain, offset, cond_cov, s_out, sq_norms):
-    """RKHS errors ``||m_{P(b|q_j)} - sum_i W_ij k(., b_i)||`` for each query (seed 000 §5.1).
+    """RKHS errors ``||m_{P(b|q_j)} - sum_i W_ij k(., b_i)||`` for each query (the localized CKME paper §5.1).
 
     ``W`` (n, q) dense or sparse; ``sq_norms`` are ``diag(W^T G_B W)`` computed by the caller.
     """

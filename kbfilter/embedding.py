@@ -1,4 +1,4 @@
-"""Kernel mean of a weighted sample, ``m = sum_i w_i k(., x_i)`` (ALGORITHMS §2).
+"""Kernel mean of a weighted sample, ``m = sum_i w_i k(., x_i)`` (algorithms §2).
 
 Weights may be negative and need not sum to one: what the kernel rules return is a signed
 measure. Point estimates, expectations, distances and resampling all live here.
@@ -84,7 +84,7 @@ def weighted_covariance(points, p):
 
 
 class KernelMean:
-    """Kernel mean embedding of a weighted sample (ALGORITHMS §2).
+    """Kernel mean embedding of a weighted sample (algorithms §2).
 
     Parameters
     ----------
@@ -157,7 +157,7 @@ class KernelMean:
         return float(np.sqrt(max(self.weights @ self.kernel(self.points) @ self.weights, 0.0)))
 
     def mmd(self, other, squared=False):
-        """RKHS distance to another embedding under this embedding's kernel (ALGORITHMS §2).
+        """RKHS distance to another embedding under this embedding's kernel (algorithms §2).
 
         ``w1^T G11 w1 - 2 w1^T G12 w2 + w2^T G22 w2``, clipped at 0 before the square root.
         Only this embedding's kernel is used; build both embeddings with the same fitted kernel
@@ -238,7 +238,7 @@ class KernelMean:
         return weighted_covariance(self.points, self.positive_weights())
 
     def mode(self, max_iter=200, tol=1e-9):
-        """Pre-image ``argmin_x ||m - k(., x)||`` by the Gaussian fixed point (seed 000 eq. 3).
+        """Pre-image ``argmin_x ||m - k(., x)||`` by the Gaussian fixed point (the localized CKME paper eq. 3).
 
         Started from the sample point where ``m`` is largest; iterates
         ``x <- sum_i x_i w_i k(x_i, x) / sum_i w_i k(x_i, x)`` until the step is below ``tol``
@@ -265,7 +265,7 @@ class KernelMean:
 
     # -- resampling ----------------------------------------------------------------------------
     def herd(self, m, candidates=None):
-        """Kernel herding: ``m`` equally weighted points approximating this embedding (ALGORITHMS §2).
+        """Kernel herding: ``m`` equally weighted points approximating this embedding (algorithms §2).
 
         Greedily picks ``x_{t+1} = argmax_x m(x) - (1/(t+1)) sum_{j<=t} k(x, x_j)`` over the
         candidates (the sample points by default). Returns a :class:`KernelMean` with weights

@@ -1,4 +1,4 @@
-"""Observation features for images (seed 003 §3.3): the maps a kernel Bayes filter can put
+"""Observation features for images (Xu et al. (2022) §3.3): the maps a kernel Bayes filter can put
 between raw observations and its observation kernel.
 
 Any scikit-learn transformer works as ``KernelBayesFilter(features=...)`` (e.g. ``PCA(50)``);
@@ -68,6 +68,7 @@ class GaussianBlur(TransformerMixin, BaseEstimator):
 
     def fit(self, Z, X=None):
         Z = check_matrix(Z, "Z", min_samples=1)
+        self.n_features_in_ = Z.shape[1]
         check_positive(self.sigma, "sigma")
         check_int(self.stride, "stride")
         check_choice(self.mode, "mode", ("constant", "nearest", "reflect", "mirror", "wrap"))
@@ -113,6 +114,7 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
 
     def fit(self, Z, X=None):
         Z = check_matrix(Z, "Z", min_samples=2)
+        self.n_features_in_ = Z.shape[1]
         s = check_positive(self.scale, "scale") * median_distance(Z, random_state=0)
         if not s > 0:
             raise ValueError("Z: the median pairwise distance is 0 (constant observations)")
@@ -136,7 +138,7 @@ _ACTIVATIONS = {
 
 @persistent("pca_", "input_scale_", "weights_", "biases_")
 class LearnedFeatures(TransformerMixin, BaseEstimator):
-    """Learned observation features (seed 003 §3.3): an MLP's last hidden layer.
+    """Learned observation features (Xu et al. (2022) §3.3): an MLP's last hidden layer.
 
     ``PCA(n_pca)`` reduces the images; an ``MLPRegressor`` learns to predict the state (``target=
     "states"``) or random Fourier features of the state (``target="rff"``, so the network must
@@ -180,6 +182,7 @@ class LearnedFeatures(TransformerMixin, BaseEstimator):
         Z = check_matrix(Z, "Z", min_samples=2)
         X = check_matrix(X, "X", min_samples=2)
         check_same_length("Z", Z, "X", X)
+        self.n_features_in_ = Z.shape[1]
         check_choice(self.target, "target", ("states", "rff"))
         check_choice(self.activation, "activation", tuple(_ACTIVATIONS))
         if not self.hidden_layer_sizes:
@@ -202,6 +205,7 @@ class LearnedFeatures(TransformerMixin, BaseEstimator):
         # keep the hidden layers only: arrays, so the features can be saved without pickle
         self.weights_ = [w.copy() for w in mlp.coefs_[:-1]]
         self.biases_ = [b.copy() for b in mlp.intercepts_[:-1]]
+        self.n_iter_ = int(mlp.n_iter_)  # epochs the network trained for (at most max_iter)
         return self
 
     def transform(self, Z):

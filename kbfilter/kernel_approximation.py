@@ -34,6 +34,7 @@ from ._validation import check_int, check_matrix, check_positive, check_rng
 from .kernels import Kernel, fitted_kernel
 from .linalg import pivoted_cholesky
 from .persistence import persistent
+from .threads import limited_blas
 
 __all__ = ["NystromKernel", "RandomFourierKernel"]
 
@@ -110,6 +111,7 @@ class NystromKernel(_FeatureKernel):
         self.rank = rank
         self.tol = tol
 
+    @limited_blas
     def fit(self, X):
         """Fit the base kernel on ``X`` and pick the landmarks among its rows; returns ``self``."""
         X = check_matrix(X, "X", min_samples=1)
@@ -137,7 +139,7 @@ class NystromKernel(_FeatureKernel):
         return self.factor_.shape[0]
 
     def features(self, X):
-        """``Phi`` of shape (n, rank_)."""
+        """``Phi`` of shape ``(n, rank_)``: ``k(a, b) ~ phi(a) . phi(b)``."""
         check_is_fitted(self)
         X = check_matrix(X, "X", n_features=self.landmarks_.shape[1])
         P = self.landmarks_
@@ -182,6 +184,7 @@ class RandomFourierKernel(_FeatureKernel):
         self.rank = rank
         self.random_state = random_state
 
+    @limited_blas
     def fit(self, X):
         """Fit the base kernel on ``X`` and draw the frequencies; returns ``self``."""
         X = check_matrix(X, "X", min_samples=1)

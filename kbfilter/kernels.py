@@ -1,4 +1,4 @@
-"""Kernels and bandwidths (ALGORITHMS §1).
+"""Kernels and bandwidths (algorithms §1).
 
 Each kernel is a small scikit-learn estimator: hyperparameters in ``__init__``, ``fit(data)``
 resolves a ``"median"`` bandwidth, and calling the kernel on two arrays returns their Gram
@@ -29,7 +29,7 @@ __all__ = ["Kernel", "GaussianKernel", "LaplaceKernel", "LinearKernel", "median_
 
 
 def median_distance(X, max_points=1000, random_state=0):
-    """Median pairwise Euclidean distance (the median heuristic, ALGORITHMS §1).
+    """Median pairwise Euclidean distance (the median heuristic, algorithms §1).
 
     For more than ``max_points`` rows the median is taken on a seeded random subsample, so the
     cost is bounded and the result reproducible.
@@ -51,7 +51,7 @@ class Kernel(BaseEstimator):
     """Base class: ``k(A, B)`` returns the Gram matrix ``[k(a_i, b_j)]``."""
 
     #: True when ``k(a, b)`` depends only on ``||a - b||`` and decreases with it, so kernel
-    #: similarity ranks neighbours exactly as Euclidean distance does (ALGORITHMS §3, kNN).
+    #: similarity ranks neighbours exactly as Euclidean distance does (algorithms §3, kNN).
     is_radial = False
     #: True when the kernel is ``k(a, b) = phi(a) . phi(b)`` with an explicit finite feature map
     #: (:meth:`features`): Gram matrices are then ``Phi Phi^T`` and solves can use the
@@ -74,7 +74,7 @@ class Kernel(BaseEstimator):
         A = check_matrix(A, "A")
         if B is None:
             G = self._gram(A, A)
-            return 0.5 * (G + G.T)  # exact symmetry for Cholesky (ALGORITHMS §8)
+            return 0.5 * (G + G.T)  # exact symmetry for Cholesky (algorithms §8)
         B = check_matrix(B, "B", n_features=A.shape[1])
         return self._gram(A, B)
 
@@ -150,7 +150,7 @@ class _RadialKernel(Kernel):
 
 @persistent("bandwidth_")
 class GaussianKernel(_RadialKernel):
-    """Gaussian (RBF) kernel ``exp(-||a - b||^2 / (2 s^2))`` (ALGORITHMS §1).
+    """Gaussian (RBF) kernel ``exp(-||a - b||^2 / (2 s^2))`` (algorithms §1).
 
     Parameters
     ----------
@@ -184,7 +184,7 @@ class GaussianKernel(_RadialKernel):
 
 @persistent("bandwidth_")
 class LaplaceKernel(_RadialKernel):
-    """Laplace kernel ``exp(-||a - b|| / s)`` with the Euclidean norm (ALGORITHMS §1).
+    """Laplace kernel ``exp(-||a - b|| / s)`` with the Euclidean norm (algorithms §1).
 
     (scikit-learn's ``laplacian_kernel`` uses the L1 norm; this one does not.)
 
@@ -205,7 +205,7 @@ class LaplaceKernel(_RadialKernel):
 
 @persistent()
 class LinearKernel(Kernel):
-    """Linear kernel ``a . b``: weights over points become plain weighted means (ALGORITHMS §1).
+    """Linear kernel ``a . b``: weights over points become plain weighted means (algorithms §1).
 
     Examples
     --------
@@ -229,15 +229,55 @@ class LinearKernel(Kernel):
         return inner
 
 
+def _from_sklearn(kernel, name):
+    """kbfilter's equal of a scikit-learn Gaussian-process kernel (``RBF``, ``Matern``), or None."""
+    from sklearn.gaussian_process.kernels import RBF, Matern
+
+    if not isinstance(kernel, RBF):  # Matern is a subclass of RBF
+        return None
+    length_scale = np.asarray(kernel.length_scale, dtype=np.float64)
+    if length_scale.size != 1:
+        raise ValueError(f"{name}: an anisotropic {type(kernel).__name__} (one length scale per feature) is not "
+                         f"radial; rescale the features instead and pass one length scale")
+    bandwidth = float(length_scale.ravel()[0])
+    nu = getattr(kernel, "nu", np.inf)
+    if nu == np.inf:   # RBF, and Matern's limit: exp(-d^2 / (2 l^2))
+        return GaussianKernel(bandwidth=bandwidth)
+    if nu == 0.5:      # exp(-d / l)
+        return LaplaceKernel(bandwidth=bandwidth)
+    raise ValueError(f"{name}: Matern(nu={nu}) has no kbfilter equal; use nu=0.5 (LaplaceKernel) or nu=inf "
+                     f"(GaussianKernel), or RBF")
+
+
 def as_kernel(kernel, name):
-    """An unfitted clone of ``kernel`` (Gaussian with the median heuristic when None); a value
-    that is not a kbfilter kernel is rejected with an error naming ``name``."""
+    """An unfitted clone of ``kernel`` (Gaussian with the median heuristic when None).
+
+    scikit-learn's ``RBF(length_scale=l)`` and ``Matern(length_scale=l, nu=0.5 or inf)`` are
+    accepted and become :class:`GaussianKernel` / :class:`LaplaceKernel` with bandwidth ``l``,
+    which compute the same values (and which the filter's ``scale`` multiplies). Any other value
+    that is not a kbfilter kernel is rejected with an error naming ``name``.
+
+    Parameters
+    ----------
+    kernel : Kernel, scikit-learn RBF or Matern, or None
+        The kernel.
+    name : str
+        The argument's name, for error messages.
+
+    Returns
+    -------
+    Kernel
+    """
     from sklearn.base import clone
 
     if kernel is None:
         return GaussianKernel("median")
+    converted = _from_sklearn(kernel, name)
+    if converted is not None:
+        return converted
     if not isinstance(kernel, Kernel):
-        raise ValueError(f"{name}: expected a kbfilter Kernel, got {type(kernel).__name__}")
+        raise ValueError(f"{name}: expected a kbfilter Kernel (or scikit-learn's RBF or Matern), got "
+                         f"{type(kernel).__name__}")
     return clone(kernel)
 
 

@@ -1,4 +1,4 @@
-"""Regularised solves, the Woodbury identity and pivoted Cholesky (ALGORITHMS §3, §8).
+"""Regularised solves, the Woodbury identity and pivoted Cholesky (algorithms §3, §8).
 
 Every symmetric positive definite system in the library goes through :func:`spd_factor`:
 Cholesky first; on failure a stated jitter ladder (``1e-10, 1e-8, ..., 1e-2`` times the mean
@@ -137,7 +137,7 @@ def solve_spd(A, B, name="matrix"):
 
 @persistent("L", "c")
 class Woodbury:
-    """Solver for ``(L L^T + c I) X = B`` with ``L`` of shape (n, r), in O(n r^2) (ALGORITHMS §3).
+    """Solver for ``(L L^T + c I) X = B`` with ``L`` of shape (n, r), in O(n r^2) (algorithms §3).
 
     ``(L L^T + c I)^{-1} = (I - L (c I_r + L^T L)^{-1} L^T) / c``.
 
@@ -165,7 +165,7 @@ class Woodbury:
 
 
 def pivoted_cholesky(diag, column, max_rank, tol=1e-12, trace_tol=None):
-    """Incomplete (pivoted) Cholesky factorisation ``G ~ L L^T`` (Fine & Scheinberg; seed 000 §4.1).
+    """Incomplete (pivoted) Cholesky factorisation ``G ~ L L^T`` (Fine & Scheinberg; the localized CKME paper §4.1).
 
     Greedily picks the pivot with the largest residual diagonal; stops at ``max_rank`` columns,
     when the largest residual falls below ``tol`` times the largest diagonal, or when the residual

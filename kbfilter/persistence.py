@@ -38,7 +38,7 @@ from sklearn.kernel_approximation import Nystroem, RBFSampler
 from sklearn.preprocessing import StandardScaler
 
 FORMAT = "kbfilter"
-VERSION = 3
+VERSION = 4
 
 __all__ = ["FORMAT", "VERSION", "Persistent", "persistent", "registered", "save", "load"]
 
@@ -91,10 +91,13 @@ class _Encoder:
     def __init__(self):
         self.arrays = {}
         self.uses_sklearn = False
+        self._keys = {}  # id(array) -> key: an array that several parts share is written once
 
     def _array(self, arr):
-        key = f"a{len(self.arrays)}"
-        self.arrays[key] = arr
+        key = self._keys.get(id(arr))
+        if key is None:
+            key = self._keys[id(arr)] = f"a{len(self.arrays)}"
+            self.arrays[key] = arr
         return key
 
     def encode(self, value, where):

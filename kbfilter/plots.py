@@ -26,23 +26,65 @@ def plot_mse_box(mse_by_method, ax=None):
     return ax
 
 
-def plot_trajectory(states, estimates, observations=None, coord=0, steps=100, ax=None):
-    """One state coordinate against time over the first ``steps`` test steps, with each
-    method's estimate (and the observation when it shares the state's coordinates)."""
-    ax = _axes(ax, figsize=(9, 3.2))
-    states = np.asarray(states)[:steps]
+def plot_trajectory(states, estimates, steps=100, axes=None):
+    """Each method's estimate against the truth, one panel per method, and their errors.
+
+    One panel per method draws the true path (grey) and the method's estimate over the first
+    ``steps`` test steps: in the phase plane of the first two coordinates, or against time for a
+    one-dimensional state; its title gives the method's MSE over those steps. A last panel draws
+    each method's running mean squared error against time, so that methods whose paths look
+    alike are still told apart.
+
+    Parameters
+    ----------
+    states : array-like of shape (T, dim_x)
+        The true states.
+    estimates : dict of str to array-like of shape (T, dim_x)
+        Each method's estimates.
+    steps : int
+        How many steps to draw.
+    axes : sequence of Axes, optional
+        ``len(estimates) + 1`` axes to draw on (a new figure when None).
+
+    Returns
+    -------
+    Axes
+        The first panel (``ax.figure`` is the whole figure).
+    """
+    states = np.asarray(states, dtype=float)[:steps]
+    names = list(estimates)
+    if axes is None:
+        import matplotlib.pyplot as plt
+
+        cols = min(3, len(names) + 1)
+        rows = -(-(len(names) + 1) // cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.2 * rows), squeeze=False)
+        for ax in axes.ravel()[len(names) + 1:]:
+            ax.set_visible(False)
+    axes = list(np.ravel(axes))
     t = np.arange(len(states))
-    if observations is not None:
-        obs = np.asarray(observations)[:steps]
-        if obs.ndim == 2 and obs.shape[1] == states.shape[1]:
-            ax.scatter(t, obs[:, coord], s=8, color="0.6", label="observation", zorder=1)
-    ax.plot(t, states[:, coord], color="k", lw=2, label="true state", zorder=2)
-    for name, est in estimates.items():
-        ax.plot(t, np.asarray(est)[:steps, coord], lw=1, alpha=0.85, label=name, zorder=3)
-    ax.set_xlabel("test step")
-    ax.set_ylabel(f"x[{coord}]")
-    ax.legend(fontsize=7, ncol=4, loc="upper right")
-    return ax
+    phase = states.shape[1] >= 2
+    for k, (name, ax) in enumerate(zip(names, axes)):
+        est = np.asarray(estimates[name], dtype=float)[:steps]
+        err = np.sum((est - states) ** 2, axis=1)
+        truth = (states[:, 0], states[:, 1]) if phase else (t, states[:, 0])
+        shown = (est[:, 0], est[:, 1]) if phase else (t, est[:, 0])
+        ax.plot(*truth, color="0.6", lw=2, label="true state")
+        ax.plot(*shown, color=f"C{k}", lw=1, label=name)
+        ax.set_title(f"{name}: MSE {np.mean(err):.3g}", fontsize=9)
+        ax.set_xlabel("x[0]" if phase else "test step", fontsize=8)
+        ax.set_ylabel("x[1]" if phase else "x[0]", fontsize=8)
+        ax.tick_params(labelsize=7)
+    ax = axes[len(names)]
+    for k, name in enumerate(names):
+        err = np.sum((np.asarray(estimates[name], dtype=float)[:steps] - states) ** 2, axis=1)
+        ax.plot(t, np.cumsum(err) / (t + 1), color=f"C{k}", label=name)
+    ax.set_yscale("log")
+    ax.set_title("running mean squared error", fontsize=9)
+    ax.set_xlabel("test step", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=6)
+    return axes[0]
 
 
 _ESTIMATE_COLOURS = ("C1", "C3", "C4", "C0", "C5", "C6")

@@ -1,4 +1,4 @@
-"""Filter-level hyperparameter selection by validation (ALGORITHMS §7; seed 003 §6.2).
+"""Filter-level hyperparameter selection by validation (algorithms §7; Xu et al. (2022) §6.2).
 
 The last ``validation_length`` steps of the training data are held out; the filter is fitted on
 the rest and run on the held-out observations; the point with the smallest state MSE wins, and
@@ -19,9 +19,10 @@ from tqdm.auto import tqdm
 
 from ._validation import check_choice, check_int, check_sequences
 from .linalg import NumericalWarning
+from .threads import limited_blas
 
 __all__ = ["DEFAULT_GRID", "SCALABLE_GRID", "IMAGE_GRID", "FEATURE_GRID", "BLUR_GRID", "tune_filter", "validation_split",
-           "validation_mse", "check_validation_length"]
+           "validation_mse", "check_validation_length", "default_grid"]
 
 #: vector observations: bandwidth scale 0.1-4, both regularisers 1e-6-1
 DEFAULT_GRID = {
@@ -94,23 +95,86 @@ def validation_split(states, observations, validation_length, fold=0):
     return (train_x, train_z), (xs[-1][start:stop], zs[-1][start:stop])
 
 
-def validation_mse(estimator, params, train, validation):
-    """State MSE of ``estimator`` with ``params`` fitted on ``train``, run on ``validation``.
-
-    A setting that fails numerically scores ``inf`` (it is recorded, not raised).
-    """
+def _validation_score(estimator, params, train, validation):
+    """``(mse, None)``, or ``(inf, "ErrorType: message")`` for a setting that fails."""
     x_val, z_val = validation
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NumericalWarning)
         try:
             kbf = clone(estimator).set_params(**params).fit(*train)
             means = kbf.batch_filter(z_val)[0]
-        except (ValueError, np.linalg.LinAlgError, FloatingPointError):
-            return np.inf
+        except (ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:
+            return np.inf, f"{type(exc).__name__}: {exc}"
     mse = float(np.mean(np.sum((means - x_val) ** 2, axis=1)))
-    return mse if np.isfinite(mse) else np.inf
+    return (mse, None) if np.isfinite(mse) else (np.inf, "the filter's estimates were not finite")
 
 
+def validation_mse(estimator, params, train, validation):
+    """State MSE of ``estimator`` with ``params`` fitted on ``train``, run on ``validation``.
+
+    Parameters
+    ----------
+    estimator : KernelBayesFilter
+        The template (cloned, never changed).
+    params : dict
+        Parameters to set on the clone.
+    train : tuple
+        ``(states, observations)`` to fit on.
+    validation : tuple
+        ``(states, observations)`` to filter and score.
+
+    Returns
+    -------
+    float
+        The mean squared state error; ``inf`` for a setting that fails numerically (a
+        ``ValueError``, ``LinAlgError`` or ``FloatingPointError``, recorded rather than raised).
+    """
+    return _validation_score(estimator, params, train, validation)[0]
+
+
+def default_grid(filter, observations):
+    """The grid :func:`tune_filter` searches when given none.
+
+    Parameters
+    ----------
+    filter : KernelBayesFilter
+        The template.
+    observations : array-like or list of array-like
+        The training observations: images (more than one axis per observation) get the image
+        grids, whose observation bandwidths reach down to 0.05 x median.
+
+    Returns
+    -------
+    dict
+        :data:`DEFAULT_GRID` for vectors; for images :data:`BLUR_GRID` when the filter blurs them
+        (its default), :data:`IMAGE_GRID` on raw pixels (``features=None``) and
+        :data:`FEATURE_GRID` behind any other feature map.
+    """
+    first = observations[0] if isinstance(observations, (list, tuple)) else observations
+    if np.ndim(first) <= 2:
+        return DEFAULT_GRID
+    features = getattr(filter, "features", None)
+    if features == "auto" or type(features).__name__ == "GaussianBlur":
+        return BLUR_GRID
+    return IMAGE_GRID if features is None else FEATURE_GRID
+
+
+def _edge_warnings(grid, best):
+    """Warn for each numeric parameter whose chosen value is the end of a sorted grid list."""
+    for name, values in grid.items():
+        if len(values) < 3 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            continue
+        ascending = list(values) == sorted(values)
+        if not ascending and list(values) != sorted(values, reverse=True):
+            continue
+        low, high = min(values), max(values)
+        if best[name] in (low, high):
+            side = "smallest" if best[name] == low else "largest"
+            warnings.warn(f"tune_filter: the chosen {name}={best[name]!r} is the {side} value of its grid; the best "
+                          f"value may lie beyond it (extend param_grid[{name!r}])", UserWarning, stacklevel=4)
+
+
+@limited_blas
 def tune_filter(filter, states, observations, param_grid=None, validation_length=200, n_jobs=None,
                 progress=True, search="coordinate", n_folds=1):
     """Choose a filter's hyperparameters on held-out training steps; refit on all the data.
@@ -122,8 +186,9 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
     states, observations : arrays or lists of arrays
         Training data, as for ``fit``.
     param_grid : dict, optional
-        Values per parameter; :data:`DEFAULT_GRID` (bandwidth scale 0.1-4, both regularisers
-        1e-6-1) by default.
+        Values per parameter. By default :func:`default_grid` chooses: :data:`DEFAULT_GRID`
+        (bandwidth scale 0.1-4, both regularisers 1e-6-1) for vector observations, the image
+        grids (observation bandwidth down to 0.05 x median) for images.
     validation_length : int
         Steps held out from the end of the (last) training sequence.
     n_jobs : int or None
@@ -147,6 +212,18 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
         ``search_table_`` (one dict per evaluated point, with its mean validation ``mse``) and
         ``refit_time_`` (seconds the final fit took) are set on it.
 
+    Raises
+    ------
+    ValueError
+        When every setting fails; the message gives the first failure's cause. When only some
+        fail, a :class:`~kbfilter.NumericalWarning` says how many, with the first cause.
+
+    Warns
+    -----
+    UserWarning
+        When a chosen value is the smallest or largest of its (sorted, numeric) grid list: the
+        best value may lie beyond the grid.
+
     Examples
     --------
     >>> import kbfilter as kb
@@ -157,7 +234,8 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
     ['reg_prior', 'reg_update', 'scale']
     """
     check_choice(search, "search", ("coordinate", "grid"))
-    grid = {k: tuple(v) for k, v in (DEFAULT_GRID if param_grid is None else param_grid).items()}
+    grid = {k: tuple(v) for k, v in (default_grid(filter, observations) if param_grid is None
+                                     else param_grid).items()}
     if not grid or any(len(v) == 0 for v in grid.values()):
         raise ValueError("param_grid: expected a dict of non-empty value lists")
     valid = filter.get_params()
@@ -166,37 +244,52 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
             raise ValueError(f"param_grid: {name!r} is not a parameter of {type(filter).__name__}")
     n_folds = check_int(n_folds, "n_folds")
     splits = [validation_split(states, observations, validation_length, fold) for fold in range(n_folds)]
-    scores = {}
-    bar = tqdm(desc="tuning", disable=not progress, leave=False)
+    scores, failures = {}, {}
+    names = list(grid)
+    bar = tqdm(desc="tuning", disable=not progress, leave=False, unit="fit")
 
     def evaluate(points):
         todo = [p for p in dict.fromkeys(points) if p not in scores]
         results = Parallel(n_jobs=n_jobs)(
-            delayed(validation_mse)(filter, dict(zip(grid, p)), train, validation)
+            delayed(_validation_score)(filter, dict(zip(grid, p)), train, validation)
             for p in todo for train, validation in splits)
         for i, p in enumerate(todo):
-            scores[p] = float(np.mean(results[i * n_folds:(i + 1) * n_folds]))
-        bar.update(len(todo))
+            mine = results[i * n_folds:(i + 1) * n_folds]
+            scores[p] = float(np.mean([mse for mse, _ in mine]))
+            message = next((m for _, m in mine if m is not None), None)
+            if message is not None:
+                failures[p] = message
+        bar.update(len(todo) * n_folds)
 
-    names = list(grid)
     if search == "grid":
-        bar.total = int(np.prod([len(v) for v in grid.values()]))
+        bar.total = int(np.prod([len(v) for v in grid.values()])) * n_folds
         evaluate(list(itertools.product(*grid.values())))
     else:
         current = [valid[n] if valid[n] in grid[n] else grid[n][len(grid[n]) // 2] for n in names]
         for _ in range(5):
             before = list(current)
+            # the bar's total: what is done, plus at most every new point of this sweep
+            bar.total = (len(scores) + 1 + sum(len(v) - 1 for v in grid.values())) * n_folds
+            bar.refresh()
             for i, name in enumerate(names):
                 candidates = [tuple(current[:i] + [v] + current[i + 1:]) for v in grid[name]]
                 evaluate(candidates)
                 current = list(min(candidates, key=lambda p: scores[p]))
             if current == before:
                 break
+        bar.total = bar.n
+        bar.refresh()
     bar.close()
     best = min(scores, key=lambda p: scores[p])
-    if not np.isfinite(scores[best]):
-        raise ValueError("param_grid: every evaluated setting failed on the validation data")
+    if failures:
+        first = next(iter(failures))
+        cause = f"the first, {dict(zip(names, first))}, raised {failures[first]}"
+        if not np.isfinite(scores[best]):
+            raise ValueError(f"param_grid: every evaluated setting failed on the validation data; {cause}")
+        warnings.warn(f"tune_filter: {len(failures)} of {len(scores)} settings failed and were skipped; {cause}",
+                      NumericalWarning, stacklevel=3)
     best_params = dict(zip(names, best))
+    _edge_warnings(grid, best_params)
     start = time.perf_counter()
     tuned = clone(filter).set_params(**best_params).fit(states, observations)
     tuned.refit_time_ = time.perf_counter() - start

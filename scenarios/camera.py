@@ -1,7 +1,7 @@
-"""The camera-orientation study (seed 003 §6.3, first-person camera, rendered offline by
+"""The camera-orientation study (Xu et al. (2022) §6.3, first-person camera, rendered offline by
 ``CameraOrientation``).
 
-Protocol (issue #5): 10 runs, training length 1000 (the last 200 steps held out for tuning), test
+Protocol: 10 runs, training length 1000 (the last 200 steps held out for tuning), test
 length 200. Kernel Bayes filters on raw pixels (IW and original), on PCA features and on learned
 features, against a bootstrap particle filter with the pixel likelihood, a windowed MLP regressor,
 and an oracle particle filter that sees the rendered view angle (a reference, not a competitor).

@@ -1,4 +1,4 @@
-"""Ground-truth accuracy of every CKME method (seed 000 §5.1; ALGORITHMS §1, §3).
+"""Ground-truth accuracy of every CKME method (the localized CKME paper §5.1; algorithms §1, §3).
 
 (a, b) in R^2 x R^2 is jointly Gaussian with a random covariance V = M^T M. For each trial and
 training size n, every method estimates the conditional embedding of b given test inputs a;
@@ -34,7 +34,7 @@ def one_trial(seed, n_values, n_queries):
         A, B = AB[:, :2], AB[:, 2:]
         Q = rng.multivariate_normal(np.zeros(2), V[:2, :2], size=n_queries)
         Y = Q @ gain.T + offset + rng.multivariate_normal(np.zeros(2), cond_cov, size=n_queries)
-        m = int(min(n, np.ceil(n ** (2 / 3))))  # seed 000 §5.4: neighbourhood n^(2/3)
+        m = int(min(n, np.ceil(n ** (2 / 3))))  # the localized CKME paper §5.4: neighbourhood n^(2/3)
         kernel_out = GaussianKernel("median").fit(B)
         s_out = kernel_out.bandwidth_
         for method in METHODS:

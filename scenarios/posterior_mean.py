@@ -1,4 +1,4 @@
-"""Learning a posterior mean from samples: original KBR vs IW-KBR (seed 003 §6.1, seed 001).
+"""Learning a posterior mean from samples: original KBR vs IW-KBR (Xu et al. (2022) §6.1, Fukumizu (2014)).
 
 State x and observation z in R^d are jointly Gaussian with mean (0_d, 1_d) and covariance
 V = M^T M / (2d) + 2 I (M a 2d x 2d standard normal matrix, new each run). The likelihood is
@@ -7,9 +7,9 @@ N(0, V_xx / 2), given to the rules as 200 samples. Observations to condition on 
 the observation marginal N(1_d, V_zz). The exact posterior mean is Gaussian conditioning.
 
 Methods (Gaussian kernels, median-heuristic bandwidths; the posterior mean is the raw weighted
-mean sum_i w_i x_i, as in seed 003):
-- original: Fukumizu et al. KBR, eps = delta = 0.2 (ALGORITHMS §5.1)
-- iw: IW-KBR with KuLSIF weights, eta = lam = 0.2 (ALGORITHMS §5.3)
+mean sum_i w_i x_i, as in Xu et al. (2022)):
+- original: Fukumizu et al. KBR, eps = delta = 0.2 (algorithms §5.1)
+- iw: IW-KBR with KuLSIF weights, eta = lam = 0.2 (algorithms §5.3)
 - iw_true_ratio: IW-KBR with the true density ratio pi(x_i) / p(x_i), lam = 0.2
 - original_tuned, iw_tuned: both regularisers chosen on a grid by simulation: 200 extra pairs
   (x ~ prior, z ~ the model) and the squared error of the posterior mean to the x that
@@ -107,7 +107,7 @@ def plot(table, path):
     ax.set_yscale("log")
     ax.set_xlabel("dimension d")
     ax.set_ylabel("MSE of the posterior mean")
-    ax.set_title("Posterior mean from samples (seed 003 §6.1)")
+    ax.set_title("Posterior mean from samples (Xu et al. (2022) §6.1)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()

@@ -1,4 +1,4 @@
-"""The rotation filtering study of seed 003 §6.2 (seed 001 "Numerical examples").
+"""The rotation filtering study of Xu et al. (2022) §6.2 (Fukumizu (2014) "Numerical examples").
 
 Paper protocol: 30 runs, training length 500 and 1000 (the last 200 steps held out for tuning the
 kernel Bayes filters), test length 200; KBF-IW and KBF-original against EKF, UKF and a particle

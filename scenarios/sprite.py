@@ -1,6 +1,6 @@
-"""The moving-sprite study (seed 003 §6.3, dSprite setting, rendered offline by ``MovingSprite``).
+"""The moving-sprite study (Xu et al. (2022) §6.3, dSprite setting, rendered offline by ``MovingSprite``).
 
-Protocol (issue #5): 10 runs, training length 1000 (the last 200 steps held out for tuning), test
+Protocol: 10 runs, training length 1000 (the last 200 steps held out for tuning), test
 length 200. Kernel Bayes filters on raw pixels (IW and original), on PCA features and on learned
 features, against a bootstrap particle filter with the pixel likelihood, a windowed MLP regressor,
 and an oracle particle filter that sees the rendered position (a reference, not a competitor).

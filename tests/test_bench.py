@@ -49,6 +49,23 @@ def test_cli_bench_writes_results(tmp_path, capsys):
     assert data["system"] == "rotation" and len(data["runs"]) == 2
     for name in ("results.csv", "mse_boxplot.png", "trajectory.png"):
         assert (tmp_path / name).stat().st_size > 0
+    record = data["provenance"]
+    assert record["command"][1:3] == ["bench", "rotation"] and record["date"].startswith("20")
+    assert set(record["versions"]) >= {"kbfilter", "numpy", "scipy", "scikit-learn", "filterpy"}
+    assert record["system"]["class"] == "Rotation" and record["system"]["omega"] > 0
+
+
+def test_cli_never_overwrites_results_unless_forced(tmp_path, monkeypatch, capsys):
+    args = ["bench", "rotation", "--runs", "1", "--train-length", "50", "--validation-length", "20",
+            "--test-length", "5", "--methods", "ekf", "--jobs", "1", "--quiet"]
+    monkeypatch.chdir(tmp_path)
+    assert main(args) == 0 and main(args) == 0     # the default folder: a numbered sibling
+    assert (tmp_path / "results/bench-rotation/results.json").exists()
+    assert (tmp_path / "results/bench-rotation-2/results.json").exists()
+    with pytest.raises(SystemExit) as stop:        # a folder the user named: asks for --force
+        main(args + ["--out", "results/bench-rotation"])
+    assert stop.value.code == 2 and "already holds results; pass --force" in capsys.readouterr().err
+    assert main(args + ["--out", "results/bench-rotation", "--force"]) == 0
 
 
 def test_image_bench_writes_frames_with_marks(tmp_path):

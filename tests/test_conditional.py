@@ -45,7 +45,7 @@ def test_knn_weights_are_sparse_with_m_entries_per_column():
     W = cme.weights(Q)
     assert sp.issparse(W) and W.shape == (500, 25)
     assert np.all(np.diff(W.indptr) == 30)
-    # each column is the exact CKME on its neighbourhood (seed 000 eq. 4)
+    # each column is the exact CKME on its neighbourhood (the localized CKME paper eq. 4)
     idx = np.flatnonzero(dense(W[:, 3]))
     sub = ConditionalEmbedding(GaussianKernel(cme.kernel_in_.bandwidth_), reg=1e-3).fit(A[idx], B[idx])
     np.testing.assert_allclose(dense(W[:, 3])[idx, 0], sub.weights(Q[3:4])[:, 0], atol=1e-10)

@@ -244,3 +244,140 @@ def test_window_regressor_is_reproducible_and_works_on_low_dimensional_observati
     np.testing.assert_array_equal(runs[0], runs[1])  # same random_state, same numbers
     states, obs = Oscillation().simulate(120, rng=0)  # 2 features: fewer than the default 30 components
     assert WindowRegressor(max_iter=20).fit(states, obs).batch_filter(obs[:10])[0].shape == (10, 2)
+
+
+def test_saver_records_200_steps_without_copying_the_fitted_model():
+    import tracemalloc
+
+    system = Oscillation()
+    states, obs = system.simulate(1000, rng=0)
+    kbf = KernelBayesFilter().fit(states, obs)
+    _, test_obs = system.simulate(200, rng=1)
+    xs = []
+    tracemalloc.start()
+    try:
+        saver = Saver(kbf)
+        for z in test_obs:
+            kbf.predict()
+            kbf.update(z)
+            saver.save()
+            xs.append(kbf.x.copy())
+        added = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # a step's belief is two weight vectors over T = 1,000 states (16 kB); the model is 3 T x T
+    # matrices (24 MB), which a deep copy per step would make 4.8 GB
+    assert added < 30e6
+    saver.to_array()
+    np.testing.assert_array_equal(saver.x, np.array(xs))
+    assert all(model is kbf.model_ for model in saver.model_)
+
+
+def test_copies_of_a_filter_share_the_model_and_keep_their_own_belief(rotation_data):
+    import copy
+
+    (states, obs), (_, test_obs) = rotation_data
+    kbf = KernelBayesFilter().fit(states, obs)
+    twin = copy.deepcopy(kbf)
+    assert twin.model_ is kbf.model_
+    kbf.predict()
+    kbf.update(test_obs[0])
+    assert not np.array_equal(twin.weights, kbf.weights)
+    np.testing.assert_array_equal(twin.reset().batch_filter(test_obs)[0], kbf.reset().batch_filter(test_obs)[0])
+
+
+def exact_kalman(system, zs):
+    """filterpy's linear Kalman filter from the same start as batch_filter: the means and each
+    step's log-likelihood."""
+    kf = KalmanFilter(system.dim_x, system.dim_z)
+    kf.F, kf.H, kf.Q, kf.R = system.F, system.H, system.Q, system.R
+    kf.x, kf.P = system.initial_belief(zs[0])
+    means, logliks = [], []
+    for z in zs[1:]:
+        kf.predict()
+        kf.update(z)
+        means.append(kf.x.copy())
+        logliks.append(kf.log_likelihood)
+    return np.array(means), np.array(logliks)
+
+
+@pytest.mark.parametrize("cls", [ExtendedKalman, UnscentedKalman])
+def test_gaussian_baselines_have_filterpys_surface(cls):
+    _, obs = LINEAR.simulate(40, rng=0)
+    means, logliks = exact_kalman(LINEAR, obs)
+    filt = cls(LINEAR)
+    with pytest.raises(RuntimeError, match="no belief yet; call initialize"):
+        filt.predict()
+    filt.x, filt.P = LINEAR.initial_belief(obs[0])   # assignable, as in filterpy
+    for t, z in enumerate(obs[1:]):
+        filt.predict()
+        filt.update(z)
+        np.testing.assert_allclose(filt.x, means[t], atol=1e-10)
+        np.testing.assert_allclose(filt.log_likelihood, logliks[t], atol=1e-9)
+    assert filt.K.shape == (2, 2) and filt.y.shape == (2,) and filt.S.shape == (2, 2)
+    np.testing.assert_array_equal(filt.Q, LINEAR.Q)
+    # R for one step only, as filterpy's update(z, R)
+    other = cls(LINEAR).initialize(filt.x, filt.P)
+    filt.predict()
+    filt.update(obs[0], R=4 * LINEAR.R)
+    other.R = 4 * LINEAR.R
+    other.predict()
+    other.update(obs[0])
+    np.testing.assert_allclose(filt.x, other.x, atol=1e-12)
+    np.testing.assert_array_equal(filt.R, LINEAR.R)
+    with pytest.raises(ValueError, match="u: the kbfilter systems take no control input"):
+        filt.predict(u=np.ones(2))
+    with pytest.raises(ValueError, match="R: expected 2 features"):
+        filt.update(obs[0], R=np.eye(3))
+    with pytest.raises(ValueError, match="x: expected"):
+        filt.x = np.zeros(3)
+
+
+@pytest.mark.parametrize("make", [lambda: ExtendedKalman(Oscillation()), lambda: UnscentedKalman(Oscillation()),
+                                  lambda: ParticleFilter(Oscillation(), n_particles=200, rng=0)])
+def test_baselines_pickle_and_continue_identically(make):
+    import pickle
+
+    _, obs = Oscillation().simulate(30, rng=2)
+    filt = make()
+    filt.batch_filter(obs[:15])
+    twin = pickle.loads(pickle.dumps(filt))
+    np.testing.assert_array_equal(twin.batch_filter(obs[15:])[0], filt.batch_filter(obs[15:])[0])
+
+
+def test_particle_filter_log_likelihood_estimates_the_exact_one():
+    _, obs = LINEAR.simulate(60, rng=4)
+    _, logliks = exact_kalman(LINEAR, obs)
+    pf = ParticleFilter(LINEAR, n_particles=5000, rng=0)
+    pf.initialize(*LINEAR.initial_belief(obs[0]))
+    estimate = []
+    for z in obs[1:]:
+        pf.predict()
+        pf.update(z)
+        estimate.append(pf.log_likelihood)
+    # the log of an unbiased likelihood estimate: off by O(steps / n_particles) in total
+    assert abs(np.sum(estimate) - np.sum(logliks)) < 0.5
+    np.testing.assert_allclose(estimate, logliks, atol=0.15)
+
+
+def test_particle_filter_resamples_only_below_its_ess_threshold():
+    _, obs = LINEAR.simulate(100, rng=5)
+    exact, _ = exact_kalman(LINEAR, obs)
+    counts, errors = {}, {}
+    for threshold in (1.0, 0.5):
+        pf = ParticleFilter(LINEAR, n_particles=3000, rng=1, ess_threshold=threshold)
+        pf.initialize(*LINEAR.initial_belief(obs[0]))
+        resampled, means = 0, []
+        for z in obs[1:]:
+            pf.predict()
+            pf.update(z)
+            resampled += pf.resampled
+            assert pf.resampled == (threshold == 1.0 or pf.ess < threshold * 3000)
+            means.append(pf.x)
+        counts[threshold], errors[threshold] = resampled, np.mean(np.sum((np.array(means) - exact) ** 2, axis=1))
+    assert counts[1.0] == 99 and counts[0.5] < 99
+    assert errors[0.5] < 5e-3 and errors[1.0] < 5e-3
+    with pytest.raises(RuntimeError, match="no particles yet"):
+        ParticleFilter(LINEAR).predict()
+    with pytest.raises(ValueError, match="ess_threshold: expected a fraction"):
+        ParticleFilter(LINEAR, ess_threshold=2)

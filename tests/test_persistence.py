@@ -48,7 +48,11 @@ CASES = {
                                kernel_z=NystromKernel(rank=30)), _posterior)],
     "KernelBayesFilter": [(kb.KernelBayesFilter(transition=t, approximation=a, random_state=0).fit(X, Z),
                            lambda f: f.batch_filter(Q)[0])
-                          for t in ("exact", "knn") for a in ("exact", "nystrom", "rff")],
+                          for t in ("exact", "knn") for a in ("exact", "nystrom", "rff")]
+                         # images: blurred by default
+                         + [(kb.KernelBayesFilter().fit(X[:40], IMAGES.reshape(40, 6, 5)),
+                             lambda f: f.batch_filter(IMAGES[:5].reshape(5, 6, 5))[0])],
+    "FilterModel": [(kb.KernelBayesFilter().fit(X, Z).model_, lambda m: m.projection_operator @ np.ones(120))],
     "DenseOperator": [(DenseOperator(X @ X.T), lambda op: op @ Z)],
     "SparseOperator": [(SparseOperator(np.where(np.abs(X @ X.T) > 1, X @ X.T, 0.0)), lambda op: op @ Z)],
     "LowRankOperator": [(LowRankOperator(X, Z), lambda op: op @ Z)],

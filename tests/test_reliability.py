@@ -9,7 +9,7 @@ import pytest
 
 import kbfilter as kb
 from kbfilter import ConditionalEmbedding, GaussianKernel, KernelBayesFilter, KernelBayesRule, NumericalWarning
-from kbfilter.persistence import load
+from kbfilter.persistence import VERSION, load
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,7 @@ def _rewrite(path, arrays, meta):
 def test_a_file_from_the_first_format_gives_a_clear_error():
     # written by kbfilter 0.1.0 before the format named its saved fields (a fitted filter, T = 30)
     old = Path(__file__).parent / "data" / "filter_format1.npz"
-    with pytest.raises(ValueError, match=r"file format 1, which this kbfilter \(file format 3\) cannot read; "
+    with pytest.raises(ValueError, match=rf"file format 1, which this kbfilter \(file format {VERSION}\) cannot read; "
                                          r"fit the object again"):
         KernelBayesFilter.load(old)
 
@@ -115,7 +115,7 @@ def test_only_declared_state_is_saved(tmp_path, data):
     _, meta = _arrays_and_meta(kbf.save(tmp_path / "f.npz"))
     fields = set(meta["root"]["fields"])
     assert "note" not in fields and not any(name.startswith("_") for name in fields)
-    assert {"rule_", "transition_", "weights", "x", "P"} <= fields
+    assert {"model_", "weights", "x", "P"} <= fields
     assert set(meta["root"]["params"]) == set(kbf.get_params(deep=False))
 
 

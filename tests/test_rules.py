@@ -71,7 +71,7 @@ def test_rules_reject_bad_arguments():
 
 # -- KuLSIF --------------------------------------------------------------------------------------
 def test_kulsif_recovers_ratio_of_two_gaussians_on_a_grid():
-    # seed 003 Appendix A: pi = N(0, 1), p = N(0, 2), r0(x) = sqrt(2) exp(-x^2 / 4)
+    # Xu et al. (2022) Appendix A: pi = N(0, 1), p = N(0, 2), r0(x) = sqrt(2) exp(-x^2 / 4)
     rng = np.random.default_rng(3)
     states = np.sort(rng.normal(0, np.sqrt(2), size=3000))[:, None]
     prior = KernelMean(rng.normal(0, 1, size=(3000, 1)))

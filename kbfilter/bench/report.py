@@ -1,8 +1,12 @@
 """The benchmark's report: statistics, the table, ``results.json`` / ``results.csv`` and figures."""
 
 import csv
+import datetime
 import json
+import platform
+import sys
 import time
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +15,10 @@ from scipy.stats import wilcoxon
 from .catalogue import REFERENCE, SYSTEMS
 from .runner import check_bench_arguments, run_bench
 
-__all__ = ["summarise", "format_table", "write_results", "run_and_report", "writable_folder"]
+__all__ = ["summarise", "format_table", "write_results", "run_and_report", "writable_folder", "provenance",
+           "system_parameters"]
+
+_PACKAGES = ("kbfilter", "numpy", "scipy", "scikit-learn", "filterpy", "joblib", "matplotlib")
 
 
 def writable_folder(out):
@@ -28,6 +35,61 @@ def writable_folder(out):
     except OSError as exc:
         raise ValueError(f"out: cannot write results to {str(out)!r} ({exc.strerror or exc})") from exc
     return out
+
+
+def system_parameters(system):
+    """A system's scalar parameters (nested systems included), for the record.
+
+    Parameters
+    ----------
+    system : System
+        A system instance.
+
+    Returns
+    -------
+    dict
+        ``{"class": name, parameter: value, ...}``; arrays (rendered panoramas, pixel grids) are
+        left out.
+    """
+    params = {"class": type(system).__name__}
+    for name, value in vars(system).items():
+        if name.startswith("_"):
+            continue
+        if isinstance(value, (bool, int, float, str)):
+            params[name] = value
+        elif isinstance(value, tuple) and all(isinstance(v, (int, float)) for v in value):
+            params[name] = list(value)
+        elif hasattr(value, "simulate"):
+            params[name] = system_parameters(value)
+    return params
+
+
+def provenance(system, command=None):
+    """What produced a result: the command line, the date, the package versions and the system.
+
+    Parameters
+    ----------
+    system : str
+        A name in :data:`~kbfilter.bench.SYSTEMS`.
+    command : list of str, optional
+        The command line (default: this process's ``sys.argv``).
+
+    Returns
+    -------
+    dict
+    """
+    versions = {}
+    for package in _PACKAGES:
+        try:
+            versions[package] = version(package)
+        except PackageNotFoundError:
+            versions[package] = None
+    if command is None:
+        command = [Path(sys.argv[0]).name] + sys.argv[1:]
+    return {"command": list(command),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "python": platform.python_version(), "platform": platform.platform(), "versions": versions,
+            "system": system_parameters(SYSTEMS[system]())}
 
 
 def summarise(rows, reference=REFERENCE):
@@ -95,7 +157,7 @@ def format_table(summary, runs, reference=REFERENCE):
     return "\n".join(lines)
 
 
-def write_results(out, system, rows, summary, config):
+def write_results(out, system, rows, summary, config, command=None):
     """Write ``results.json``, ``results.csv`` and the figures.
 
     Parameters
@@ -106,6 +168,9 @@ def write_results(out, system, rows, summary, config):
     rows, summary : as returned by :func:`~kbfilter.bench.run_bench` and :func:`summarise`
     config : dict
         The run's settings, recorded in ``results.json``.
+    command : list of str, optional
+        The command line that asked for the run, recorded with the package versions, the date and
+        the system's parameters (see :func:`provenance`).
 
     Returns
     -------
@@ -118,7 +183,8 @@ def write_results(out, system, rows, summary, config):
     out.mkdir(parents=True, exist_ok=True)
     runs = [{k: v for k, v in r.items() if k != "trajectory"} for r in rows]
     with open(out / "results.json", "w") as fh:
-        json.dump({"system": system, "config": config, "summary": summary, "runs": runs}, fh, indent=1)
+        json.dump({"system": system, "provenance": provenance(system, command), "config": config, "summary": summary,
+                   "runs": runs}, fh, indent=1)
     with open(out / "results.csv", "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(["run", "method", "mse", "ms_per_step", "fit_s", "tune_s"])
@@ -132,11 +198,9 @@ def write_results(out, system, rows, summary, config):
     import matplotlib.pyplot as plt
 
     traj = rows[0]["trajectory"]
-    fig, axes = plt.subplots(traj["states"].shape[1], 1, figsize=(9, 3 * traj["states"].shape[1]), sharex=True)
-    for coord, ax in enumerate(np.atleast_1d(axes)):
-        plot_trajectory(traj["states"], traj["estimates"], observations=traj["observations"], coord=coord, ax=ax)
-    np.atleast_1d(axes)[0].set_title(f"{system}: run 0, first 100 test steps")
-    save_figure(np.atleast_1d(axes)[0], paths[3])
+    ax = plot_trajectory(traj["states"], traj["estimates"])
+    ax.figure.suptitle(f"{system}: run 0, first 100 test steps")
+    save_figure(ax, paths[3])
     if np.asarray(traj["observations"]).ndim > 2:  # images: a row of frames with truth and estimates
         system_ = SYSTEMS[system]()
         steps = np.linspace(0, len(traj["states"]) - 1, 6).astype(int)
@@ -152,7 +216,8 @@ def write_results(out, system, rows, summary, config):
 
 
 def run_and_report(system, out, runs=10, train_length=1000, test_length=200, methods=None, n_jobs=None,
-                   seed=0, progress=True, validation_length=200, search="coordinate", n_folds=1, print_fn=print):
+                   seed=0, progress=True, validation_length=200, search="coordinate", n_folds=1, print_fn=print,
+                   command=None):
     """:func:`~kbfilter.bench.run_bench`, then print the table and write results and figures to ``out``.
 
     Returns
@@ -171,6 +236,6 @@ def run_and_report(system, out, runs=10, train_length=1000, test_length=200, met
                      search=search, n_folds=n_folds)
     summary = summarise(rows)
     print_fn(format_table(summary, runs))
-    paths = write_results(out, system, rows, summary, config)
+    paths = write_results(out, system, rows, summary, config, command)
     print_fn(f"\n{time.perf_counter() - start:.0f} s; wrote " + ", ".join(str(p) for p in paths))
     return rows, summary

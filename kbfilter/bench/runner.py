@@ -16,6 +16,7 @@ from tqdm.auto import tqdm
 
 from .._validation import check_choice, check_int
 from ..linalg import NumericalWarning
+from ..threads import limited_blas
 from ..tuning import check_validation_length, tune_filter
 from .catalogue import CATALOGUE, DEFAULT_METHODS, SYSTEMS
 
@@ -94,11 +95,12 @@ def check_bench_arguments(system, runs=10, train_length=1000, test_length=200, m
     return methods
 
 
+@limited_blas
 def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None, n_jobs=None, seed=0,
               progress=True, validation_length=200, param_grid=None, search="coordinate", n_folds=1):
     """Run the benchmark; returns the per-run rows (the first one keeps its test trajectory).
 
-    Every run gets its own spawned seed (SPEC 7), so the same ``seed`` gives the same numbers
+    Every run gets its own spawned seed (``numpy.random.SeedSequence.spawn``), so the same ``seed`` gives the same numbers
     whatever the number of workers or the backend.
 
     Parameters

@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from ..threads import limited_blas
+
 
 class SequentialFilter:
     """Mixin: ``batch_filter`` as a ``predict(); update(z)`` loop, filterpy's return convention.
@@ -14,6 +16,7 @@ class SequentialFilter:
     def _start_batch(self, zs):
         return 0, []
 
+    @limited_blas
     def batch_filter(self, zs):
         """Filter a whole sequence of observations (``None`` entries are missing measurements).
 

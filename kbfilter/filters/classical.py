@@ -13,7 +13,7 @@ from filterpy.kalman import ExtendedKalmanFilter, MerweScaledSigmaPoints, Unscen
 from scipy.linalg import LinAlgError
 from scipy.special import logsumexp
 
-from .._validation import check_int, check_matrix, check_observation, check_rng, check_vector
+from .._validation import check_int, check_matrix, check_observation, check_positive, check_rng, check_vector
 from ..embedding import weighted_covariance
 from ..linalg import NumericalWarning
 from ..systems import System
@@ -51,30 +51,126 @@ def _check_system(system):
     return system
 
 
+def _check_no_control(u):
+    if u is not None:
+        raise ValueError("u: the kbfilter systems take no control input; expected None")
+
+
 class _GaussianFilter(_StartsFromFirstObservation):
-    """Shared bookkeeping for the Kalman-type filters, which keep the filterpy object in ``kf``."""
+    """filterpy's surface over the filterpy object kept in ``kf``: ``x`` and ``P`` (assignable,
+    which sets the belief), the model's ``Q`` and ``R``, and the last update's gain ``K``,
+    residual ``y``, innovation covariance ``S`` and ``log_likelihood``."""
+
+    def _start(self, system):
+        self.system = _check_system(system)
+        self.kf.Q = np.array(system.process_cov, dtype=np.float64)
+        self.kf.R = np.array(system.observation_cov, dtype=np.float64)
+        self._has_x = self._has_P = False
 
     def initialize(self, x0, P0):
-        """Set the belief to ``N(x0, P0)``."""
-        self.kf.x = check_vector(x0, "x0", length=self.system.dim_x).copy()
-        P0 = check_matrix(P0, "P0", n_features=self.system.dim_x, allow_1d=False)
-        self.kf.P = P0.copy()
-        for name in ("x_prior", "x_post"):
-            setattr(self.kf, name, self.kf.x.copy())
-        for name in ("P_prior", "P_post"):
-            setattr(self.kf, name, self.kf.P.copy())
-        self.initialized = True
+        """Set the belief to ``N(x0, P0)``.
+
+        Parameters
+        ----------
+        x0 : array-like of shape (dim_x,)
+            Mean.
+        P0 : array-like of shape (dim_x, dim_x)
+            Covariance.
+
+        Returns
+        -------
+        self
+        """
+        self.x, self.P = x0, P0
         return self
 
-    def _check_z(self, z):
-        return None if z is None else check_observation(z, (self.system.dim_z,))
+    @property
+    def initialized(self):
+        """Whether the filter has a belief (``initialize``, or both ``x`` and ``P`` assigned)."""
+        return self._has_x and self._has_P
 
-    x = property(lambda self: self.kf.x)
-    P = property(lambda self: self.kf.P)
-    x_prior = property(lambda self: self.kf.x_prior)
-    P_prior = property(lambda self: self.kf.P_prior)
-    x_post = property(lambda self: self.kf.x_post)
-    P_post = property(lambda self: self.kf.P_post)
+    def _check_initialized(self):
+        if not self.initialized:
+            raise RuntimeError(f"{type(self).__name__}: no belief yet; call initialize(x0, P0) or assign x and P "
+                               f"(batch_filter starts from the first observation by itself)")
+
+    def predict(self, u=None):
+        """Propagate the belief through the true transition.
+
+        Parameters
+        ----------
+        u : None
+            Control input; the systems take none.
+        """
+        _check_no_control(u)
+        self._check_initialized()
+        self._predict()
+
+    def update(self, z, R=None):
+        """Condition the belief on observation ``z``.
+
+        Parameters
+        ----------
+        z : array-like of shape (dim_z,) or None
+            The observation; None keeps the prior (a missing measurement).
+        R : array-like of shape (dim_z, dim_z), optional
+            Observation noise covariance for this step only (default: ``self.R``).
+        """
+        z = None if z is None else check_observation(z, (self.system.dim_z,))
+        R = None if R is None else check_matrix(R, "R", n_features=self.system.dim_z, allow_1d=False)
+        self._check_initialized()
+        self._update(z, R)
+
+    @property
+    def x(self):
+        """Current state estimate, shape (dim_x,); assigning it sets the belief's mean."""
+        return self.kf.x
+
+    @x.setter
+    def x(self, value):
+        self.kf.x = check_vector(value, "x", length=self.system.dim_x).copy()
+        self.kf.x_prior, self.kf.x_post = self.kf.x.copy(), self.kf.x.copy()
+        self._has_x = True
+
+    @property
+    def P(self):
+        """Current covariance, shape (dim_x, dim_x); assigning it sets the belief's covariance."""
+        return self.kf.P
+
+    @P.setter
+    def P(self, value):
+        self.kf.P = check_matrix(value, "P", n_features=self.system.dim_x, allow_1d=False).copy()
+        self.kf.P_prior, self.kf.P_post = self.kf.P.copy(), self.kf.P.copy()
+        self._has_P = True
+
+    @property
+    def Q(self):
+        """Process noise covariance (the system's, unless assigned)."""
+        return self.kf.Q
+
+    @Q.setter
+    def Q(self, value):
+        self.kf.Q = check_matrix(value, "Q", n_features=self.system.dim_x, allow_1d=False).copy()
+
+    @property
+    def R(self):
+        """Observation noise covariance (the system's, unless assigned)."""
+        return self.kf.R
+
+    @R.setter
+    def R(self, value):
+        self.kf.R = check_matrix(value, "R", n_features=self.system.dim_z, allow_1d=False).copy()
+
+    x_prior = property(lambda self: self.kf.x_prior, doc="Estimate after the last ``predict``.")
+    P_prior = property(lambda self: self.kf.P_prior, doc="Covariance after the last ``predict``.")
+    x_post = property(lambda self: self.kf.x_post, doc="Estimate after the last ``update``.")
+    P_post = property(lambda self: self.kf.P_post, doc="Covariance after the last ``update``.")
+    K = property(lambda self: self.kf.K, doc="Kalman gain of the last update.")
+    y = property(lambda self: self.kf.y, doc="Residual ``z - h(x_prior)`` of the last update.")
+    S = property(lambda self: self.kf.S, doc="Innovation covariance of the last update.")
+    log_likelihood = property(lambda self: self.kf.log_likelihood,
+                              doc="Log-likelihood ``log N(y; 0, S)`` of the last observation.")
+    likelihood = property(lambda self: self.kf.likelihood, doc="``exp(log_likelihood)``.")
 
 
 class _TrueDynamicsEKF(ExtendedKalmanFilter):
@@ -87,40 +183,79 @@ class _TrueDynamicsEKF(ExtendedKalmanFilter):
         self.x = self.system.transition_mean(self.x[None, :])[0]
 
 
+class _Transition:
+    """``f(x)`` of a system, as filterpy's UKF calls it; a class rather than a lambda so that
+    the filter can be pickled."""
+
+    def __init__(self, system):
+        self.system = system
+
+    def __call__(self, x, dt=None):
+        return self.system.transition_mean(x[None, :])[0]
+
+
+class _Observation:
+    """``h(x)`` of a system (see :class:`_Transition`)."""
+
+    def __init__(self, system):
+        self.system = system
+
+    def __call__(self, x):
+        return self.system.observe_mean(x[None, :])[0]
+
+
 class ExtendedKalman(_GaussianFilter):
     """Extended Kalman filter with the true model (filterpy ``ExtendedKalmanFilter``).
 
     The mean goes through the nonlinear transition, the covariance through its Jacobian.
 
+    Parameters
+    ----------
+    system : System
+        The true model: transition and observation means, their Jacobians, ``process_cov`` and
+        ``observation_cov``.
+
+    Attributes
+    ----------
+    x, P : ndarray
+        Current estimate and covariance; assign both (or call ``initialize``) before ``predict``.
+    Q, R : ndarray
+        Process and observation noise covariances (the system's; assignable).
+    K, y, S, log_likelihood : ndarray or float
+        Gain, residual, innovation covariance and log-likelihood of the last update.
+    x_prior, P_prior, x_post, P_post : ndarray
+        After the last ``predict()`` / ``update()``.
+
     Examples
     --------
+    >>> import numpy as np
     >>> from kbfilter.systems import Rotation
     >>> system = Rotation()
     >>> states, obs = system.simulate(50, rng=0)
     >>> means, covs, _, _ = ExtendedKalman(system).batch_filter(obs)
     >>> means.shape
     (50, 2)
+    >>> ekf = ExtendedKalman(system)
+    >>> ekf.x, ekf.P = obs[0], np.eye(2)
+    >>> ekf.predict()
+    >>> ekf.update(obs[1])
+    >>> ekf.K.shape
+    (2, 2)
     """
 
     def __init__(self, system):
-        self.system = _check_system(system)
-        self.kf = _TrueDynamicsEKF(system)
-        self.kf.Q = system.process_cov
-        self.kf.R = system.observation_cov
-        self.kf.x = np.zeros(system.dim_x)
-        self.initialized = False
+        self.kf = _TrueDynamicsEKF(_check_system(system))
+        self._start(system)
 
-    def predict(self):
+    def _predict(self):
         self.kf.F = self.system.transition_jacobian(self.kf.x)
         self.kf.predict()
 
-    def update(self, z):
-        z = self._check_z(z)
+    def _update(self, z, R):
         if z is None:
             self.kf.x_post, self.kf.P_post = self.kf.x.copy(), self.kf.P.copy()
             return
-        self.kf.update(z, lambda x: self.system.observation_jacobian(x),
-                       lambda x: self.system.observe_mean(x[None, :])[0])
+        self.kf.update(z, self.system.observation_jacobian, _Observation(self.system), R=R)
 
 
 class UnscentedKalman(_GaussianFilter):
@@ -128,22 +263,43 @@ class UnscentedKalman(_GaussianFilter):
 
     If a covariance loses positive definiteness (filterpy's Cholesky fails), it is symmetrised
     and given a jitter of 1e-9 times its mean diagonal, with a warning; ``diagnostics`` counts it.
+
+    Parameters
+    ----------
+    system : System
+        The true model.
+    alpha, beta, kappa : float
+        Merwe's sigma-point parameters.
+
+    Attributes
+    ----------
+    x, P, Q, R, K, y, S, log_likelihood, x_prior, P_prior, x_post, P_post
+        As for :class:`ExtendedKalman`.
+    diagnostics : dict
+        ``{"jitter": count}``.
+
+    Examples
+    --------
+    >>> import pickle
+    >>> from kbfilter.systems import Oscillation
+    >>> system = Oscillation()
+    >>> _, obs = system.simulate(20, rng=0)
+    >>> ukf = UnscentedKalman(system)
+    >>> means = ukf.batch_filter(obs)[0]
+    >>> copy = pickle.loads(pickle.dumps(ukf))
+    >>> bool((copy.x == ukf.x).all())
+    True
     """
 
     def __init__(self, system, alpha=1.0, beta=2.0, kappa=0.0):
-        self.system = _check_system(system)
+        system = _check_system(system)
         points = MerweScaledSigmaPoints(system.dim_x, alpha=alpha, beta=beta, kappa=kappa)
-        self.kf = UnscentedKalmanFilter(
-            dim_x=system.dim_x, dim_z=system.dim_z, dt=1.0, points=points,
-            fx=lambda x, dt: system.transition_mean(x[None, :])[0],
-            hx=lambda x: system.observe_mean(x[None, :])[0],
-        )
-        self.kf.Q = system.process_cov
-        self.kf.R = system.observation_cov
-        self.initialized = False
+        self.kf = UnscentedKalmanFilter(dim_x=system.dim_x, dim_z=system.dim_z, dt=1.0, points=points,
+                                        fx=_Transition(system), hx=_Observation(system))
+        self._start(system)
         self.diagnostics = {"jitter": 0}
 
-    def predict(self):
+    def _predict(self):
         try:
             self.kf.predict()
         except (LinAlgError, np.linalg.LinAlgError):
@@ -151,43 +307,87 @@ class UnscentedKalman(_GaussianFilter):
             self.kf.P = P + 1e-9 * np.mean(np.abs(np.diag(P))) * np.eye(P.shape[0])
             self.diagnostics["jitter"] += 1
             warnings.warn("UnscentedKalman: covariance not positive definite; symmetrised with jitter",
-                          NumericalWarning, stacklevel=2)
+                          NumericalWarning, stacklevel=3)
             self.kf.predict()
 
-    def update(self, z):
-        z = self._check_z(z)
-        self.kf.update(z)  # filterpy: update(None) keeps the prior as the posterior
+    def _update(self, z, R):
+        self.kf.update(z, R=R)  # filterpy: update(None) keeps the prior as the posterior
 
 
 class ParticleFilter(_StartsFromFirstObservation):
-    """Bootstrap particle filter with the true model and systematic resampling every step.
+    """Bootstrap particle filter with the true model and systematic resampling.
 
     Parameters
     ----------
     system : System
+        The true model: ``sample_transition`` and ``observation_loglik``.
     n_particles : int
+        Number of particles.
     rng : int, Generator or None
         All randomness (initial draw, transitions, resampling) comes from this Generator.
+    ess_threshold : float in (0, 1]
+        Resample after an update when the effective sample size falls below
+        ``ess_threshold * n_particles``; 1 (the default) resamples every step, the bootstrap
+        filter of Gordon et al. (1993); 0.5 is the common adaptive choice.
 
     Attributes
     ----------
+    x, P : ndarray
+        Current weighted mean and covariance of the particles.
+    particles : ndarray of shape (n_particles, dim_x)
+    weights : ndarray of shape (n_particles,)
+        Normalised weights.
     ess : float
-        Effective sample size ``1 / sum_i p_i^2`` at the last update.
+        Effective sample size ``1 / sum_i p_i^2`` at the last update, before any resampling.
+    log_likelihood : float
+        The estimate ``log sum_i p_i p(z | x_i)`` of ``log p(z_t | z_{1:t-1})`` at the last
+        update (``p_i`` the weights after ``predict``); summed over steps it estimates the log
+        marginal likelihood of the observations.
+    resampled : bool
+        Whether the last update resampled.
+
+    Examples
+    --------
+    >>> from kbfilter.systems import Rotation
+    >>> system = Rotation()
+    >>> _, obs = system.simulate(30, rng=0)
+    >>> pf = ParticleFilter(system, n_particles=500, rng=0, ess_threshold=0.5)
+    >>> means = pf.batch_filter(obs)[0]
+    >>> means.shape, bool(pf.ess > 0)
+    ((30, 2), True)
     """
 
-    def __init__(self, system, n_particles=1000, rng=None):
+    def __init__(self, system, n_particles=1000, rng=None, ess_threshold=1.0):
         self.system = _check_system(system)
         self.n_particles = check_int(n_particles, "n_particles", minimum=2)
         self.rng = check_rng(rng)
+        self.ess_threshold = check_positive(ess_threshold, "ess_threshold")
+        if self.ess_threshold > 1:
+            raise ValueError(f"ess_threshold: expected a fraction in (0, 1], got {ess_threshold!r}")
         self.initialized = False
 
     def initialize(self, x0, P0):
+        """Draw the particles from ``N(x0, P0)``.
+
+        Parameters
+        ----------
+        x0 : array-like of shape (dim_x,)
+            Mean.
+        P0 : array-like of shape (dim_x, dim_x)
+            Covariance.
+
+        Returns
+        -------
+        self
+        """
         x0 = check_vector(x0, "x0", length=self.system.dim_x)
+        P0 = check_matrix(P0, "P0", n_features=self.system.dim_x, allow_1d=False)
         return self._start_from(self.rng.multivariate_normal(x0, P0, size=self.n_particles))
 
     def _start_from(self, particles):
         self.particles = particles
         self.weights = np.full(self.n_particles, 1.0 / self.n_particles)
+        self.ess, self.log_likelihood, self.resampled = float(self.n_particles), 0.0, False
         self._estimate("prior")
         self._estimate("post")
         self.initialized = True
@@ -198,11 +398,27 @@ class ParticleFilter(_StartsFromFirstObservation):
         self.initialize_stationary()
 
     def initialize_stationary(self, burn_in=50):
-        """Particles from the stationary law: independent runs of the dynamics for ``burn_in`` steps."""
+        """Particles from the stationary law: independent runs of the dynamics for ``burn_in`` steps.
+
+        Parameters
+        ----------
+        burn_in : int
+            Steps of the dynamics from ``system.initial_state``.
+
+        Returns
+        -------
+        self
+        """
+        burn_in = check_int(burn_in, "burn_in", minimum=0)
         particles = np.array([self.system.initial_state(self.rng) for _ in range(self.n_particles)])
         for _ in range(burn_in):
             particles = self.system.sample_transition(particles, self.rng)
         return self._start_from(particles)
+
+    def _check_initialized(self):
+        if not self.initialized:
+            raise RuntimeError("ParticleFilter: no particles yet; call initialize(x0, P0) or "
+                               "initialize_stationary() (batch_filter starts from the first observation by itself)")
 
     def _estimate(self, which):
         mean = self.weights @ self.particles
@@ -211,20 +427,40 @@ class ParticleFilter(_StartsFromFirstObservation):
         setattr(self, f"P_{which}", cov)
         self.x, self.P = mean, cov
 
-    def predict(self):
+    def predict(self, u=None):
+        """Move every particle by a draw from the true transition.
+
+        Parameters
+        ----------
+        u : None
+            Control input; the systems take none.
+        """
+        _check_no_control(u)
+        self._check_initialized()
         self.particles = self.system.sample_transition(self.particles, self.rng)
         self._estimate("prior")
 
     def update(self, z):
+        """Weight the particles by the likelihood of ``z``, then resample if the ESS is low.
+
+        Parameters
+        ----------
+        z : array-like or None
+            The observation (a vector, or an image in the system's shape); None keeps the prior.
+        """
+        z = None if z is None else check_observation(z, self.system.obs_shape or (self.system.dim_z,))
+        self._check_initialized()
+        self.resampled = False
         if z is None:
             self._estimate("post")
             return
-        z = check_observation(z, self.system.obs_shape or (self.system.dim_z,))
         logw = np.log(self.weights) + self.system.observation_loglik(z, self.particles)
-        self.weights = np.exp(logw - logsumexp(logw))
+        self.log_likelihood = float(logsumexp(logw))
+        self.weights = np.exp(logw - self.log_likelihood)
         self.ess = 1.0 / np.sum(self.weights**2)
         self._estimate("post")
-        self._resample()
+        if self.ess_threshold >= 1 or self.ess < self.ess_threshold * self.n_particles:
+            self._resample()
 
     def _resample(self):
         # filterpy's systematic_resample draws from numpy's global state; ours uses self.rng
@@ -234,3 +470,4 @@ class ParticleFilter(_StartsFromFirstObservation):
         cumulative[-1] = 1.0
         self.particles = self.particles[np.searchsorted(cumulative, positions)]
         self.weights = np.full(n, 1.0 / n)
+        self.resampled = True

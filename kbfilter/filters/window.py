@@ -1,4 +1,4 @@
-"""A windowed regressor: the sequence-model baseline of seed 003 §6.3 (their LSTM's analogue)."""
+"""A windowed regressor: the sequence-model baseline of Xu et al. (2022) §6.3 (their LSTM's analogue)."""
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
@@ -7,6 +7,7 @@ from sklearn.neural_network import MLPRegressor
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_int, check_observation, check_sequences
+from ..threads import limited_blas
 from .base import SequentialFilter
 
 __all__ = ["WindowRegressor"]
@@ -49,10 +50,12 @@ class WindowRegressor(SequentialFilter, BaseEstimator):
         padded = np.vstack([np.repeat(F[:1], k - 1, axis=0), F])
         return np.hstack([padded[i:i + len(F)] for i in range(k)])
 
+    @limited_blas
     def fit(self, states, observations):
         check_int(self.window, "window")
         xs, zs, self.obs_shape_ = check_sequences(states, observations)
         X, Z = np.vstack(xs), np.vstack(zs)
+        self.n_features_in_ = X.shape[1]
         # the default PCA is seeded (scikit-learn's randomized SVD on wide images draws random
         # numbers) and never asks for more components than the observations have
         default = PCA(min(30, *Z.shape), random_state=self.random_state)

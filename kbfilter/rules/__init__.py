@@ -1,4 +1,4 @@
-"""Probability rules on kernel means (ALGORITHMS §3-§5)."""
+"""Probability rules on kernel means (algorithms §3-§5)."""
 
 from .bayes_rule import KernelBayesRule, kulsif_weights
 from .chain_rule import JointKernelMean, kernel_chain_rule

@@ -1,6 +1,6 @@
 """Kernel Bayes' rule: original (Fukumizu et al.) and importance-weighted with KuLSIF (Xu et al.).
 
-ALGORITHMS §5. The likelihood ``p(z | x)`` is learned from training pairs ``(x_i, z_i)``; the
+algorithms §5. The likelihood ``p(z | x)`` is learned from training pairs ``(x_i, z_i)``; the
 prior on states is a kernel mean; the posterior is a kernel mean over the training states.
 """
 
@@ -24,6 +24,7 @@ from ..kernels import fitted_kernel
 from ..linalg import NumericalWarning, Woodbury, pivoted_cholesky, spd_factor
 from ..operators import DenseOperator, LowRankOperator
 from ..persistence import Persistent, persistent
+from ..threads import limited_blas
 from ._checks import check_prior
 
 __all__ = ["kulsif_weights", "KernelBayesRule"]
@@ -34,8 +35,9 @@ _LOW_RANK_RTOL = 1e-9
 _ROUNDOFF_RTOL = 1e-14
 
 
+@limited_blas
 def kulsif_weights(states, prior, kernel=None, reg=0.1):
-    """KuLSIF density-ratio weights ``r = max(0, n (G_x + n reg I)^{-1} g)`` (ALGORITHMS §5.2).
+    """KuLSIF density-ratio weights ``r = max(0, n (G_x + n reg I)^{-1} g)`` (algorithms §5.2).
 
     ``r_i`` estimates ``pi(x_i) / p(x_i)``: the ratio of the prior's density to the density the
     ``states`` were drawn from, with ``g = G_{x,u} gamma`` the prior embedding at the states.
@@ -77,7 +79,7 @@ def kulsif_weights(states, prior, kernel=None, reg=0.1):
 @persistent("states_", "observations_", "n_train_", "kernel_x_", "kernel_z_", "features_", "reg_update_",
             "prior_factor_", "Phi_", "G_z_", "solver_", "obs_factor_", "obs_residual_", "obs_norm_", "diagnostics_")
 class KernelBayesRule(Persistent, BaseEstimator):
-    """Kernel Bayes' rule with a likelihood learned from pairs ``(x_i, z_i)`` (ALGORITHMS §5).
+    """Kernel Bayes' rule with a likelihood learned from pairs ``(x_i, z_i)`` (algorithms §5).
 
     A fitted rule is never changed by using it: each update returns the fallbacks it took.
 
@@ -153,6 +155,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
         self.features = features
         self.solver = solver
 
+    @limited_blas
     def fit(self, states, observations):
         """Precompute everything that does not depend on the prior or the observation.
 
@@ -174,6 +177,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
         self.reg_update_ = check_positive(self.reg_update, "reg_update")
         n = X.shape[0]
         self.states_, self.observations_, self.n_train_ = X, Z, n
+        self.n_features_in_ = X.shape[1]
         self.kernel_x_ = fitted_kernel(self.kernel_x, "kernel_x", X)
         self.diagnostics_ = Counter()
         name = "G_x + n reg_prior I"
@@ -188,7 +192,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
             event, description = self.prior_factor_.event, name
             if event is not None:
                 warnings.warn(f"KernelBayesRule: {self.prior_factor_.describe(name)}", NumericalWarning,
-                              stacklevel=2)
+                              stacklevel=3)
         if event is not None:
             self.diagnostics_[event] += 1
         self.features_, self.kernel_z_, self.G_z_ = None, None, None
@@ -518,6 +522,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
         return self.weights_from_projection(self.projection(g), self.observation_vectors(Z))
 
     # -- the public rule ----------------------------------------------------------------------
+    @limited_blas
     def posterior(self, prior, z):
         """Posterior embedding over the training states for one observation ``z`` (1-D).
 
@@ -547,9 +552,10 @@ class KernelBayesRule(Persistent, BaseEstimator):
     @staticmethod
     def _embeddings(states, W, kernel, info):
         for message in info.values():
-            warnings.warn(f"KernelBayesRule: {message}", NumericalWarning, stacklevel=3)
+            warnings.warn(f"KernelBayesRule: {message}", NumericalWarning, stacklevel=4)
         return [KernelMean(states, W[:, j], kernel, info=info) for j in range(W.shape[1])]
 
+    @limited_blas
     def posterior_batch(self, prior, Z):
         """Posterior embeddings for many observations (rows of ``Z``) under the same prior.
 
@@ -566,6 +572,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
         W, info = self.weights_from_projection(self.prior_projection(prior), self.observation_vectors(Z))
         return self._embeddings(self.states_, W, self.kernel_x_, info)
 
+    @limited_blas
     def posterior_given_ratio(self, ratio, z):
         """IW posterior with given density-ratio weights (e.g. the true ``pi / p``), for studies.
 

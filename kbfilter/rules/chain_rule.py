@@ -1,4 +1,4 @@
-"""Kernel chain rule (ALGORITHMS §4; seed 001 "Kernel Chain Rule")."""
+"""Kernel chain rule (algorithms §4; Fukumizu (2014) "Kernel Chain Rule")."""
 
 import numpy as np
 
@@ -43,7 +43,7 @@ class JointKernelMean:
 
 
 def kernel_chain_rule(prior, conditional):
-    """Joint embedding of ``(b, a)`` with ``a ~ Pi`` and ``b | a ~ P(b | a)`` (ALGORITHMS §4).
+    """Joint embedding of ``(b, a)`` with ``a ~ Pi`` and ``b | a ~ P(b | a)`` (algorithms §4).
 
     Same coefficients as :func:`~kbfilter.kernel_sum_rule`, placed on the training pairs.
 

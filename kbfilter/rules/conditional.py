@@ -1,8 +1,8 @@
-"""Conditional kernel mean embedding, CKME (ALGORITHMS §3; seeds 000, 001, 002).
+"""Conditional kernel mean embedding, CKME (algorithms §3; Song et al. 2009; Grünewälder et al. 2012; the localized CKME paper).
 
 From pairs ``(a_i, b_i)`` the embedding of ``P(b | a)`` is ``sum_i w_i(a) k_b(., b_i)`` with
 ``w(a) = (G_a + n eps I)^{-1} k_a(a)``. :class:`ConditionalEmbedding` computes ``w`` exactly or
-by one of the approximations of seed 000 (localized kNN, Nadaraya-Watson, random subsample,
+by one of the approximations of the localized CKME paper (localized kNN, Nadaraya-Watson, random subsample,
 Nyström, incomplete Cholesky).
 """
 
@@ -29,6 +29,7 @@ from ..kernels import fitted_kernel
 from ..linalg import Woodbury, batched_pivoted_cholesky, column_entries, pivoted_cholesky, spd_factor
 from ..operators import DenseOperator, LowRankOperator, SparseOperator
 from ..persistence import Persistent, persistent
+from ..threads import limited_blas
 
 __all__ = ["ConditionalEmbedding", "weighted_sq_norms"]
 
@@ -97,7 +98,7 @@ _LOCAL_RTOL = 1e-12
 
 
 def _local_solve(kernel, local, kq, ridge, low_rank=True):
-    """Solve ``(G_N + ridge I) w = k_N(q)`` for a stack of neighbourhoods (ALGORITHMS §3, kNN).
+    """Solve ``(G_N + ridge I) w = k_N(q)`` for a stack of neighbourhoods (algorithms §3, kNN).
 
     Neighbourhoods are small next to the bandwidth, so their Gram matrices are numerically of low
     rank: a batched pivoted Cholesky with residual trace <= 1e-12 * ridge, then Woodbury, gives the
@@ -132,7 +133,7 @@ def _local_solve(kernel, local, kq, ridge, low_rank=True):
 @persistent("A_", "B_", "n_train_", "kernel_in_", "kernel_out_", "diagnostics_", "factor_", "n_neighbors_",
             "subsample_", "nystroem_", "features_", "L_", "pivots_", "woodbury_")
 class ConditionalEmbedding(Persistent, BaseEstimator):
-    """Conditional kernel mean embedding ``P(b | a)`` learned from pairs (ALGORITHMS §3).
+    """Conditional kernel mean embedding ``P(b | a)`` learned from pairs (algorithms §3).
 
     Parameters
     ----------
@@ -143,13 +144,13 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         ``eps`` in ``(G_a + n eps I)^{-1}``; the localized method uses ``m eps`` on ``m`` points.
     method : {"exact", "knn", "nw", "random", "nystrom", "icf"}
         - ``exact``: Cholesky of ``G_a + n eps I``; O(n^3) once, O(n^2) a query.
-        - ``knn``: localized CKME (seed 000 Algorithm 1) on the ``n_neighbors`` nearest training
+        - ``knn``: localized CKME (the localized CKME paper Algorithm 1) on the ``n_neighbors`` nearest training
           inputs of each query (found with ``sklearn.neighbors.NearestNeighbors``); sparse weights.
         - ``nw``: Nadaraya-Watson, ``w = k_a(a) / sum_i k_a(a_i, a)``.
         - ``random``: the exact formula on ``rank`` training pairs drawn once at fit time.
         - ``nystrom``: ``sklearn.kernel_approximation.Nystroem`` features ``Phi`` of rank ``rank``,
           ``w = Phi (Phi^T Phi + n eps I)^{-1} phi(a)``.
-        - ``icf``: pivoted Cholesky ``G_a ~ L L^T`` of rank ``rank``, Woodbury solve (seed 000 eq. 5).
+        - ``icf``: pivoted Cholesky ``G_a ~ L L^T`` of rank ``rank``, Woodbury solve (the localized CKME paper eq. 5).
     n_neighbors : int
         Neighbourhood size ``m`` for ``knn``.
     rank : int
@@ -200,11 +201,13 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         self.solver = solver
 
     # -- fitting -------------------------------------------------------------------------------
+    @limited_blas
     def fit(self, A, B):
         """Learn the embedding from inputs ``A`` (n, d_in) and outputs ``B`` (n, d_out)."""
         A = check_matrix(A, "A", min_samples=2)
         B = check_matrix(B, "B", min_samples=2)
         check_same_length("A", A, "B", B)
+        self.n_features_in_ = A.shape[1]
         check_choice(self.method, "method", METHODS)
         check_choice(self.solver, "solver", ("auto", "dense"))
         reg = check_positive(self.reg, "reg")
@@ -294,6 +297,7 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         self.woodbury_ = Woodbury(self.L_, n * reg)
 
     # -- weights ---------------------------------------------------------------------------------
+    @limited_blas
     def weights(self, Q):
         """Weight matrix ``W`` of shape (n_train, n_queries): column ``j`` embeds ``P(b | q_j)``.
 
@@ -304,6 +308,7 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         Q = check_matrix(Q, "Q", n_features=self.A_.shape[1])
         return self._weights(Q)
 
+    @limited_blas
     def weights_operator(self, Q):
         """The weight matrix of :meth:`weights` as an operator, without forming it when it is of
         low rank.
@@ -395,8 +400,9 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
             return 4096
         return max(1, _BLOCK_ENTRIES // self.n_train_)
 
+    @limited_blas
     def predict_mean(self, Q):
-        """Conditional mean ``sum_i w_i(q) b_i`` for each query (raw, unnormalised; seed 000 §5)."""
+        """Conditional mean ``sum_i w_i(q) b_i`` for each query (raw, unnormalised; the localized CKME paper §5)."""
         check_is_fitted(self, "kernel_in_")
         Q = check_matrix(Q, "Q", n_features=self.A_.shape[1])
         out = np.empty((Q.shape[0], self.B_.shape[1]))
@@ -404,6 +410,7 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
             out[rows] = self._weights(Q[rows]).T @ self.B_
         return out
 
+    @limited_blas
     def embed(self, Q):
         """The conditional embeddings as a list of :class:`~kbfilter.KernelMean`, one per query.
 
@@ -417,12 +424,30 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
                          for idx, w in column_entries(self._weights(Q[rows])))
         return means
 
+    def predict(self, Q):
+        """The conditional mean ``E[b | a = q]`` for each query, as a regressor predicts.
+
+        The same as :meth:`predict_mean`; it lets scikit-learn's regression scorers (e.g.
+        ``GridSearchCV(..., scoring="neg_mean_squared_error")``) evaluate the embedding.
+
+        Parameters
+        ----------
+        Q : array-like of shape (n_queries, dim_a)
+            Query inputs.
+
+        Returns
+        -------
+        ndarray of shape (n_queries, dim_b)
+        """
+        return self.predict_mean(Q)
+
     def predict_mode(self, Q, max_iter=200):
-        """Mode (pre-image) of each conditional embedding (ALGORITHMS §2; Gaussian ``kernel_out``)."""
+        """Mode (pre-image) of each conditional embedding (algorithms §2; Gaussian ``kernel_out``)."""
         return np.array([m.mode(max_iter=max_iter) for m in self.embed(Q)])
 
+    @limited_blas
     def held_out_loss(self, A, B):
-        """Mean held-out CKME loss ``||k_b(., b_j) - mu(a_j)||^2`` (ALGORITHMS §3, seed 002 §3.2).
+        """Mean held-out CKME loss ``||k_b(., b_j) - mu(a_j)||^2`` (algorithms §3, Grünewälder et al. (2012) §3.2).
 
         ``k_b(b_j, b_j) - 2 w(a_j)^T k_b(b_j) + w(a_j)^T G_b w(a_j)``, averaged over the pairs.
         """

@@ -1,4 +1,4 @@
-"""Choosing CKME hyperparameters by closed-form leave-one-out (ALGORITHMS §3, seed 002 §3.2)."""
+"""Choosing CKME hyperparameters by closed-form leave-one-out (algorithms §3, Grünewälder et al. (2012) §3.2)."""
 
 import numpy as np
 from scipy.linalg import eigh
@@ -7,6 +7,7 @@ from sklearn.base import clone
 from .._validation import check_matrix, check_positive, check_same_length
 from ..kernels import GaussianKernel
 from .conditional import ConditionalEmbedding
+from ..threads import limited_blas
 
 __all__ = ["loo_loss", "select_conditional_embedding"]
 
@@ -22,7 +23,7 @@ def _loo_from_eig(U, lam, M, n, reg):
 
 
 def loo_loss(G_in, G_out, reg):
-    """Closed-form leave-one-out CKME loss (ALGORITHMS §3).
+    """Closed-form leave-one-out CKME loss (algorithms §3).
 
     With ``H = G_in (G_in + n reg I)^{-1}``, returns
     ``mean_j [(I - H) G_out (I - H)^T]_jj / (1 - H_jj)^2``: the mean over ``j`` of
@@ -44,6 +45,7 @@ def loo_loss(G_in, G_out, reg):
     return _loo_from_eig(U, lam, U.T @ G_out @ U, G_in.shape[0], reg)
 
 
+@limited_blas
 def select_conditional_embedding(
     A,
     B,
@@ -54,7 +56,7 @@ def select_conditional_embedding(
 ):
     """Grid search over (input bandwidth scale, reg) by closed-form LOO; returns the fitted best.
 
-    One eigendecomposition of ``G_a`` per scale serves every ``reg`` (ALGORITHMS §3). The output
+    One eigendecomposition of ``G_a`` per scale serves every ``reg`` (algorithms §3). The output
     kernel stays fixed, since the loss is measured in its RKHS.
 
     Returns

@@ -1,4 +1,4 @@
-"""Kernel sum rule (ALGORITHMS §4; seed 001 "Kernel Sum Rule")."""
+"""Kernel sum rule (algorithms §4; Fukumizu (2014) "Kernel Sum Rule")."""
 
 import numpy as np
 import scipy.sparse as sp
@@ -10,7 +10,7 @@ __all__ = ["kernel_sum_rule", "sum_rule_weights"]
 
 
 def sum_rule_weights(prior, conditional):
-    """``beta = W(u) alpha``: weights over the conditional's training outputs (ALGORITHMS §4).
+    """``beta = W(u) alpha``: weights over the conditional's training outputs (algorithms §4).
 
     ``W(u)`` is the conditional's weight matrix at the prior's points ``u`` (sparse for ``knn``).
     """

@@ -133,7 +133,7 @@ class System:
         Returns
         -------
         states : ndarray of shape (T, dim_x)
-        observations : ndarray of shape (T, *obs_shape)
+        observations : ndarray of shape (T, dim_z), or (T, rows, columns[, channels]) for images
         latent : ndarray, only with ``return_latent`` (see :meth:`sample_observation`)
         """
         T = check_int(T, "T")

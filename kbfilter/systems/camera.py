@@ -1,4 +1,4 @@
-"""A rotating camera seen through its images (the DeepMind Lab setting of seed 003 §6.3, rendered).
+"""A rotating camera seen through its images (the DeepMind Lab setting of Xu et al. (2022) §6.3, rendered).
 
 The view angle turns by ``omega`` plus N(0, 0.2^2) each step; the state is ``(cos theta, sin theta)``.
 Each observation is a 36 x 48 RGB crop (a ~60 degree field of view) of a fixed, seeded,

@@ -1,4 +1,4 @@
-"""Noisy rotation and noisy oscillation (seed 001 "Numerical examples"; seed 003 eq. 5).
+"""Noisy rotation and noisy oscillation (Fukumizu (2014) "Numerical examples"; Xu et al. (2022) eq. 5).
 
 With ``theta_t = atan2(v_t, u_t)``::
 

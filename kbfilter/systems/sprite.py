@@ -1,6 +1,6 @@
-"""A moving sprite seen as a noisy image (the dSprite setting of seed 003 §6.3, rendered here).
+"""A moving sprite seen as a noisy image (the dSprite setting of Xu et al. (2022) §6.3, rendered here).
 
-The hidden position follows the noisy oscillation (ALGORITHMS §6 systems); each observation is a
+The hidden position follows the noisy oscillation (algorithms §6 systems); each observation is a
 64 x 64 grayscale image of a fixed shape centred at the position plus N(0, 0.05^2) jitter, the
 square [-1.5, 1.5]^2 mapped linearly onto the image, with N(0, 0.1^2) pixel noise (not clipped).
 """

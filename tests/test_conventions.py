@@ -1,0 +1,189 @@
+"""scikit-learn's conventions, BLAS threads and tuning's reports."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.gaussian_process.kernels import RBF, Matern
+from threadpoolctl import threadpool_info
+
+import kbfilter as kb
+from kbfilter.features import GaussianBlur, LearnedFeatures, RandomFourierFeatures
+from kbfilter.filters import WindowRegressor
+
+RNG = np.random.default_rng(0)
+A = RNG.normal(size=(150, 2))
+B = np.sin(A) + 0.1 * RNG.normal(size=(150, 2))
+
+
+# -- scikit-learn's estimator checks ------------------------------------------------------------
+# Each exemption says why kbfilter differs on purpose; any other failing check fails the test.
+EVERYWHERE = {
+    # fit(states, observations) / fit(A, B) / fit(Z, X): both arguments are data the model needs,
+    # named for what they are; none is an optional supervised target called y
+    "check_fit_score_takes_y": "two required data arguments, named for what they are",
+    # a 1-D array is documented as n one-dimensional points (states of a scalar system)
+    "check_fit1d": "1-D input means n scalar points",
+    "check_fit2d_predict1d": "1-D input means n scalar points; a feature-count mismatch is reported as such",
+    # every bad input raises ValueError naming the argument; the check wants numpy's TypeError
+    "check_dtype_object": "non-numeric entries raise ValueError naming the argument, not TypeError",
+    # the number of features is checked after fit, in kbfilter's words ("Q: expected 3 features per
+    # sample (as in training), got 1") rather than scikit-learn's sentence
+    "check_n_features_in_after_fitting": "feature counts are checked, with kbfilter's message",
+}
+# filterpy's predict() / update(z) are the Bayesian steps, not scikit-learn's predict(X): every
+# check that calls predict(X) on a filter does not apply
+FILTER = {name: "predict() is the filter's time update, not predict(X)" for name in (
+    "check_estimators_dtypes", "check_dtype_object", "check_estimators_pickle", "check_f_contiguous_array_estimator",
+    "check_methods_sample_order_invariance", "check_methods_subset_invariance", "check_dict_unchanged",
+    "check_fit_idempotent", "check_fit2d_predict1d", "check_estimators_nan_inf", "check_estimators_unfitted")}
+FILTER["check_dont_overwrite_parameters"] = ("the belief (x, P, weights) is filterpy's public state, set by fit's "
+                                             "reset() as filterpy sets it at construction")
+# scikit-learn's checks fit on a single feature whose values it repeats; the median bandwidth of
+# such data can be 0, and kbfilter refuses it with a message naming the kernel
+MEDIAN = {"check_fit2d_1feature": "median bandwidth of degenerate data is refused with its own message",
+          "check_fit_check_is_fitted": "same: the check's data has a zero median distance"}
+# an image transformer needs the image's shape: scikit-learn's checks cannot give it
+IMAGES = {"check_fit2d_1feature": "a 1 x 1 image cannot be blurred with a 3-pixel kernel",
+          **{name: "the checks' data are not images of the transformer's image_shape" for name in (
+              "check_fit_score_takes_y", "check_estimators_overwrite_params", "check_dont_overwrite_parameters",
+              "check_estimators_fit_returns_self", "check_readonly_memmap_input", "check_estimators_dtypes",
+              "check_pipeline_consistency", "check_estimators_nan_inf", "check_estimators_pickle",
+              "check_f_contiguous_array_estimator", "check_transformer_general", "check_transformer_preserve_dtypes",
+              "check_methods_sample_order_invariance", "check_methods_subset_invariance", "check_fit2d_1sample",
+              "check_dict_unchanged", "check_fit_idempotent", "check_fit_check_is_fitted", "check_n_features_in",
+              "check_transformer_data_not_an_array")}}
+
+CASES = [
+    (kb.KernelBayesFilter(), {**EVERYWHERE, **FILTER, **MEDIAN}),
+    (WindowRegressor(), {**EVERYWHERE, **FILTER}),
+    (kb.KernelBayesRule(), {**EVERYWHERE, **MEDIAN}),
+    (kb.ConditionalEmbedding(), {**EVERYWHERE, **MEDIAN}),
+    (GaussianBlur(image_shape=(2, 2)), {**EVERYWHERE, **IMAGES}),
+    (RandomFourierFeatures(), dict(EVERYWHERE)),
+    (LearnedFeatures(n_pca=2, hidden_layer_sizes=(4,), max_iter=20), dict(EVERYWHERE)),
+]
+
+
+@pytest.mark.parametrize("estimator, exempt", CASES, ids=[type(e).__name__ for e, _ in CASES])
+def test_scikit_learn_estimator_checks_pass_except_the_listed_exemptions(estimator, exempt):
+    from sklearn.utils.estimator_checks import check_estimator
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = check_estimator(estimator, on_fail=None)
+    failed = {r["check_name"]: str(r["exception"])[:200] for r in results if r["status"] == "failed"}
+    unexpected = {k: v for k, v in failed.items() if k not in exempt}
+    assert not unexpected
+    assert any(r["status"] == "passed" for r in results)
+
+
+def test_n_features_in_and_a_regression_scorer():
+    from sklearn.model_selection import GridSearchCV
+
+    ckme = kb.ConditionalEmbedding().fit(A, B)
+    assert ckme.n_features_in_ == 2
+    np.testing.assert_array_equal(ckme.predict(A[:5]), ckme.predict_mean(A[:5]))
+    search = GridSearchCV(kb.ConditionalEmbedding(), {"reg": [1e-4, 1e-2, 10.0]}, cv=3,
+                          scoring="neg_mean_squared_error").fit(A, B)
+    scores = search.cv_results_["mean_test_score"]
+    assert np.all(np.isfinite(scores)) and search.best_params_["reg"] != 10.0
+    assert kb.KernelBayesFilter().fit(A, B).n_features_in_ == 2
+    assert kb.KernelBayesRule().fit(A, B).n_features_in_ == 2
+
+
+def test_scikit_learns_rbf_and_matern_kernels_are_accepted_and_equal_ours():
+    for theirs, ours in ((RBF(0.7), kb.GaussianKernel(0.7)), (Matern(0.7, nu=0.5), kb.LaplaceKernel(0.7)),
+                         (Matern(0.7, nu=np.inf), kb.GaussianKernel(0.7))):
+        # the same function: equal up to the rounding of |a|^2 + |b|^2 - 2 a.b against a direct |a - b|
+        np.testing.assert_allclose(theirs(A[:20], A[:30]), ours(A[:20], A[:30]), rtol=0, atol=1e-7)
+        a = kb.ConditionalEmbedding(kernel_in=theirs, kernel_out=theirs).fit(A, B).predict(A[:10])
+        b = kb.ConditionalEmbedding(kernel_in=ours, kernel_out=ours).fit(A, B).predict(A[:10])
+        np.testing.assert_array_equal(a, b)
+    states, obs = kb.systems.Rotation().simulate(120, rng=0)
+    a = kb.KernelBayesFilter(kernel_x=RBF(0.8), kernel_z=RBF(0.9), scale=0.5).fit(states, obs).batch_filter(obs[:20])
+    b = kb.KernelBayesFilter(kernel_x=kb.GaussianKernel(0.8), kernel_z=kb.GaussianKernel(0.9),
+                             scale=0.5).fit(states, obs).batch_filter(obs[:20])
+    np.testing.assert_array_equal(a[0], b[0])
+    with pytest.raises(ValueError, match=r"kernel_in: Matern\(nu=1.5\) has no kbfilter equal"):
+        kb.ConditionalEmbedding(kernel_in=Matern(1.0, nu=1.5)).fit(A, B)
+    with pytest.raises(ValueError, match="kernel_x: an anisotropic RBF"):
+        kb.KernelBayesFilter(kernel_x=RBF([1.0, 2.0])).fit(states, obs)
+    with pytest.raises(ValueError, match="kernel_z: expected a kbfilter Kernel"):
+        kb.KernelBayesFilter(kernel_z="rbf").fit(states, obs)
+
+
+# -- threads -------------------------------------------------------------------------------------
+class _RecordingKernel(kb.GaussianKernel):
+    """Records the BLAS thread counts in force whenever a Gram matrix is computed."""
+
+    seen = []
+
+    def _gram(self, A, B):
+        _RecordingKernel.seen.append({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"})
+        return super()._gram(A, B)
+
+
+def test_entry_points_run_under_the_blas_thread_setting_and_restore_it():
+    states, obs = kb.systems.Rotation().simulate(80, rng=0)
+    outside = {i["filepath"]: i["num_threads"] for i in threadpool_info()}
+    previous = kb.blas_threads()
+    try:
+        for setting in (1, 2):
+            kb.set_blas_threads(setting)
+            _RecordingKernel.seen = []
+            kb.KernelBayesFilter(kernel_x=_RecordingKernel()).fit(states, obs).batch_filter(obs[:5])
+            assert _RecordingKernel.seen and all(s == {setting} for s in _RecordingKernel.seen)
+            assert {i["filepath"]: i["num_threads"] for i in threadpool_info()} == outside
+        kb.set_blas_threads(None)
+        _RecordingKernel.seen = []
+        kb.KernelBayesFilter(kernel_x=_RecordingKernel()).fit(states, obs)
+        assert all(s == set(outside.values()) for s in _RecordingKernel.seen)
+        with pytest.raises(ValueError, match="n: expected a positive integer or None"):
+            kb.set_blas_threads(0)
+    finally:
+        kb.set_blas_threads(previous)
+    assert kb.blas_threads() == previous
+
+
+# -- tuning --------------------------------------------------------------------------------------
+def test_tune_filter_reports_why_settings_failed():
+    states, obs = kb.systems.Rotation().simulate(150, rng=0)
+    with pytest.raises(ValueError, match=r"every evaluated setting failed.*n_neighbors.*raised ValueError: "
+                                         r"n_neighbors: expected an integer >= 1, got 0"):
+        kb.tune_filter(kb.KernelBayesFilter(transition="knn"), states, obs, validation_length=50, progress=False,
+                       param_grid={"n_neighbors": (0, -1)})
+    with pytest.warns(kb.NumericalWarning, match="1 of 2 settings failed and were skipped"):
+        kb.tune_filter(kb.KernelBayesFilter(transition="knn"), states, obs, validation_length=50, progress=False,
+                       param_grid={"n_neighbors": (0, 20)})
+
+
+def test_tune_filter_warns_when_the_best_value_is_on_the_edge_of_its_grid():
+    states, obs = kb.systems.Rotation().simulate(200, rng=0)
+    # rotation's noise wants a small regulariser: 10, 30, 100 puts the best at the low edge
+    with pytest.warns(UserWarning, match=r"the chosen reg_update=10.0 is the smallest value of its grid"):
+        kb.tune_filter(kb.KernelBayesFilter(), states, obs, validation_length=50, progress=False,
+                       param_grid={"reg_update": (10.0, 30.0, 100.0)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        kb.tune_filter(kb.KernelBayesFilter(), states, obs, validation_length=50, progress=False,
+                       param_grid={"reg_update": (1e-5, 1e-2, 1e3)})
+
+
+def test_images_get_the_image_grid_and_the_blur_by_default():
+    from kbfilter.tuning import BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, default_grid
+
+    system = kb.systems.MovingSprite()
+    states, images = system.simulate(60, rng=0)
+    assert default_grid(kb.KernelBayesFilter(), images) is BLUR_GRID
+    assert default_grid(kb.KernelBayesFilter(features=None), images) is IMAGE_GRID
+    assert default_grid(kb.KernelBayesFilter(features=LearnedFeatures()), images) is FEATURE_GRID
+    assert default_grid(kb.KernelBayesFilter(), states) is DEFAULT_GRID
+    blurred = kb.KernelBayesFilter().fit(states, images)
+    assert isinstance(blurred.features_, GaussianBlur) and blurred.features_.image_shape == (64, 64)
+    explicit = kb.KernelBayesFilter(features=GaussianBlur(sigma=3.0, stride=2)).fit(states, images)
+    np.testing.assert_array_equal(blurred.batch_filter(images[:10])[0], explicit.batch_filter(images[:10])[0])
+    assert kb.KernelBayesFilter(features=None).fit(states, images).features_ is None
+    assert kb.KernelBayesFilter().fit(states, states).features_ is None
+    with pytest.raises(ValueError, match="features: expected one of"):
+        kb.KernelBayesFilter(features="blur").fit(states, images)
