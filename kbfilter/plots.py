@@ -64,21 +64,20 @@ def plot_trajectory(states, estimates, steps=100, axes=None):
     axes = list(np.ravel(axes))
     t = np.arange(len(states))
     phase = states.shape[1] >= 2
+    shown = {name: np.asarray(estimates[name], dtype=float)[:steps] for name in names}
+    errors = {name: np.sum((est - states) ** 2, axis=1) for name, est in shown.items()}
     for k, (name, ax) in enumerate(zip(names, axes)):
-        est = np.asarray(estimates[name], dtype=float)[:steps]
-        err = np.sum((est - states) ** 2, axis=1)
-        truth = (states[:, 0], states[:, 1]) if phase else (t, states[:, 0])
-        shown = (est[:, 0], est[:, 1]) if phase else (t, est[:, 0])
-        ax.plot(*truth, color="0.6", lw=2, label="true state")
-        ax.plot(*shown, color=f"C{k}", lw=1, label=name)
-        ax.set_title(f"{name}: MSE {np.mean(err):.3g}", fontsize=9)
+        est = shown[name]
+        ax.plot(*((states[:, 0], states[:, 1]) if phase else (t, states[:, 0])), color="0.6", lw=2,
+                label="true state")
+        ax.plot(*((est[:, 0], est[:, 1]) if phase else (t, est[:, 0])), color=f"C{k}", lw=1, label=name)
+        ax.set_title(f"{name}: MSE {np.mean(errors[name]):.3g}", fontsize=9)
         ax.set_xlabel("x[0]" if phase else "test step", fontsize=8)
         ax.set_ylabel("x[1]" if phase else "x[0]", fontsize=8)
         ax.tick_params(labelsize=7)
     ax = axes[len(names)]
     for k, name in enumerate(names):
-        err = np.sum((np.asarray(estimates[name], dtype=float)[:steps] - states) ** 2, axis=1)
-        ax.plot(t, np.cumsum(err) / (t + 1), color=f"C{k}", label=name)
+        ax.plot(t, np.cumsum(errors[name]) / (t + 1), color=f"C{k}", label=name)
     ax.set_yscale("log")
     ax.set_title("running mean squared error", fontsize=9)
     ax.set_xlabel("test step", fontsize=8)

@@ -18,6 +18,8 @@ from sklearn.base import clone
 from tqdm.auto import tqdm
 
 from ._validation import check_choice, check_int, check_sequences
+from .features import GaussianBlur
+from .filters.kbf import observation_features
 from .linalg import NumericalWarning
 from .threads import limited_blas
 
@@ -151,12 +153,13 @@ def default_grid(filter, observations):
         :data:`FEATURE_GRID` behind any other feature map.
     """
     first = observations[0] if isinstance(observations, (list, tuple)) else observations
-    if np.ndim(first) <= 2:
+    shape = np.shape(first)[1:]
+    if len(shape) <= 1:
         return DEFAULT_GRID
-    features = getattr(filter, "features", None)
-    if features == "auto" or type(features).__name__ == "GaussianBlur":
-        return BLUR_GRID
-    return IMAGE_GRID if features is None else FEATURE_GRID
+    features = observation_features(getattr(filter, "features", None), shape)
+    if features is None:
+        return IMAGE_GRID
+    return BLUR_GRID if isinstance(features, GaussianBlur) else FEATURE_GRID
 
 
 def _edge_warnings(grid, best):

@@ -10,18 +10,25 @@ from kbfilter.systems import LinearGaussian, Oscillation, Rotation
 LINEAR = LinearGaussian(F=[[0.8, 0.2], [-0.2, 0.8]], H=np.eye(2), Q=0.1 * np.eye(2), R=0.3 * np.eye(2))
 
 
-def kalman_means(system, zs, x0, P0):
+def exact_kalman(system, zs, x0, P0):
+    """filterpy's linear Kalman filter from ``N(x0, P0)``: the means and each step's log-likelihood."""
     kf = KalmanFilter(system.dim_x, system.dim_z)
     kf.F, kf.H, kf.Q, kf.R = system.F, system.H, system.Q, system.R
     kf.x, kf.P = np.array(x0, dtype=float), np.array(P0, dtype=float)
-    return kf.batch_filter(zs)[0]
+    means, logliks = [], []
+    for z in zs:
+        kf.predict()
+        kf.update(z)
+        means.append(kf.x.copy())
+        logliks.append(kf.log_likelihood)
+    return np.array(means), np.array(logliks)
 
 
 def distance_to_kalman(T, seed):
     rng = np.random.default_rng(seed)
     states, obs = LINEAR.simulate(T, rng)
     test_states, test_obs = LINEAR.simulate(300, rng)
-    exact = kalman_means(LINEAR, test_obs, np.zeros(2), LINEAR.stationary_cov)
+    exact = exact_kalman(LINEAR, test_obs, np.zeros(2), LINEAR.stationary_cov)[0]
     kbf = KernelBayesFilter(reg_prior=1e-3, reg_update=1e-3).fit(states, obs)
     means = kbf.batch_filter(test_obs)[0]
     return np.mean(np.sum((means - exact) ** 2, axis=1)), np.mean(np.sum((exact - test_states) ** 2, axis=1))
@@ -38,7 +45,7 @@ def test_kbf_approaches_exact_kalman_filter_as_training_grows():
 def test_ekf_and_ukf_are_exact_on_a_linear_gaussian_system():
     rng = np.random.default_rng(0)
     _, obs = LINEAR.simulate(100, rng)
-    exact = kalman_means(LINEAR, obs[1:], *LINEAR.initial_belief(obs[0]))
+    exact = exact_kalman(LINEAR, obs[1:], *LINEAR.initial_belief(obs[0]))[0]
     for filt in (ExtendedKalman(LINEAR), UnscentedKalman(LINEAR)):
         means = filt.batch_filter(obs)[0]
         np.testing.assert_allclose(means[0], LINEAR.initial_belief(obs[0])[0])
@@ -286,25 +293,10 @@ def test_copies_of_a_filter_share_the_model_and_keep_their_own_belief(rotation_d
     np.testing.assert_array_equal(twin.reset().batch_filter(test_obs)[0], kbf.reset().batch_filter(test_obs)[0])
 
 
-def exact_kalman(system, zs):
-    """filterpy's linear Kalman filter from the same start as batch_filter: the means and each
-    step's log-likelihood."""
-    kf = KalmanFilter(system.dim_x, system.dim_z)
-    kf.F, kf.H, kf.Q, kf.R = system.F, system.H, system.Q, system.R
-    kf.x, kf.P = system.initial_belief(zs[0])
-    means, logliks = [], []
-    for z in zs[1:]:
-        kf.predict()
-        kf.update(z)
-        means.append(kf.x.copy())
-        logliks.append(kf.log_likelihood)
-    return np.array(means), np.array(logliks)
-
-
 @pytest.mark.parametrize("cls", [ExtendedKalman, UnscentedKalman])
 def test_gaussian_baselines_have_filterpys_surface(cls):
     _, obs = LINEAR.simulate(40, rng=0)
-    means, logliks = exact_kalman(LINEAR, obs)
+    means, logliks = exact_kalman(LINEAR, obs[1:], *LINEAR.initial_belief(obs[0]))
     filt = cls(LINEAR)
     with pytest.raises(RuntimeError, match="no belief yet; call initialize"):
         filt.predict()
@@ -347,7 +339,7 @@ def test_baselines_pickle_and_continue_identically(make):
 
 def test_particle_filter_log_likelihood_estimates_the_exact_one():
     _, obs = LINEAR.simulate(60, rng=4)
-    _, logliks = exact_kalman(LINEAR, obs)
+    _, logliks = exact_kalman(LINEAR, obs[1:], *LINEAR.initial_belief(obs[0]))
     pf = ParticleFilter(LINEAR, n_particles=5000, rng=0)
     pf.initialize(*LINEAR.initial_belief(obs[0]))
     estimate = []
@@ -362,7 +354,7 @@ def test_particle_filter_log_likelihood_estimates_the_exact_one():
 
 def test_particle_filter_resamples_only_below_its_ess_threshold():
     _, obs = LINEAR.simulate(100, rng=5)
-    exact, _ = exact_kalman(LINEAR, obs)
+    exact, _ = exact_kalman(LINEAR, obs[1:], *LINEAR.initial_belief(obs[0]))
     counts, errors = {}, {}
     for threshold in (1.0, 0.5):
         pf = ParticleFilter(LINEAR, n_particles=3000, rng=1, ess_threshold=threshold)

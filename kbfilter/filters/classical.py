@@ -56,6 +56,29 @@ def _check_no_control(u):
         raise ValueError("u: the kbfilter systems take no control input; expected None")
 
 
+def _covariance(value, name, dim):
+    return check_matrix(value, name, n_features=dim, allow_1d=False).copy()
+
+
+def _belief_part(name, check, doc):
+    """filterpy's ``x`` or ``P``: assigning it sets the belief (prior and posterior included)."""
+    def assign(self, value):
+        value = check(self, value)
+        for attr in (name, f"{name}_prior", f"{name}_post"):
+            setattr(self.kf, attr, value.copy())
+        self._assigned.add(name)
+
+    return property(lambda self: getattr(self.kf, name), assign, doc=doc)
+
+
+def _noise(name, dim, doc):
+    """filterpy's ``Q`` or ``R``: the system's, unless assigned."""
+    def assign(self, value):
+        setattr(self.kf, name, _covariance(value, name, getattr(self.system, dim)))
+
+    return property(lambda self: getattr(self.kf, name), assign, doc=doc)
+
+
 class _GaussianFilter(_StartsFromFirstObservation):
     """filterpy's surface over the filterpy object kept in ``kf``: ``x`` and ``P`` (assignable,
     which sets the belief), the model's ``Q`` and ``R``, and the last update's gain ``K``,
@@ -65,7 +88,7 @@ class _GaussianFilter(_StartsFromFirstObservation):
         self.system = _check_system(system)
         self.kf.Q = np.array(system.process_cov, dtype=np.float64)
         self.kf.R = np.array(system.observation_cov, dtype=np.float64)
-        self._has_x = self._has_P = False
+        self._assigned = set()
 
     def initialize(self, x0, P0):
         """Set the belief to ``N(x0, P0)``.
@@ -87,7 +110,7 @@ class _GaussianFilter(_StartsFromFirstObservation):
     @property
     def initialized(self):
         """Whether the filter has a belief (``initialize``, or both ``x`` and ``P`` assigned)."""
-        return self._has_x and self._has_P
+        return self._assigned == {"x", "P"}
 
     def _check_initialized(self):
         if not self.initialized:
@@ -117,50 +140,16 @@ class _GaussianFilter(_StartsFromFirstObservation):
             Observation noise covariance for this step only (default: ``self.R``).
         """
         z = None if z is None else check_observation(z, (self.system.dim_z,))
-        R = None if R is None else check_matrix(R, "R", n_features=self.system.dim_z, allow_1d=False)
+        R = None if R is None else _covariance(R, "R", self.system.dim_z)
         self._check_initialized()
         self._update(z, R)
 
-    @property
-    def x(self):
-        """Current state estimate, shape (dim_x,); assigning it sets the belief's mean."""
-        return self.kf.x
-
-    @x.setter
-    def x(self, value):
-        self.kf.x = check_vector(value, "x", length=self.system.dim_x).copy()
-        self.kf.x_prior, self.kf.x_post = self.kf.x.copy(), self.kf.x.copy()
-        self._has_x = True
-
-    @property
-    def P(self):
-        """Current covariance, shape (dim_x, dim_x); assigning it sets the belief's covariance."""
-        return self.kf.P
-
-    @P.setter
-    def P(self, value):
-        self.kf.P = check_matrix(value, "P", n_features=self.system.dim_x, allow_1d=False).copy()
-        self.kf.P_prior, self.kf.P_post = self.kf.P.copy(), self.kf.P.copy()
-        self._has_P = True
-
-    @property
-    def Q(self):
-        """Process noise covariance (the system's, unless assigned)."""
-        return self.kf.Q
-
-    @Q.setter
-    def Q(self, value):
-        self.kf.Q = check_matrix(value, "Q", n_features=self.system.dim_x, allow_1d=False).copy()
-
-    @property
-    def R(self):
-        """Observation noise covariance (the system's, unless assigned)."""
-        return self.kf.R
-
-    @R.setter
-    def R(self, value):
-        self.kf.R = check_matrix(value, "R", n_features=self.system.dim_z, allow_1d=False).copy()
-
+    x = _belief_part("x", lambda self, v: check_vector(v, "x", length=self.system.dim_x),
+                     "Current state estimate, shape (dim_x,); assigning it sets the belief's mean.")
+    P = _belief_part("P", lambda self, v: _covariance(v, "P", self.system.dim_x),
+                     "Current covariance, shape (dim_x, dim_x); assigning it sets the belief's covariance.")
+    Q = _noise("Q", "dim_x", "Process noise covariance (the system's, unless assigned).")
+    R = _noise("R", "dim_z", "Observation noise covariance (the system's, unless assigned).")
     x_prior = property(lambda self: self.kf.x_prior, doc="Estimate after the last ``predict``.")
     P_prior = property(lambda self: self.kf.P_prior, doc="Covariance after the last ``predict``.")
     x_post = property(lambda self: self.kf.x_post, doc="Estimate after the last ``update``.")
@@ -381,7 +370,7 @@ class ParticleFilter(_StartsFromFirstObservation):
         self
         """
         x0 = check_vector(x0, "x0", length=self.system.dim_x)
-        P0 = check_matrix(P0, "P0", n_features=self.system.dim_x, allow_1d=False)
+        P0 = _covariance(P0, "P0", self.system.dim_x)
         return self._start_from(self.rng.multivariate_normal(x0, P0, size=self.n_particles))
 
     def _start_from(self, particles):

@@ -32,7 +32,7 @@ from ..rules.conditional import ConditionalEmbedding
 from ..threads import limited_blas
 from .base import SequentialFilter
 
-__all__ = ["KernelBayesFilter", "FilterModel", "IMAGE_FEATURES", "RANK_RTOL", "MAX_RANK", "RFF_RANK"]
+__all__ = ["KernelBayesFilter", "FilterModel", "IMAGE_FEATURES", "observation_features", "RANK_RTOL", "MAX_RANK", "RFF_RANK"]
 
 #: ``approximation="nystrom"`` with ``rank=None``: landmarks are added until the neglected trace of
 #: each Gram matrix is at most ``RANK_RTOL * n * reg`` for the regulariser ``reg`` it is solved with,
@@ -45,6 +45,28 @@ RFF_RANK = 1000
 #: ``features="auto"`` on image observations: on the moving sprite and the camera a blur of 3 pixels
 #: beat raw pixels (0.0084 against 0.0117 MSE, 10 runs) and PCA / learned features
 IMAGE_FEATURES = GaussianBlur(sigma=3.0, stride=2)
+
+
+def observation_features(features, obs_shape):
+    """The feature map a filter's ``features`` parameter puts in front of observations.
+
+    Parameters
+    ----------
+    features : "auto", transformer or None
+        The parameter.
+    obs_shape : tuple of int
+        The shape of one observation.
+
+    Returns
+    -------
+    transformer or None
+        ``"auto"``: :data:`IMAGE_FEATURES` for images (more than one axis), None for vectors;
+        otherwise ``features`` itself (unfitted, not cloned).
+    """
+    if isinstance(features, str):
+        check_choice(features, "features", ("auto",))
+        return IMAGE_FEATURES if len(obs_shape) > 1 else None
+    return features
 
 
 # What the filter does itself when its weights cannot be normalised (see ``embedding.normalise_weights``).
@@ -277,10 +299,7 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
             raise ValueError(f"states: expected at least 3 training steps in all, got {T}")
         ends = np.cumsum([len(x) for x in xs])
         pred = np.setdiff1d(np.arange(T), ends - 1)
-        features = self.features
-        if isinstance(features, str):
-            check_choice(features, "features", ("auto",))
-            features = IMAGE_FEATURES if len(obs_shape) > 1 else None
+        features = observation_features(self.features, obs_shape)
         if features is not None:
             features = clone(features)
             if "image_shape" in features.get_params() and features.image_shape is None:
