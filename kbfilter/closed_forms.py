@@ -18,7 +18,25 @@ __all__ = [
 
 
 def gaussian_kernel_mean(Y, mu, V, s):
-    """``m_P(y) = det(I + V/s^2)^(-1/2) exp(-1/2 (y-mu)^T (V + s^2 I)^(-1) (y-mu))`` for rows of Y.
+    """The kernel mean of ``P = N(mu, V)`` under the unnormalised Gaussian kernel of bandwidth ``s``.
+
+    ``m_P(y) = det(I + V/s^2)^(-1/2) exp(-1/2 (y-mu)^T (V + s^2 I)^(-1) (y-mu))``.
+
+    Parameters
+    ----------
+    Y : array-like of shape (n, d)
+        Where to evaluate it.
+    mu : array-like of shape (d,)
+        The Gaussian's mean.
+    V : array-like of shape (d, d)
+        Its covariance.
+    s : float
+        The kernel's bandwidth.
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        ``m_P(y)`` for each row of ``Y``.
 
     Examples
     --------
@@ -36,7 +54,20 @@ def gaussian_kernel_mean(Y, mu, V, s):
 
 
 def gaussian_kernel_mean_sqnorm(V, s):
-    """``||m_P||^2 = det(I + 2 V / s^2)^(-1/2)`` for ``P = N(mu, V)``."""
+    """The squared RKHS norm of the kernel mean of ``P = N(mu, V)``.
+
+    Parameters
+    ----------
+    V : array-like of shape (d, d)
+        The covariance.
+    s : float
+        The Gaussian kernel's bandwidth.
+
+    Returns
+    -------
+    float
+        ``||m_P||^2 = det(I + 2 V / s^2)^(-1/2)`` (it does not depend on ``mu``).
+    """
     V = np.atleast_2d(np.asarray(V, dtype=np.float64))
     return float(np.linalg.det(np.eye(V.shape[0]) + 2.0 * V / (s * s)) ** -0.5)
 
@@ -44,7 +75,25 @@ def gaussian_kernel_mean_sqnorm(V, s):
 def rkhs_error_to_gaussian(points, weights, mu, V, s, sq_norm_hat=None):
     """``||m_P - sum_i w_i k(., y_i)||`` in the Gaussian RKHS of bandwidth ``s`` (algorithms §1).
 
-    ``sq_norm_hat`` (``w^T G w``) may be passed when the caller has it already.
+    Parameters
+    ----------
+    points : array-like of shape (n, d)
+        The sample ``y_i``.
+    weights : array-like of shape (n,)
+        Its weights ``w_i``.
+    mu : array-like of shape (d,)
+        The Gaussian's mean.
+    V : array-like of shape (d, d)
+        Its covariance.
+    s : float
+        The kernel's bandwidth.
+    sq_norm_hat : float, optional
+        ``w^T G w``, when the caller has it already.
+
+    Returns
+    -------
+    float
+        The RKHS distance.
     """
     points = np.atleast_2d(np.asarray(points, dtype=np.float64))
     weights = np.asarray(weights, dtype=np.float64)
@@ -57,8 +106,27 @@ def rkhs_error_to_gaussian(points, weights, mu, V, s, sq_norm_hat=None):
 
 
 def gaussian_conditional(mean, cov, idx_given, idx_out):
-    """Conditional of a joint Gaussian: returns ``(gain, offset, cond_cov)`` so that
-    ``E[out | given = g] = offset + gain @ g``.
+    """Conditional of a joint Gaussian.
+
+    Parameters
+    ----------
+    mean : array-like of shape (d,)
+        The joint mean.
+    cov : array-like of shape (d, d)
+        The joint covariance.
+    idx_given : array-like of int
+        The coordinates conditioned on.
+    idx_out : array-like of int
+        The coordinates whose conditional law is returned.
+
+    Returns
+    -------
+    gain : ndarray of shape (len(idx_out), len(idx_given))
+        ``E[out | given = g] = offset + gain @ g``.
+    offset : ndarray of shape (len(idx_out),)
+        The constant term.
+    cond_cov : ndarray of shape (len(idx_out), len(idx_out))
+        The conditional covariance.
 
     Examples
     --------
@@ -78,7 +146,7 @@ def gaussian_conditional(mean, cov, idx_given, idx_out):
 
 
 def random_joint_gaussian(d_in, d_out, rng):
-    """Seed 000 §5.1 model: ``(a, b) ~ N(0, V)`` with ``V = M^T M``, ``M`` standard normal.
+    """The localized CKME paper's §5.1 model: ``(a, b) ~ N(0, V)`` with ``V = M^T M``, ``M`` standard normal.
 
     Returns ``V`` and the conditional ``(gain, offset, cond_cov)`` of ``b`` given ``a``.
     """

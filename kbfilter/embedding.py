@@ -141,19 +141,47 @@ class KernelMean:
 
     # -- evaluation -------------------------------------------------------------------------
     def evaluate(self, Y):
-        """The embedding as a function: ``m(y) = sum_i w_i k(x_i, y)`` for each row of ``Y``."""
+        """The embedding as a function, ``m(y) = sum_i w_i k(x_i, y)``.
+
+        Parameters
+        ----------
+        Y : array-like of shape (q, d)
+            Where to evaluate it.
+
+        Returns
+        -------
+        ndarray of shape (q,)
+            ``m(y)`` for each row of ``Y``.
+        """
         Y = check_matrix(Y, "Y", n_features=self.points.shape[1])
         return self.kernel(Y, self.points) @ self.weights
 
     def expect(self, f):
-        """``sum_i w_i f(x_i)``; ``f`` maps the (n, d) point array to an array with n rows."""
+        """The embedding's estimate of an expectation, ``sum_i w_i f(x_i)``.
+
+        Parameters
+        ----------
+        f : callable
+            Maps the (n, d) array of points to an array with n rows.
+
+        Returns
+        -------
+        ndarray
+            The weighted sum of ``f``'s rows (a float array of ``f``'s trailing shape).
+        """
         values = np.asarray(f(self.points), dtype=np.float64)
         if values.shape[:1] != (len(self),):
             raise ValueError(f"f: expected an output with {len(self)} rows, got shape {values.shape}")
         return np.tensordot(self.weights, values, axes=(0, 0))
 
     def norm(self):
-        """RKHS norm ``sqrt(w^T G w)``."""
+        """The RKHS norm of the embedding.
+
+        Returns
+        -------
+        float
+            ``sqrt(w^T G w)`` (0 when rounding makes the square negative).
+        """
         return float(np.sqrt(max(self.weights @ self.kernel(self.points) @ self.weights, 0.0)))
 
     def mmd(self, other, squared=False):
@@ -166,12 +194,14 @@ class KernelMean:
         Parameters
         ----------
         other : KernelMean
-        squared : bool
+            The other embedding, on points of the same dimension.
+        squared : bool, default=False
             Return the squared distance.
 
         Returns
         -------
         float
+            The (squared) maximum mean discrepancy.
         """
         if not isinstance(other, KernelMean):
             raise ValueError(f"other: expected a KernelMean, got {type(other).__name__}")
@@ -192,6 +222,7 @@ class KernelMean:
         Returns
         -------
         ndarray of shape (n,)
+            Non-negative weights that sum to one.
 
         Raises
         ------
@@ -212,11 +243,13 @@ class KernelMean:
 
         Parameters
         ----------
-        normalize : bool
+        normalize : bool, default=True
+            Divide by the total weight.
 
         Returns
         -------
         ndarray of shape (d,)
+            The mean.
         """
         if not normalize:
             return self.weights @ self.points
@@ -234,6 +267,7 @@ class KernelMean:
         Returns
         -------
         ndarray of shape (d, d)
+            The covariance.
         """
         return weighted_covariance(self.points, self.positive_weights())
 
@@ -244,6 +278,18 @@ class KernelMean:
         ``x <- sum_i x_i w_i k(x_i, x) / sum_i w_i k(x_i, x)`` until the step is below ``tol``
         times the data scale. If the denominator is not positive (negative weights dominate)
         the iteration stops at the last valid point.
+
+        Parameters
+        ----------
+        max_iter : int, default=200
+            The most fixed-point iterations.
+        tol : float, default=1e-9
+            The step, relative to the data's extent, at which the iteration stops.
+
+        Returns
+        -------
+        ndarray of shape (d,)
+            The pre-image.
         """
         if not isinstance(self.kernel, GaussianKernel):
             raise ValueError("kernel: mode() needs a GaussianKernel (the fixed point is specific to it)")
@@ -268,8 +314,19 @@ class KernelMean:
         """Kernel herding: ``m`` equally weighted points approximating this embedding (algorithms §2).
 
         Greedily picks ``x_{t+1} = argmax_x m(x) - (1/(t+1)) sum_{j<=t} k(x, x_j)`` over the
-        candidates (the sample points by default). Returns a :class:`KernelMean` with weights
-        ``sum_i w_i / m`` each, so the total mass is kept.
+        candidates (the sample points by default).
+
+        Parameters
+        ----------
+        m : int
+            The number of points to pick (a candidate may be picked more than once).
+        candidates : array-like of shape (c, d), optional
+            Where the points are picked from; the embedding's own points by default.
+
+        Returns
+        -------
+        KernelMean
+            ``m`` points with weight ``sum_i w_i / m`` each, so the total mass is kept.
         """
         m = check_int(m, "m")
         if candidates is None:

@@ -67,6 +67,20 @@ class GaussianBlur(TransformerMixin, BaseEstimator):
         self.mode = mode
 
     def fit(self, Z, X=None):
+        """Check the images' shape (nothing is learned).
+
+        Parameters
+        ----------
+        Z : array-like of shape (n, n_pixels) or (n, dim_z)
+            Training observations, flattened.
+        X : ignored
+            Accepted for the transformer interface.
+
+        Returns
+        -------
+        self : GaussianBlur
+            The fitted transformer.
+        """
         Z = check_matrix(Z, "Z", min_samples=1)
         self.n_features_in_ = Z.shape[1]
         check_positive(self.sigma, "sigma")
@@ -84,6 +98,18 @@ class GaussianBlur(TransformerMixin, BaseEstimator):
         return self
 
     def transform(self, Z):
+        """The features of each observation.
+
+        Parameters
+        ----------
+        Z : array-like of shape (n, d)
+            Observations, flattened.
+
+        Returns
+        -------
+        ndarray of shape (n, n_features_out)
+            The blurred images, subsampled by ``stride`` and flattened.
+        """
         check_is_fitted(self, "image_shape_")
         shape = tuple(int(n) for n in self.image_shape_)
         Z = check_matrix(Z, "Z", n_features=int(np.prod(shape)))
@@ -99,6 +125,15 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
 
     ``phi(z)^T phi(z') ~ exp(-||z - z'||^2 / (2 s^2))`` (scikit-learn's ``RBFSampler``).
 
+    Parameters
+    ----------
+    n_components : int, default=500
+        The number of features.
+    scale : float, default=1.0
+        Multiplies the median pairwise distance of the training observations: ``s``.
+    random_state : int or None, default=0
+        Seeds the frequencies.
+
     Examples
     --------
     >>> import numpy as np
@@ -113,6 +148,20 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
         self.random_state = random_state
 
     def fit(self, Z, X=None):
+        """Resolve the bandwidth on ``Z`` and draw the frequencies.
+
+        Parameters
+        ----------
+        Z : array-like of shape (n, n_pixels) or (n, dim_z)
+            Training observations, flattened.
+        X : ignored
+            Accepted for the transformer interface.
+
+        Returns
+        -------
+        self : RandomFourierFeatures
+            The fitted transformer.
+        """
         Z = check_matrix(Z, "Z", min_samples=2)
         self.n_features_in_ = Z.shape[1]
         s = check_positive(self.scale, "scale") * median_distance(Z, random_state=0)
@@ -124,6 +173,18 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
         return self
 
     def transform(self, Z):
+        """The features of each observation.
+
+        Parameters
+        ----------
+        Z : array-like of shape (n, d)
+            Observations, flattened.
+
+        Returns
+        -------
+        ndarray of shape (n, n_features_out)
+            ``n_components`` random Fourier features.
+        """
         check_is_fitted(self, "sampler_")
         return self.sampler_.transform(check_matrix(Z, "Z"))
 
@@ -153,10 +214,17 @@ class LearnedFeatures(TransformerMixin, BaseEstimator):
         A narrow last layer (a bottleneck, 32 by default) keeps the features about the state:
         nearest neighbours in a wide last layer are dominated by directions the readout ignores.
     target : {"states", "rff"}
+        What the network learns to predict.
     n_target_features : int
         Number of random Fourier features of the state when ``target="rff"``.
-    activation, alpha, max_iter : as in ``MLPRegressor``
+    activation : {"relu", "tanh", "logistic", "identity"}
+        The hidden layers' activation.
+    alpha : float
+        The network's L2 penalty.
+    max_iter : int
+        The network's iteration budget.
     random_state : int
+        Seeds the PCA, the network and the target features.
 
     Examples
     --------
@@ -179,6 +247,20 @@ class LearnedFeatures(TransformerMixin, BaseEstimator):
         self.random_state = random_state
 
     def fit(self, Z, X):
+        """Train the network from observations to (features of) the states.
+
+        Parameters
+        ----------
+        Z : array-like of shape (n, n_pixels) or (n, dim_z)
+            Training observations, flattened.
+        X : array-like of shape (n, dim_x)
+            The state at each observation.
+
+        Returns
+        -------
+        self : LearnedFeatures
+            The fitted transformer.
+        """
         Z = check_matrix(Z, "Z", min_samples=2)
         X = check_matrix(X, "X", min_samples=2)
         check_same_length("Z", Z, "X", X)
@@ -209,6 +291,18 @@ class LearnedFeatures(TransformerMixin, BaseEstimator):
         return self
 
     def transform(self, Z):
+        """The features of each observation.
+
+        Parameters
+        ----------
+        Z : array-like of shape (n, d)
+            Observations, flattened.
+
+        Returns
+        -------
+        ndarray of shape (n, n_features_out)
+            The activations of the network's last hidden layer.
+        """
         check_is_fitted(self, "weights_")
         h = check_matrix(Z, "Z")
         if self.pca_ is not None:

@@ -113,7 +113,18 @@ class NystromKernel(_FeatureKernel):
 
     @limited_blas
     def fit(self, X):
-        """Fit the base kernel on ``X`` and pick the landmarks among its rows; returns ``self``."""
+        """Fit the base kernel on ``X`` and pick the landmarks among its rows.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+            The data: the base kernel's bandwidth and the landmark candidates.
+
+        Returns
+        -------
+        self : NystromKernel
+            The fitted kernel.
+        """
         X = check_matrix(X, "X", min_samples=1)
         rank = check_int(self.rank, "rank")
         tol = check_positive(self.tol, "tol", allow_zero=True)
@@ -139,7 +150,18 @@ class NystromKernel(_FeatureKernel):
         return self.factor_.shape[0]
 
     def features(self, X):
-        """``Phi`` of shape ``(n, rank_)``: ``k(a, b) ~ phi(a) . phi(b)``."""
+        """The Nyström features, ``k(a, b) ~ phi(a) . phi(b)``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+            The points.
+
+        Returns
+        -------
+        Phi : ndarray of shape (n, r)
+            The base kernel against the landmarks, whitened by the landmarks' Cholesky factor.
+        """
         check_is_fitted(self)
         X = check_matrix(X, "X", n_features=self.landmarks_.shape[1])
         P = self.landmarks_
@@ -186,7 +208,18 @@ class RandomFourierKernel(_FeatureKernel):
 
     @limited_blas
     def fit(self, X):
-        """Fit the base kernel on ``X`` and draw the frequencies; returns ``self``."""
+        """Fit the base kernel on ``X`` and draw the frequencies.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+            The data the base kernel's bandwidth is resolved on.
+
+        Returns
+        -------
+        self : RandomFourierKernel
+            The fitted kernel.
+        """
         X = check_matrix(X, "X", min_samples=1)
         rank = check_int(self.rank, "rank")
         k = fitted_kernel(self.kernel, "kernel", X)
@@ -207,7 +240,18 @@ class RandomFourierKernel(_FeatureKernel):
         return self.sampler_.n_components
 
     def features(self, X):
-        """``Phi`` of shape (n, rank)."""
+        """The random Fourier features, ``k(a, b) ~ phi(a) . phi(b)``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+            The points.
+
+        Returns
+        -------
+        Phi : ndarray of shape (n, r)
+            ``sqrt(2 / r) cos(W^T a + b)`` for each point.
+        """
         check_is_fitted(self)
         X = check_matrix(X, "X", n_features=self.sampler_.random_weights_.shape[0])
         return self.sampler_.transform(X)

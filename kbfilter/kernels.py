@@ -34,6 +34,20 @@ def median_distance(X, max_points=1000, random_state=0):
     For more than ``max_points`` rows the median is taken on a seeded random subsample, so the
     cost is bounded and the result reproducible.
 
+    Parameters
+    ----------
+    X : array-like of shape (n, d)
+        The points, at least two.
+    max_points : int, default=1000
+        The largest number of points the median looks at.
+    random_state : int or None, default=0
+        Seed of the subsample.
+
+    Returns
+    -------
+    float
+        The median of the pairwise distances.
+
     Examples
     --------
     >>> median_distance([[0.0], [1.0], [3.0]])
@@ -59,11 +73,33 @@ class Kernel(BaseEstimator):
     has_features = False
 
     def features(self, X):
-        """``Phi`` of shape (n, r) with ``k(a, b) = phi(a) . phi(b)``, for kernels that have one."""
+        """The explicit feature map, for kernels that have one (:attr:`has_features`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+            The points.
+
+        Returns
+        -------
+        Phi : ndarray of shape (n, r)
+            Features with ``k(a, b) = phi(a) . phi(b)``.
+        """
         raise TypeError(f"{type(self).__name__} has no explicit finite feature map")
 
     def fit(self, X):
-        """Resolve data-dependent hyperparameters; returns ``self``."""
+        """Resolve data-dependent hyperparameters (a kernel without any has nothing to do).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+            The data the hyperparameters are resolved on.
+
+        Returns
+        -------
+        self : Kernel
+            The fitted kernel.
+        """
         return self
 
     def __sklearn_is_fitted__(self):
@@ -71,6 +107,8 @@ class Kernel(BaseEstimator):
         return True
 
     def __call__(self, A, B=None):
+        """The Gram matrix ``[k(a_i, b_j)]`` (of ``A`` with itself when ``B`` is None, made exactly
+        symmetric for Cholesky factorisations, algorithms §8)."""
         A = check_matrix(A, "A")
         if B is None:
             G = self._gram(A, A)
@@ -79,19 +117,52 @@ class Kernel(BaseEstimator):
         return self._gram(A, B)
 
     def diag(self, A):
-        """``k(a_i, a_i)`` for every row of ``A``."""
+        """The kernel of every point with itself.
+
+        Parameters
+        ----------
+        A : array-like of shape (n, d)
+            The points.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            ``k(a_i, a_i)``.
+        """
         A = check_matrix(A, "A")
         return self._paired_sq(np.zeros(A.shape[0]), A)
 
     def gram_batched(self, X):
-        """Gram matrices of a stack of point sets: (q, m, d) -> (q, m, m)."""
+        """Gram matrices of a stack of point sets.
+
+        Parameters
+        ----------
+        X : array-like of shape (q, m, d)
+            ``q`` sets of ``m`` points each.
+
+        Returns
+        -------
+        ndarray of shape (q, m, m)
+            The Gram matrix of each set.
+        """
         X = np.asarray(X, dtype=np.float64)
         sq = np.einsum("qmd,qmd->qm", X, X)
         inner = X @ np.swapaxes(X, 1, 2)
         return self._from_parts(sq[:, :, None] + sq[:, None, :] - 2.0 * inner, inner)
 
     def paired(self, A, B):
-        """Elementwise ``k(a, b)`` over the last axis, with broadcasting."""
+        """The kernel of matching points, with broadcasting.
+
+        Parameters
+        ----------
+        A, B : array-like of shapes (..., d) that broadcast together
+            The points; the last axis holds the coordinates.
+
+        Returns
+        -------
+        ndarray of the broadcast shape without the last axis
+            ``k(a, b)`` for each pair.
+        """
         A = np.asarray(A, dtype=np.float64)
         B = np.asarray(B, dtype=np.float64)
         diff = A - B
@@ -101,8 +172,14 @@ class Kernel(BaseEstimator):
         return self._from_parts(sqdist, np.einsum("nd,nd->n", A, A))
 
     def sklearn_metric(self):
-        """``(name, params)`` for :func:`sklearn.metrics.pairwise_kernels` and ``Nystroem``,
-        or ``None`` when scikit-learn has no named kernel equal to this one."""
+        """The scikit-learn kernel equal to this one, for ``pairwise_kernels`` and ``Nystroem``.
+
+        Returns
+        -------
+        (str, dict) or None
+            The kernel's name and parameters in scikit-learn, or ``None`` when scikit-learn has no
+            named kernel equal to this one.
+        """
         return None
 
 
@@ -116,7 +193,18 @@ class _RadialKernel(Kernel):
         self.random_state = random_state
 
     def fit(self, X):
-        """Resolve the bandwidth: ``scale * median`` distance of ``X``, or ``scale * bandwidth``."""
+        """Resolve the bandwidth: ``scale * median`` distance of ``X``, or ``scale * bandwidth``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+            The data of the median heuristic (not used for a float bandwidth).
+
+        Returns
+        -------
+        self : Kernel
+            The kernel, with ``bandwidth_`` set.
+        """
         scale = check_positive(self.scale, "scale")
         if isinstance(self.bandwidth, str):
             if self.bandwidth != "median":
@@ -174,6 +262,13 @@ class GaussianKernel(_RadialKernel):
         return rbf_kernel(A, B, **self.sklearn_metric()[1])
 
     def sklearn_metric(self):
+        """scikit-learn's ``"rbf"`` with ``gamma = 1 / (2 s^2)``.
+
+        Returns
+        -------
+        (str, dict)
+            The name and parameters.
+        """
         s = self._resolved()
         return "rbf", {"gamma": 1.0 / (2.0 * s * s)}
 
@@ -187,6 +282,17 @@ class LaplaceKernel(_RadialKernel):
     """Laplace kernel ``exp(-||a - b|| / s)`` with the Euclidean norm (algorithms §1).
 
     (scikit-learn's ``laplacian_kernel`` uses the L1 norm; this one does not.)
+
+    Parameters
+    ----------
+    bandwidth : float or "median"
+        ``s``; ``"median"`` takes the median pairwise distance of the data given to ``fit``.
+    scale : float
+        Multiplies the bandwidth: ``s = scale * bandwidth``.
+    max_median_points : int
+        Size of the seeded subsample the median heuristic looks at.
+    random_state : int or None
+        Seed of that subsample.
 
     Examples
     --------
@@ -216,13 +322,31 @@ class LinearKernel(Kernel):
     has_features = True
 
     def features(self, X):
-        """The points themselves: ``a . b`` is the inner product of the identity feature map."""
+        """The points themselves: ``a . b`` is the inner product of the identity feature map.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+            The points.
+
+        Returns
+        -------
+        ndarray of shape (n, d)
+            ``X`` as a float array.
+        """
         return check_matrix(X, "X")
 
     def _gram(self, A, B):
         return linear_kernel(A, B)
 
     def sklearn_metric(self):
+        """scikit-learn's ``"linear"`` kernel.
+
+        Returns
+        -------
+        (str, dict)
+            The name and (no) parameters.
+        """
         return "linear", {}
 
     def _from_parts(self, sqdist, inner):
@@ -267,6 +391,7 @@ def as_kernel(kernel, name):
     Returns
     -------
     Kernel
+        An unfitted kbfilter kernel.
     """
     from sklearn.base import clone
 

@@ -53,7 +53,18 @@ class SPDFactor:
         return "lu" if self.method == "lu" else ("jitter" if self.jitter > 0 else None)
 
     def describe(self, name):
-        """A sentence saying which fallback was used on the matrix called ``name``."""
+        """A sentence saying which fallback was used.
+
+        Parameters
+        ----------
+        name : str
+            What the sentence calls the matrix.
+
+        Returns
+        -------
+        str
+            The sentence.
+        """
         if self.method == "lu":
             return f"{name}: Cholesky failed even with jitter; solved by LU factorisation instead"
         return f"{name}: Cholesky failed; added jitter {self.jitter:.3g} to the diagonal"
@@ -64,6 +75,7 @@ class SPDFactor:
         Parameters
         ----------
         B : ndarray of shape (n,) or (n, k)
+            The right-hand side.
 
         Returns
         -------
@@ -99,6 +111,7 @@ def spd_factor(A, name="matrix", warn=True):
     Returns
     -------
     SPDFactor
+        The factorisation, with the fallback it needed (``method``, ``jitter``).
 
     Examples
     --------
@@ -179,13 +192,18 @@ def pivoted_cholesky(diag, column, max_rank, tol=1e-12, trace_tol=None):
     column : callable
         ``column(i)`` returns column ``i`` of ``G`` as an array of shape (n,).
     max_rank : int
-    tol : float
-    trace_tol : float or None
+        The most columns.
+    tol : float, default=1e-12
+        Stop when the largest residual diagonal is below ``tol`` times the largest diagonal.
+    trace_tol : float or None, default=None
+        Stop when the residual trace is at most this.
 
     Returns
     -------
     L : ndarray of shape (n, r)
+        The factor.
     pivots : ndarray of shape (r,)
+        The rows picked, in order.
 
     Examples
     --------

@@ -35,7 +35,13 @@ class Operator:
         raise NotImplementedError
 
     def toarray(self):
-        """The operator as a dense array (for tests and small problems)."""
+        """The operator as a dense array (for tests and small problems).
+
+        Returns
+        -------
+        ndarray of shape ``shape``
+            The matrix the operator applies.
+        """
         return self @ np.eye(self.shape[1])
 
     @property
@@ -49,7 +55,9 @@ class Operator:
         Parameters
         ----------
         rows : array of int, of length ``shape[0]``
+            Where each row goes.
         n_rows : int
+            The number of rows of the result.
 
         Returns
         -------
@@ -66,6 +74,7 @@ class DenseOperator(Operator):
     Parameters
     ----------
     matrix : ndarray of shape (m, n)
+        The matrix.
     """
 
     def __init__(self, matrix):
@@ -80,6 +89,7 @@ class DenseOperator(Operator):
 
     @property
     def nbytes(self):
+        """Memory held by the operator's arrays, in bytes."""
         return self.matrix.nbytes
 
     def placed(self, rows, n_rows):
@@ -95,6 +105,7 @@ class SparseOperator(Operator):
     Parameters
     ----------
     matrix : scipy.sparse matrix of shape (m, n)
+        The matrix (converted to CSR).
     """
 
     def __init__(self, matrix):
@@ -109,6 +120,7 @@ class SparseOperator(Operator):
 
     @property
     def nbytes(self):
+        """Memory held by the operator's arrays, in bytes."""
         m = self.matrix
         return m.data.nbytes + m.indices.nbytes + m.indptr.nbytes
 
@@ -130,7 +142,9 @@ class LowRankOperator(Operator):
     Parameters
     ----------
     left : ndarray of shape (m, r)
+        The left factor.
     right : ndarray of shape (n, r)
+        The right factor.
     """
 
     def __init__(self, left, right):
@@ -151,6 +165,7 @@ class LowRankOperator(Operator):
 
     @property
     def nbytes(self):
+        """Memory held by the operator's arrays, in bytes."""
         return self.left.nbytes + self.right.nbytes
 
     def placed(self, rows, n_rows):

@@ -68,6 +68,7 @@ def registered():
     Returns
     -------
     list of str
+        The class names, sorted.
     """
     return sorted(_REGISTRY) + sorted(_SKLEARN)
 
@@ -205,9 +206,24 @@ class _Decoder:
 
 
 def save(obj, path):
-    """Write ``obj`` (a fitted kbfilter object) to ``path`` as a pickle-free ``.npz``; returns the path.
+    """Write a fitted kbfilter object to a pickle-free ``.npz`` file.
 
-    Raises ``ValueError`` naming the attribute when something in the object cannot be saved.
+    Parameters
+    ----------
+    obj : object
+        A kbfilter object (filter, rule, embedding, kernel, ...), fitted or not.
+    path : str or path-like
+        The file to write.
+
+    Returns
+    -------
+    pathlib.Path
+        The path written.
+
+    Raises
+    ------
+    ValueError
+        Naming the attribute, when something in the object cannot be saved.
     """
     encoder = _Encoder()
     root = encoder.encode(obj, type(obj).__name__)
@@ -235,11 +251,26 @@ def _check_versions(path, meta):
 
 
 def load(path, expected=None):
-    """Read an object written by :func:`save`; ``expected`` (a class) is checked if given.
+    """Read an object written by :func:`save`.
 
-    Raises ``ValueError`` with the path for a file that is not a kbfilter file, is truncated or
-    tampered with, was written in another file format, or holds scikit-learn parts written by
-    another scikit-learn minor version.
+    Parameters
+    ----------
+    path : str or path-like
+        The file.
+    expected : type, optional
+        The class the object must be an instance of.
+
+    Returns
+    -------
+    object
+        The object, as it was saved.
+
+    Raises
+    ------
+    ValueError
+        With the path, for a file that is not a kbfilter file, is truncated or tampered with, was
+        written in another file format, holds scikit-learn parts written by another scikit-learn
+        minor version, or holds an object of another class than ``expected``.
     """
     path = Path(path)
     try:

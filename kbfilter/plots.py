@@ -15,7 +15,20 @@ def _axes(ax, figsize=(7, 4.5)):
 
 
 def plot_mse_box(mse_by_method, ax=None):
-    """Box plot of per-run MSE, one box per method (log scale)."""
+    """Box plot of per-run MSE, one box per method (log scale).
+
+    Parameters
+    ----------
+    mse_by_method : dict of str to sequence of float
+        Each method's MSE in every run.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new figure when None.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on.
+    """
     ax = _axes(ax)
     names = list(mse_by_method)
     ax.boxplot([np.asarray(mse_by_method[n]) for n in names], showmeans=True)
@@ -95,6 +108,22 @@ def plot_frames(frames, titles, marks=None, axes=None):
     ``marks`` (optional) gives per frame a dict ``{label: (column, row)}`` in pixel coordinates
     (e.g. a system's ``pixel_coordinates``): a point is drawn for each, or a vertical line when
     the row is NaN (a direction, as in a camera view). The first label is drawn as the truth.
+
+    Parameters
+    ----------
+    frames : sequence of ndarray
+        The images, ``(rows, columns)`` or ``(rows, columns, 3)``.
+    titles : sequence of str
+        One per frame.
+    marks : sequence of dict, optional
+        Per frame, ``{label: (column, row)}``.
+    axes : sequence of matplotlib.axes.Axes, optional
+        One per frame; a new figure when None.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The first frame's axes (its legend names the marks).
     """
     if axes is None:
         import matplotlib.pyplot as plt
@@ -125,6 +154,15 @@ def plot_frames(frames, titles, marks=None, axes=None):
 
 
 def save_figure(ax, path):
+    """Lay out the figure of ``ax``, write it to ``path`` and close it.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        Any axes of the figure.
+    path : str or path-like
+        The image file; its suffix chooses the format.
+    """
     fig = ax.figure
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -60,7 +60,10 @@ def check_validation_length(n_steps, validation_length, n_folds=1, name="train_l
     ----------
     n_steps : int
         Steps in the (last) training sequence.
-    validation_length, n_folds : int
+    validation_length : int
+        The length of each held-out block.
+    n_folds : int, default=1
+        The number of blocks.
     name : str
         What the error message calls ``n_steps``.
 
@@ -78,10 +81,29 @@ def check_validation_length(n_steps, validation_length, n_folds=1, name="train_l
 
 
 def validation_split(states, observations, validation_length, fold=0):
-    """Hold out ``validation_length`` steps of the last training sequence: the last ones
-    (``fold=0``), or the block ``fold`` blocks before them (blocked cross-validation). The steps
-    before and after the held-out block stay as two training sequences, so no transition
-    crosses it.
+    """Hold out a block of steps of the last training sequence.
+
+    The block is the last ``validation_length`` steps (``fold=0``), or the block ``fold`` blocks
+    before them (blocked cross-validation). The steps before and after the held-out block stay
+    as two training sequences, so no transition crosses it.
+
+    Parameters
+    ----------
+    states : array-like of shape (T, dim_x), or a list of such arrays
+        The training states.
+    observations : array-like, or a list of arrays
+        Their observations (images keep their shape).
+    validation_length : int
+        The length of the held-out block.
+    fold : int, default=0
+        Which block, counted back from the end.
+
+    Returns
+    -------
+    train : (list of ndarray, list of ndarray)
+        The training state and observation sequences that remain.
+    validation : (ndarray, ndarray)
+        The held-out states and observations.
     """
     xs, zs, shape = check_sequences(states, observations)
     zs = [z.reshape(len(z), *shape) for z in zs]  # images stay images (a GaussianBlur needs their shape)

@@ -77,6 +77,8 @@ def provenance(system, command=None):
     Returns
     -------
     dict
+        ``command``, ``date`` (UTC), ``python``, ``platform``, ``versions`` (package -> version)
+        and ``system`` (its parameters).
     """
     versions = {}
     for package in _PACKAGES:
@@ -139,10 +141,12 @@ def format_table(summary, runs, reference=REFERENCE):
     runs : int
         Number of runs (for the wins column).
     reference : str
+        The method the wins column compares against.
 
     Returns
     -------
     str
+        The table, one line per method.
     """
     w = max(14, *(len(m) + 2 for m in summary))
     wins_w = max(14, len(reference) + 6)
@@ -165,7 +169,11 @@ def write_results(out, system, rows, summary, config, command=None):
     out : str or path-like
         The folder (created if needed).
     system : str
-    rows, summary : as returned by :func:`~kbfilter.bench.run_bench` and :func:`summarise`
+        The system's name.
+    rows : list of dict
+        What :func:`~kbfilter.bench.run_bench` returns.
+    summary : dict
+        What :func:`summarise` returns.
     config : dict
         The run's settings, recorded in ``results.json``.
     command : list of str, optional
@@ -220,9 +228,27 @@ def run_and_report(system, out, runs=10, train_length=1000, test_length=200, met
                    command=None):
     """:func:`~kbfilter.bench.run_bench`, then print the table and write results and figures to ``out``.
 
+    Every argument is checked, and ``out`` is made sure to be writable, before the run starts.
+
+    Parameters
+    ----------
+    system : str
+        A name in :data:`~kbfilter.bench.SYSTEMS`.
+    out : str or path-like
+        The results folder.
+    runs, train_length, test_length, methods, n_jobs, seed, progress, validation_length, search, n_folds
+        As in :func:`~kbfilter.bench.run_bench`.
+    print_fn : callable, default=print
+        Where the table and the closing line go.
+    command : list of str, optional
+        The command line recorded in ``results.json``.
+
     Returns
     -------
-    rows, summary
+    rows : list of dict
+        What :func:`~kbfilter.bench.run_bench` returns.
+    summary : dict
+        What :func:`summarise` returns.
     """
     methods = check_bench_arguments(system, runs, train_length, test_length, methods, validation_length, n_folds,
                                     seed, n_jobs)

@@ -18,7 +18,12 @@ class SequentialFilter:
 
     @limited_blas
     def batch_filter(self, zs):
-        """Filter a whole sequence of observations (``None`` entries are missing measurements).
+        """Filter a whole sequence of observations.
+
+        Parameters
+        ----------
+        zs : iterable of array-like or None
+            The observations in time order; a ``None`` entry is a missing measurement.
 
         Returns
         -------

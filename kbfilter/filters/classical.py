@@ -103,6 +103,7 @@ class _GaussianFilter(_StartsFromFirstObservation):
         Returns
         -------
         self
+            The filter, with its belief set.
         """
         self.x, self.P = x0, P0
         return self
@@ -368,6 +369,7 @@ class ParticleFilter(_StartsFromFirstObservation):
         Returns
         -------
         self
+            The filter, with its belief set.
         """
         x0 = check_vector(x0, "x0", length=self.system.dim_x)
         P0 = _covariance(P0, "P0", self.system.dim_x)
@@ -397,6 +399,7 @@ class ParticleFilter(_StartsFromFirstObservation):
         Returns
         -------
         self
+            The filter, with its belief set.
         """
         burn_in = check_int(burn_in, "burn_in", minimum=0)
         particles = np.array([self.system.initial_state(self.rng) for _ in range(self.n_particles)])

@@ -281,6 +281,19 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
         """Learn the filter from one training sequence or a list of them.
 
         Transition pairs ``(x_t, x_{t+1})`` are taken inside each sequence only.
+
+        Parameters
+        ----------
+        states : array-like of shape (T, dim_x), or a list of such arrays
+            The hidden states of the training trajectories.
+        observations : array-like of shape (T, dim_z) or (T, rows, columns[, channels]), or a list
+            The observation at each training state (vectors or images), one list entry per state
+            sequence.
+
+        Returns
+        -------
+        self : KernelBayesFilter
+            The fitted filter, its belief reset to uniform over the training states.
         """
         check_choice(self.rule, "rule", ("iw", "original"))
         check_choice(self.transition, "transition", ("exact", "knn"))
@@ -378,8 +391,17 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
     def reset(self, prior=None):
         """Set the belief: uniform over the training states (default), or a user prior.
 
-        ``prior`` may be a :class:`~kbfilter.KernelMean` on the state space or an array of
-        samples; it is projected onto the training states, ``w = (G_x + T eps I)^{-1} G_{x,u} gamma``.
+        Parameters
+        ----------
+        prior : KernelMean, array-like of shape (n, dim_x) or None, default=None
+            A kernel mean on the state space or samples of the initial state. It is projected onto
+            the training states, ``w = (G_x + T eps I)^{-1} G_{x,u} gamma``. ``None`` gives equal
+            weights.
+
+        Returns
+        -------
+        self : KernelBayesFilter
+            The filter with its new belief.
         """
         check_is_fitted(self, "model_")
         self._events = Counter()
@@ -435,7 +457,14 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
 
     @limited_blas
     def update(self, z):
-        """Kernel Bayes' rule with observation ``z`` (1-D); ``None`` skips (missing measurement)."""
+        """Kernel Bayes' rule with one observation (algorithms §6).
+
+        Parameters
+        ----------
+        z : array-like of shape (dim_z,) or obs_shape, or None
+            The observation, flat or in the training observations' shape. ``None`` is a missing
+            measurement: the posterior is the prediction.
+        """
         check_is_fitted(self, "model_")
         if z is None:
             self.weights = self.weights_prior

@@ -1,8 +1,11 @@
 """A windowed regressor: the sequence-model baseline of Xu et al. (2022) §6.3 (their LSTM's analogue)."""
 
+import warnings
+
 import numpy as np
 from sklearn.base import BaseEstimator, clone
 from sklearn.decomposition import PCA
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.neural_network import MLPRegressor
 from sklearn.utils.validation import check_is_fitted
 
@@ -21,11 +24,19 @@ class WindowRegressor(SequentialFilter, BaseEstimator):
 
     Parameters
     ----------
-    window : int
+    window : int, default=10
+        The number of most recent frames the regressor sees.
     features : transformer, optional
         Fitted as ``features.fit(Z, X)`` on the flattened training observations; by default a
         ``PCA`` with 30 components (fewer if the observations have fewer), seeded by ``random_state``.
-    hidden_layer_sizes, alpha, max_iter, random_state : as in ``MLPRegressor``
+    hidden_layer_sizes : tuple of int, default=(128, 64)
+        The hidden layers of the ``MLPRegressor``.
+    alpha : float, default=1e-3
+        Its L2 penalty.
+    max_iter : int, default=500
+        Its iteration budget (a ``ConvergenceWarning`` at the budget is silenced).
+    random_state : int, default=0
+        Seeds the network's initialisation and the default ``PCA``.
 
     Examples
     --------
@@ -52,6 +63,20 @@ class WindowRegressor(SequentialFilter, BaseEstimator):
 
     @limited_blas
     def fit(self, states, observations):
+        """Learn the regressor from windows of training frames.
+
+        Parameters
+        ----------
+        states : array-like of shape (T, dim_x), or a list of such arrays
+            The training states.
+        observations : array-like of shape (T, dim_z) or (T, rows, columns[, channels]), or a list
+            The observation at each training state.
+
+        Returns
+        -------
+        self : WindowRegressor
+            The fitted regressor, with an empty frame history.
+        """
         check_int(self.window, "window")
         xs, zs, self.obs_shape_ = check_sequences(states, observations)
         X, Z = np.vstack(xs), np.vstack(zs)
@@ -62,10 +87,6 @@ class WindowRegressor(SequentialFilter, BaseEstimator):
         self.features_ = clone(self.features if self.features is not None else default).fit(Z, X)
         inputs = np.vstack([self._windows(self.features_.transform(z)) for z in zs])
         self.scale_ = inputs.std(axis=0) + 1e-12
-        import warnings
-
-        from sklearn.exceptions import ConvergenceWarning
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             self.mlp_ = MLPRegressor(hidden_layer_sizes=tuple(self.hidden_layer_sizes), alpha=self.alpha,
@@ -76,6 +97,13 @@ class WindowRegressor(SequentialFilter, BaseEstimator):
         return self.reset()
 
     def reset(self):
+        """Forget the frame history; the estimate restarts at zero.
+
+        Returns
+        -------
+        self : WindowRegressor
+            The regressor, ready for a new sequence.
+        """
         check_is_fitted(self, "mlp_")
         self._frames = []
         self.x = self.x_prior = self.x_post = np.zeros(self.dim_x_)
@@ -83,9 +111,17 @@ class WindowRegressor(SequentialFilter, BaseEstimator):
         return self
 
     def predict(self):
+        """Carry the estimate over: the regressor has no dynamics."""
         self.x_prior, self.P_prior = self.x.copy(), self.P.copy()
 
     def update(self, z):
+        """Add a frame to the window and regress the state from it.
+
+        Parameters
+        ----------
+        z : array-like of shape (dim_z,) or obs_shape, or None
+            The observation; ``None`` (missing) keeps the prediction.
+        """
         if z is None:
             self.x_post, self.P_post = self.x_prior.copy(), self.P_prior.copy()
             return

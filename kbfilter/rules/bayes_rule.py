@@ -53,6 +53,11 @@ def kulsif_weights(states, prior, kernel=None, reg=0.1):
     reg : float
         ``eta``.
 
+    Returns
+    -------
+    ndarray of shape (n,)
+        The non-negative weights ``r_i``.
+
     Examples
     --------
     >>> import numpy as np
@@ -162,11 +167,14 @@ class KernelBayesRule(Persistent, BaseEstimator):
         Parameters
         ----------
         states : array-like of shape (n, dim_x)
+            Training states ``x_i``.
         observations : array-like of shape (n, dim_z)
+            The observation ``z_i`` made at each state.
 
         Returns
         -------
-        self
+        self : KernelBayesRule
+            The fitted rule.
         """
         check_choice(self.method, "method", ("iw", "original"))
         check_choice(self.solver, "solver", ("auto", "dense"))
@@ -251,6 +259,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
         Returns
         -------
         ndarray of shape (n,)
+            ``g``.
         """
         check_is_fitted(self, "prior_factor_")
         if self.kernel_x_.has_features:
@@ -278,6 +287,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
         Returns
         -------
         ndarray of the shape of ``g``
+            ``mu``.
         """
         return self.n_train_ * self.prior_factor_.solve(g)
 
@@ -295,6 +305,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
         Returns
         -------
         ndarray of shape (n,)
+            ``mu``.
         """
         check_is_fitted(self, "prior_factor_")
         if not self.kernel_x_.has_features:
@@ -313,6 +324,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
         Returns
         -------
         Operator
+            Of shape (n, n).
         """
         check_is_fitted(self, "prior_factor_")
         if self.kernel_x_.has_features:
@@ -326,10 +338,12 @@ class KernelBayesRule(Persistent, BaseEstimator):
         Parameters
         ----------
         g : ndarray of shape (n,)
+            Prior values at the training states (see :meth:`prior_values`).
 
         Returns
         -------
         ndarray of shape (n,)
+            The non-negative weights.
         """
         return np.maximum(0.0, self.projection(g))
 
@@ -339,10 +353,12 @@ class KernelBayesRule(Persistent, BaseEstimator):
         Parameters
         ----------
         Z : array-like of shape (q, dim_z) or (dim_z,)
+            Observations.
 
         Returns
         -------
         ndarray of shape (n, q) or (r, q)
+            One column per observation.
         """
         check_is_fitted(self, "prior_factor_")
         Z = self._check_observations(Z)
@@ -472,6 +488,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
         Returns
         -------
         float
+            The bound (0 for a dense update).
         """
         check_is_fitted(self, "prior_factor_")
         if self.method != "original" or self.obs_factor_ is None:
@@ -513,6 +530,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
         g : ndarray of shape (n,)
             Prior values at the training states (see :meth:`prior_values`).
         Z : array-like of shape (q, dim_z)
+            Observations.
 
         Returns
         -------
@@ -531,6 +549,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
         prior : KernelMean or None
             The prior on the state space; None for the uniform embedding of the training states.
         z : array-like of shape (dim_z,)
+            The observation.
 
         Returns
         -------
@@ -562,7 +581,9 @@ class KernelBayesRule(Persistent, BaseEstimator):
         Parameters
         ----------
         prior : KernelMean or None
+            The prior, as in :meth:`posterior`.
         Z : array-like of shape (q, dim_z)
+            The observations.
 
         Returns
         -------
@@ -581,10 +602,12 @@ class KernelBayesRule(Persistent, BaseEstimator):
         ratio : array-like of shape (n,)
             Non-negative weights ``pi(x_i) / p(x_i)``.
         z : array-like of shape (dim_z,)
+            The observation.
 
         Returns
         -------
         KernelMean
+            The posterior embedding over the training states.
         """
         check_is_fitted(self, "prior_factor_")
         ratio = check_vector(ratio, "ratio", length=self.n_train_)

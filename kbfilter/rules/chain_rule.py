@@ -12,12 +12,16 @@ __all__ = ["JointKernelMean", "kernel_chain_rule"]
 class JointKernelMean:
     """A joint embedding ``sum_i beta_i k_b(., b_i) (x) k_a(., a_i)`` on training pairs.
 
-    Attributes
+    Parameters
     ----------
-    points_out, points_in : ndarray
-        ``b_i`` and ``a_i``.
-    weights : ndarray
-        ``beta_i``.
+    points_out : ndarray of shape (n, d_out)
+        The outputs ``b_i``.
+    points_in : ndarray of shape (n, d_in)
+        The inputs ``a_i``.
+    weights : ndarray of shape (n,)
+        The weights ``beta_i``.
+    kernel_out, kernel_in : Kernel
+        Fitted kernels on outputs and inputs.
     """
 
     def __init__(self, points_out, points_in, weights, kernel_out, kernel_in):
@@ -28,14 +32,36 @@ class JointKernelMean:
         self.kernel_in = kernel_in
 
     def marginal(self, which):
-        """``"out"``: the embedding of ``b`` (the sum rule); ``"in"``: the embedding of ``a``."""
+        """One marginal of the joint embedding.
+
+        Parameters
+        ----------
+        which : {"out", "in"}
+            ``"out"``: the embedding of ``b`` (the sum rule); ``"in"``: the embedding of ``a``.
+
+        Returns
+        -------
+        KernelMean
+            The marginal embedding, on the training outputs or inputs.
+        """
         check_choice(which, "which", ("out", "in"))
         if which == "out":
             return KernelMean(self.points_out, self.weights, self.kernel_out)
         return KernelMean(self.points_in, self.weights, self.kernel_in)
 
     def expect(self, f):
-        """``sum_i beta_i f(b_i, a_i)``; ``f`` maps the two (n, d) arrays to an array with n rows."""
+        """The joint embedding's estimate of an expectation, ``sum_i beta_i f(b_i, a_i)``.
+
+        Parameters
+        ----------
+        f : callable
+            Maps the (n, d_out) outputs and (n, d_in) inputs to an array with n rows.
+
+        Returns
+        -------
+        ndarray
+            The weighted sum of ``f``'s rows.
+        """
         values = np.asarray(f(self.points_out, self.points_in), dtype=np.float64)
         if values.shape[:1] != self.weights.shape:
             raise ValueError(f"f: expected an output with {self.weights.shape[0]} rows, got shape {values.shape}")
@@ -46,6 +72,18 @@ def kernel_chain_rule(prior, conditional):
     """Joint embedding of ``(b, a)`` with ``a ~ Pi`` and ``b | a ~ P(b | a)`` (algorithms §4).
 
     Same coefficients as :func:`~kbfilter.kernel_sum_rule`, placed on the training pairs.
+
+    Parameters
+    ----------
+    prior : KernelMean
+        The embedding of ``Pi`` on the input space.
+    conditional : ConditionalEmbedding
+        The fitted embedding of ``P(b | a)``.
+
+    Returns
+    -------
+    JointKernelMean
+        The joint embedding on the conditional's training pairs.
 
     Examples
     --------

@@ -203,7 +203,20 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
     # -- fitting -------------------------------------------------------------------------------
     @limited_blas
     def fit(self, A, B):
-        """Learn the embedding from inputs ``A`` (n, d_in) and outputs ``B`` (n, d_out)."""
+        """Learn the embedding from input-output pairs.
+
+        Parameters
+        ----------
+        A : array-like of shape (n, d_in)
+            Inputs ``a_i``.
+        B : array-like of shape (n, d_out)
+            Outputs ``b_i``, row for row.
+
+        Returns
+        -------
+        self : ConditionalEmbedding
+            The fitted embedding.
+        """
         A = check_matrix(A, "A", min_samples=2)
         B = check_matrix(B, "B", min_samples=2)
         check_same_length("A", A, "B", B)
@@ -303,6 +316,16 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
 
         Sparse (CSC) for ``knn`` and ``random``, dense otherwise. For very large training sets
         prefer :meth:`predict_mean`, which works through the queries in memory-bounded chunks.
+
+        Parameters
+        ----------
+        Q : array-like of shape (n_queries, d_in)
+            Query inputs.
+
+        Returns
+        -------
+        ndarray or scipy.sparse.csc_matrix of shape (n_train, n_queries)
+            The weights.
         """
         check_is_fitted(self, "kernel_in_")
         Q = check_matrix(Q, "Q", n_features=self.A_.shape[1])
@@ -321,6 +344,7 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         Parameters
         ----------
         Q : array-like of shape (n_queries, d_in)
+            Query inputs.
 
         Returns
         -------
@@ -381,7 +405,20 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         )
 
     def local_weights(self, Q):
-        """For ``method='knn'``: neighbour indices and their weights, both of shape (q, m)."""
+        """The localized method's weights, neighbourhood by neighbourhood (``method='knn'`` only).
+
+        Parameters
+        ----------
+        Q : array-like of shape (n_queries, d_in)
+            Query inputs.
+
+        Returns
+        -------
+        idx : ndarray of int, shape (n_queries, m)
+            The training inputs nearest to each query.
+        vals : ndarray of shape (n_queries, m)
+            Their weights.
+        """
         check_is_fitted(self, "neighbors_")
         Q = check_matrix(Q, "Q", n_features=self.A_.shape[1])
         m = self.n_neighbors_
@@ -402,7 +439,18 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
 
     @limited_blas
     def predict_mean(self, Q):
-        """Conditional mean ``sum_i w_i(q) b_i`` for each query (raw, unnormalised; the localized CKME paper §5)."""
+        """Conditional mean ``sum_i w_i(q) b_i`` for each query (raw, unnormalised; the localized CKME paper §5).
+
+        Parameters
+        ----------
+        Q : array-like of shape (n_queries, d_in)
+            Query inputs.
+
+        Returns
+        -------
+        ndarray of shape (n_queries, d_out)
+            The weighted sums of the training outputs.
+        """
         check_is_fitted(self, "kernel_in_")
         Q = check_matrix(Q, "Q", n_features=self.A_.shape[1])
         out = np.empty((Q.shape[0], self.B_.shape[1]))
@@ -415,6 +463,16 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         """The conditional embeddings as a list of :class:`~kbfilter.KernelMean`, one per query.
 
         Each is expressed on the training outputs its weights touch (all for dense methods).
+
+        Parameters
+        ----------
+        Q : array-like of shape (n_queries, d_in)
+            Query inputs.
+
+        Returns
+        -------
+        list of KernelMean
+            One embedding per query, with the fitted ``kernel_out_``.
         """
         check_is_fitted(self, "kernel_in_")
         Q = check_matrix(Q, "Q", n_features=self.A_.shape[1])
@@ -438,11 +496,25 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         Returns
         -------
         ndarray of shape (n_queries, dim_b)
+            The conditional means.
         """
         return self.predict_mean(Q)
 
     def predict_mode(self, Q, max_iter=200):
-        """Mode (pre-image) of each conditional embedding (algorithms §2; Gaussian ``kernel_out``)."""
+        """Mode (pre-image) of each conditional embedding (algorithms §2; Gaussian ``kernel_out``).
+
+        Parameters
+        ----------
+        Q : array-like of shape (n_queries, d_in)
+            Query inputs.
+        max_iter : int, default=200
+            The most fixed-point iterations (:meth:`KernelMean.mode`).
+
+        Returns
+        -------
+        ndarray of shape (n_queries, d_out)
+            The modes.
+        """
         return np.array([m.mode(max_iter=max_iter) for m in self.embed(Q)])
 
     @limited_blas
@@ -450,6 +522,18 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         """Mean held-out CKME loss ``||k_b(., b_j) - mu(a_j)||^2`` (algorithms §3, Grünewälder et al. (2012) §3.2).
 
         ``k_b(b_j, b_j) - 2 w(a_j)^T k_b(b_j) + w(a_j)^T G_b w(a_j)``, averaged over the pairs.
+
+        Parameters
+        ----------
+        A : array-like of shape (n, d_in)
+            Held-out inputs.
+        B : array-like of shape (n, d_out)
+            Their outputs.
+
+        Returns
+        -------
+        float
+            The mean loss.
         """
         check_is_fitted(self, "kernel_in_")
         A = check_matrix(A, "A", n_features=self.A_.shape[1])
@@ -464,5 +548,18 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         return total / A.shape[0]
 
     def score(self, A, B):
-        """Negative :meth:`held_out_loss` (larger is better, as scikit-learn expects)."""
+        """Negative :meth:`held_out_loss` (larger is better, as scikit-learn expects).
+
+        Parameters
+        ----------
+        A : array-like of shape (n, d_in)
+            Held-out inputs.
+        B : array-like of shape (n, d_out)
+            Their outputs.
+
+        Returns
+        -------
+        float
+            Minus the mean loss.
+        """
         return -self.held_out_loss(A, B)

@@ -30,6 +30,20 @@ def loo_loss(G_in, G_out, reg):
     ``||k_b(., b_j) - mu_{-j}(a_j)||^2``, where ``mu_{-j}`` is fitted without pair ``j`` with the
     same ridge ``n reg`` (that is, ``reg * n / (n - 1)`` in the ``(n-1)``-point fit).
 
+    Parameters
+    ----------
+    G_in : array-like of shape (n, n)
+        The Gram matrix of the inputs.
+    G_out : array-like of shape (n, n)
+        The Gram matrix of the outputs.
+    reg : float
+        The regularisation ``eps`` of :class:`~kbfilter.ConditionalEmbedding`.
+
+    Returns
+    -------
+    float
+        The mean leave-one-out loss.
+
     Examples
     --------
     >>> import numpy as np
@@ -58,6 +72,21 @@ def select_conditional_embedding(
 
     One eigendecomposition of ``G_a`` per scale serves every ``reg`` (algorithms §3). The output
     kernel stays fixed, since the loss is measured in its RKHS.
+
+    Parameters
+    ----------
+    A : array-like of shape (n, d_in)
+        Inputs, at least three.
+    B : array-like of shape (n, d_out)
+        Their outputs.
+    scales : sequence of float
+        Multipliers of the input kernel's bandwidth to try.
+    regs : sequence of float
+        Regularisations ``eps`` to try.
+    kernel_in : Kernel with a ``scale`` parameter, optional
+        The input kernel; Gaussian with the median heuristic by default.
+    kernel_out : Kernel, optional
+        The output kernel (fitted on ``B``); Gaussian with the median heuristic by default.
 
     Returns
     -------

@@ -13,7 +13,9 @@ class System:
     :meth:`initial_state`.
     """
 
+    #: dimension of the state
     dim_x = None
+    #: dimension of a flattened observation
     dim_z = None
     #: shape of one observation (``(dim_z,)`` for vectors, e.g. ``(64, 64)`` for images)
     obs_shape = None
@@ -29,10 +31,12 @@ class System:
         Parameters
         ----------
         X : ndarray of shape (n, dim_x)
+            States.
 
         Returns
         -------
         ndarray of shape (n, dim_x)
+            The mean next states.
         """
         raise self._missing("transition_mean", "its transition mean f(x)")
 
@@ -42,10 +46,12 @@ class System:
         Parameters
         ----------
         x : ndarray of shape (dim_x,)
+            The state.
 
         Returns
         -------
         ndarray of shape (dim_x, dim_x)
+            ``df/dx`` at ``x``.
         """
         raise self._missing("transition_jacobian", "the Jacobian of its transition")
 
@@ -55,10 +61,12 @@ class System:
         Parameters
         ----------
         X : ndarray of shape (n, dim_x)
+            States.
 
         Returns
         -------
         ndarray of shape (n, dim_z)
+            The mean observations.
         """
         raise self._missing("observe_mean", "its observation mean h(x)")
 
@@ -68,29 +76,74 @@ class System:
         Parameters
         ----------
         x : ndarray of shape (dim_x,)
+            The state.
 
         Returns
         -------
         ndarray of shape (dim_z, dim_x)
+            ``dh/dx`` at ``x``.
         """
         raise self._missing("observation_jacobian", "the Jacobian of its observation")
 
     def sample_transition(self, X, rng):
-        """Draw ``x_{t+1}`` for each row of ``X``."""
+        """Draw the next state for each row of ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, dim_x) or (dim_x,)
+            Current states.
+        rng : numpy.random.Generator
+            The random numbers.
+
+        Returns
+        -------
+        ndarray of shape (n, dim_x)
+            A draw of ``x_{t+1}`` given each row.
+        """
         X = np.atleast_2d(X)
         noise = rng.multivariate_normal(np.zeros(self.dim_x), self.process_cov, size=X.shape[0])
         return self.transition_mean(X) + noise
 
     def sample_observation(self, X, rng, return_latent=False):
-        """Draw ``z_t`` for each row of ``X``; with ``return_latent`` also what generated it
-        (for image systems: the jittered position or view angle actually rendered)."""
+        """Draw an observation for each row of ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, dim_x) or (dim_x,)
+            States.
+        rng : numpy.random.Generator
+            The random numbers.
+        return_latent : bool, default=False
+            Also return what generated each observation (for image systems: the jittered position
+            or view angle actually rendered; for vector systems, the observation itself).
+
+        Returns
+        -------
+        observations : ndarray of shape (n, dim_z), or (n, rows, columns[, channels]) for images
+            A draw of ``z_t`` given each row.
+        latent : ndarray of shape (n, k)
+            Only with ``return_latent``.
+        """
         X = np.atleast_2d(X)
         noise = rng.multivariate_normal(np.zeros(self.dim_z), self.observation_cov, size=X.shape[0])
         obs = self.observe_mean(X) + noise
         return (obs, obs.copy()) if return_latent else obs
 
     def observation_loglik(self, z, X):
-        """``log p(z | x)`` for each row of ``X`` (Gaussian observation noise)."""
+        """The observation log-density ``log p(z | x)`` (Gaussian observation noise here).
+
+        Parameters
+        ----------
+        z : array-like of shape (dim_z,)
+            One observation.
+        X : array-like of shape (n, dim_x)
+            States.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            ``log p(z | x)`` for each row of ``X``, up to a constant the same for every row.
+        """
         X = np.atleast_2d(X)
         diff = np.asarray(z, dtype=np.float64) - self.observe_mean(X)
         R = self.observation_cov
@@ -104,10 +157,12 @@ class System:
         Parameters
         ----------
         rng : numpy.random.Generator
+            The random numbers.
 
         Returns
         -------
         ndarray of shape (dim_x,)
+            The initial state.
         """
         raise self._missing("initial_state", "an initial state")
 
@@ -122,7 +177,9 @@ class System:
         Returns
         -------
         mean : ndarray of shape (dim_x,)
+            The belief's mean.
         cov : ndarray of shape (dim_x, dim_x)
+            Its covariance.
         """
         raise self._missing("initial_belief", "a belief from one observation")
 
@@ -130,11 +187,25 @@ class System:
     def simulate(self, T, rng=None, burn_in=100, return_latent=False):
         """Simulate ``T`` steps after ``burn_in`` discarded ones.
 
+        Parameters
+        ----------
+        T : int
+            The number of steps returned.
+        rng : int, numpy.random.Generator or None
+            Seed or generator.
+        burn_in : int, default=100
+            Steps simulated and discarded first, so the states start near the stationary law.
+        return_latent : bool, default=False
+            Also return what generated each observation (see :meth:`sample_observation`).
+
         Returns
         -------
         states : ndarray of shape (T, dim_x)
+            The hidden states.
         observations : ndarray of shape (T, dim_z), or (T, rows, columns[, channels]) for images
-        latent : ndarray, only with ``return_latent`` (see :meth:`sample_observation`)
+            The observation at each state.
+        latent : ndarray
+            Only with ``return_latent`` (see :meth:`sample_observation`).
         """
         T = check_int(T, "T")
         burn_in = check_int(burn_in, "burn_in", minimum=0)

@@ -85,11 +85,24 @@ class CameraOrientation(System):
 
     @staticmethod
     def angle(X):
+        """The heading of each state.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, 2) or (2,)
+            States as unit vectors ``(cos theta, sin theta)``.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            ``theta`` in ``(-pi, pi]``.
+        """
         X = np.atleast_2d(X)
         return np.arctan2(X[:, 1], X[:, 0])
 
     @property
     def process_cov(self):
+        """``Q``, the covariance of the process noise."""
         return self.process_noise**2 * np.eye(2)
 
     def transition_mean(self, X):
@@ -105,8 +118,18 @@ class CameraOrientation(System):
         return np.array([np.cos(theta), np.sin(theta)])
 
     def render(self, angles):
-        """Noise-free views at each angle: (n, height, width, 3), linear in the angle between
-        panorama columns and continuous across 2 pi."""
+        """Noise-free views, linear in the angle between panorama columns and continuous across 2 pi.
+
+        Parameters
+        ----------
+        angles : array-like of shape (n,)
+            View angles in radians.
+
+        Returns
+        -------
+        ndarray of shape (n, height, width, 3)
+            The views.
+        """
         angles = np.atleast_1d(np.asarray(angles, dtype=np.float64))
         W = self.panorama_width
         centre = np.mod(angles, 2 * np.pi) / (2 * np.pi) * W
@@ -118,9 +141,20 @@ class CameraOrientation(System):
         return np.moveaxis(a, 1, 0) * (1 - frac) + np.moveaxis(b, 1, 0) * frac
 
     def pixel_coordinates(self, X, latent):
-        """Where the direction of each state ``X`` appears in the view taken at ``latent`` (the
-        rendered view angle as a unit vector, see :meth:`sample_observation`): (column, NaN) rows.
-        A column outside ``[0, width)`` is out of view."""
+        """Where the direction of each state appears in the view that was rendered.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, 2)
+            States.
+        latent : array-like of shape (n, 2)
+            The rendered view angles as unit vectors (see :meth:`sample_observation`).
+
+        Returns
+        -------
+        ndarray of shape (n, 2)
+            ``(column, NaN)`` rows; a column outside ``[0, width)`` is out of view.
+        """
         offset = np.angle(np.exp(1j * (self.angle(X) - self.angle(latent))))
         column = offset / (2 * np.pi) * self.panorama_width + self.width / 2
         return np.column_stack([column, np.full_like(column, np.nan)])
@@ -132,13 +166,32 @@ class CameraOrientation(System):
         return (images, np.column_stack([np.cos(view), np.sin(view)])) if return_latent else images
 
     def observation_loglik(self, z, X):
-        """Pixel log-likelihood around the view at the state's angle (the view noise ignored)."""
+        """Pixel log-likelihood around the view at the state's angle (the view noise ignored).
+
+        Parameters
+        ----------
+        z : array-like of shape (height, width, 3) or (dim_z,)
+            One view.
+        X : array-like of shape (n, 2)
+            States.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            ``log p(z | x)`` up to a constant.
+        """
         renders = self.render(self.angle(X)).reshape(len(np.atleast_2d(X)), -1)
         diff = np.asarray(z, dtype=np.float64).reshape(1, -1) - renders
         return -0.5 * np.sum(diff * diff, axis=1) / self.pixel_noise**2
 
     def oracle_system(self):
-        """What an oracle filter sees: the view angle actually rendered, as a unit vector."""
+        """What an oracle filter sees: the view angle actually rendered, as a unit vector.
+
+        Returns
+        -------
+        System
+            A system with the same transition whose observation is that angle.
+        """
         return _ViewAngle(self)
 
 

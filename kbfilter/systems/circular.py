@@ -21,10 +21,14 @@ class Oscillation(System):
     ----------
     omega : float
         Angular step per time step.
-    b, M : float, int
-        Amplitude and frequency of the radial oscillation ``1 + b sin(M theta)``.
-    process_noise, observation_noise : float
-        Standard deviations ``s_x``, ``s_z`` (per coordinate).
+    b : float
+        Amplitude of the radial oscillation ``1 + b sin(M theta)``.
+    M : int
+        Its frequency.
+    process_noise : float
+        Standard deviation ``s_x`` of the process noise (per coordinate).
+    observation_noise : float
+        Standard deviation ``s_z`` of the observation noise (per coordinate).
 
     Examples
     --------
@@ -50,10 +54,12 @@ class Oscillation(System):
 
     @property
     def process_cov(self):
+        """``Q``, the covariance of the process noise."""
         return self.process_noise**2 * np.eye(2)
 
     @property
     def observation_cov(self):
+        """``R``, the covariance of the observation noise."""
         return self.observation_noise**2 * np.eye(2)
 
     def transition_mean(self, X):
@@ -89,6 +95,11 @@ class Oscillation(System):
 
 class Rotation(Oscillation):
     """Noisy rotation: :class:`Oscillation` with ``omega = 0.3`` and ``b = 0``.
+
+    Parameters
+    ----------
+    omega, b, M, process_noise, observation_noise
+        As in :class:`Oscillation`.
 
     Examples
     --------

@@ -12,6 +12,17 @@ __all__ = ["LinearGaussian"]
 class LinearGaussian(System):
     """``x_{t+1} = F x_t + N(0, Q)``, ``z_t = H x_t + N(0, R)``, started from the stationary law.
 
+    Parameters
+    ----------
+    F : array-like of shape (dim_x, dim_x)
+        The transition matrix, stable (spectral radius below 1).
+    H : array-like of shape (dim_z, dim_x)
+        The observation matrix.
+    Q : array-like of shape (dim_x, dim_x)
+        The process noise covariance.
+    R : array-like of shape (dim_z, dim_z)
+        The observation noise covariance.
+
     Examples
     --------
     >>> import numpy as np
@@ -35,10 +46,12 @@ class LinearGaussian(System):
 
     @property
     def process_cov(self):
+        """``Q``, the covariance of the process noise."""
         return self.Q
 
     @property
     def observation_cov(self):
+        """``R``, the covariance of the observation noise."""
         return self.R
 
     def transition_mean(self, X):
@@ -57,7 +70,20 @@ class LinearGaussian(System):
         return rng.multivariate_normal(np.zeros(self.dim_x), self.stationary_cov)
 
     def initial_belief(self, z0):
-        """Stationary prior conditioned on ``z_0`` (exact Gaussian update)."""
+        """Stationary prior conditioned on ``z_0`` (exact Gaussian update).
+
+        Parameters
+        ----------
+        z0 : array-like of shape (dim_z,)
+            The first observation.
+
+        Returns
+        -------
+        mean : ndarray of shape (dim_x,)
+            The conditional mean.
+        cov : ndarray of shape (dim_x, dim_x)
+            The conditional covariance.
+        """
         P = self.stationary_cov
         S = self.H @ P @ self.H.T + self.R
         K = np.linalg.solve(S, self.H @ P).T

@@ -19,7 +19,7 @@ class MovingSprite(System):
 
     Parameters
     ----------
-    omega, b, M, process_noise : float
+    omega, b, M, process_noise
         The :class:`Oscillation` dynamics of the position.
     jitter : float
         Standard deviation of the offset between the position and where the sprite is drawn.
@@ -57,7 +57,10 @@ class MovingSprite(System):
         self._pixel = 2 * self.extent / self.size
 
     # dynamics: those of the oscillation
-    process_cov = property(lambda self: self.dynamics.process_cov)
+    @property
+    def process_cov(self):
+        """``Q``, the covariance of the process noise (the oscillation's)."""
+        return self.dynamics.process_cov
 
     def transition_mean(self, X):
         return self.dynamics.transition_mean(X)
@@ -70,7 +73,18 @@ class MovingSprite(System):
 
     # observation: a rendered image
     def render(self, positions):
-        """Noise-free images of the sprite drawn at each row of ``positions``: (n, size, size)."""
+        """Noise-free images of the sprite.
+
+        Parameters
+        ----------
+        positions : array-like of shape (n, 2)
+            Where the sprite is drawn.
+
+        Returns
+        -------
+        ndarray of shape (n, size, size)
+            The images, with values in ``[0, 1]``.
+        """
         P = np.atleast_2d(np.asarray(positions, dtype=np.float64))
         du = (self._u - P[:, 0, None, None]) / self._pixel   # offsets in pixels
         dv = (self._v - P[:, 1, None, None]) / self._pixel
@@ -83,8 +97,20 @@ class MovingSprite(System):
         return np.clip(-f * 6.0 + 0.5, 0.0, 1.0)
 
     def pixel_coordinates(self, X, latent=None):
-        """Where each state ``X`` lies in an image, as (column, row) pixel coordinates (n, 2),
-        for marking positions on frames (``latent``, the rendered position, is not needed)."""
+        """Where each state lies in an image, for marking positions on frames.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, 2)
+            States.
+        latent : ndarray, optional
+            The rendered positions; not needed here (the interface of the image systems).
+
+        Returns
+        -------
+        ndarray of shape (n, 2)
+            ``(column, row)`` pixel coordinates.
+        """
         X = np.atleast_2d(np.asarray(X, dtype=np.float64))
         return np.column_stack([(X[:, 0] + self.extent) / self._pixel - 0.5,
                                 (self.extent - X[:, 1]) / self._pixel - 0.5])
@@ -96,10 +122,29 @@ class MovingSprite(System):
         return (images, drawn) if return_latent else images
 
     def observation_loglik(self, z, X):
-        """Pixel log-likelihood ``log N(z; render(x), pixel_noise^2 I)`` (the jitter ignored)."""
+        """Pixel log-likelihood ``log N(z; render(x), pixel_noise^2 I)`` (the jitter ignored).
+
+        Parameters
+        ----------
+        z : array-like of shape (size, size) or (dim_z,)
+            One image.
+        X : array-like of shape (n, 2)
+            States.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            ``log p(z | x)`` up to a constant.
+        """
         diff = np.asarray(z, dtype=np.float64).reshape(1, -1) - self.render(X).reshape(len(np.atleast_2d(X)), -1)
         return -0.5 * np.sum(diff * diff, axis=1) / self.pixel_noise**2
 
     def oracle_system(self):
-        """The system an oracle filter sees: the rendered position itself, with the jitter as noise."""
+        """The system an oracle filter sees: the rendered position itself, with the jitter as noise.
+
+        Returns
+        -------
+        Oscillation
+            The position's dynamics, observed with noise ``jitter``.
+        """
         return self.dynamics
