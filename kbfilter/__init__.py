@@ -6,7 +6,7 @@ algorithms in the library's notation; docstrings cite its sections as "algorithm
 
 from . import features, filters, systems
 from .embedding import KernelMean
-from .filters import KernelBayesFilter
+from .filters import KernelBayesFilter, KernelMonteCarloFilter
 from .kernel_approximation import NystromKernel, RandomFourierKernel
 from .kernels import GaussianKernel, LaplaceKernel, LinearKernel, median_distance
 from .linalg import NumericalWarning
@@ -30,6 +30,7 @@ __all__ = [
     "filters",
     "systems",
     "KernelBayesFilter",
+    "KernelMonteCarloFilter",
     "tune_filter",
     "GaussianKernel",
     "LaplaceKernel",

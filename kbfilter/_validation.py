@@ -164,3 +164,32 @@ def check_sequences(states, observations):
         xs.append(x)
         zs.append(z)
     return xs, zs, shape
+
+
+def check_controls(controls, xs):
+    """Normalise ``controls`` to one (T_i, dim_u) array per state sequence ``xs[i]``.
+
+    Parameters
+    ----------
+    controls : array-like of shape (T, dim_u), or a list of such arrays
+        One control per state, as the states are given (one array or a list of arrays).
+    xs : list of ndarray
+        The state sequences (from :func:`check_sequences`).
+
+    Returns
+    -------
+    list of ndarray
+        The controls, sequence by sequence.
+    """
+    if not isinstance(controls, (list, tuple)):
+        controls = [controls]
+    if len(controls) != len(xs):
+        raise ValueError(f"controls: expected one control sequence per state sequence ({len(xs)}), "
+                         f"got {len(controls)}")
+    us = []
+    for i, (u, x) in enumerate(zip(controls, xs)):
+        name = f"controls[{i}]" if len(xs) > 1 else "controls"
+        u = check_matrix(u, name, n_features=us[0].shape[1] if us else None)
+        check_same_length(f"states[{i}]" if len(xs) > 1 else "states", x, name, u)
+        us.append(u)
+    return us

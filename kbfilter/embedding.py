@@ -13,7 +13,48 @@ from ._validation import check_int, check_matrix, check_vector
 from .kernels import GaussianKernel, Kernel
 from .linalg import NumericalWarning
 
-__all__ = ["KernelMean", "normalise_weights", "clipped_weights", "weighted_covariance"]
+__all__ = ["KernelMean", "herd", "normalise_weights", "clipped_weights", "weighted_covariance", "HERD_GRAM_ENTRIES"]
+
+#: :meth:`KernelMean.herd` computes the candidates' Gram matrix at once up to this many entries
+#: (32 MB), and one column per pick beyond
+HERD_GRAM_ENTRIES = 4_000_000
+
+
+def herd(target, column, m):
+    """Kernel herding over a finite candidate set (Chen, Welling and Smola 2010; algorithms §2).
+
+    Greedily picks ``j_{t+1} = argmax_j target_j - (1/(t+1)) sum_{s<=t} k(c_j, c_{j_s})``, so the
+    equally weighted picks approach the embedding whose values at the candidates are ``target``.
+
+    Parameters
+    ----------
+    target : ndarray of shape (c,)
+        The embedding evaluated at each candidate, ``m(c_j)``, for an embedding of total mass 1.
+    column : callable
+        ``column(j)`` returns ``k(c_i, c_j)`` for every candidate ``i``, an array of shape (c,).
+    m : int
+        The number of picks (a candidate may be picked more than once).
+
+    Returns
+    -------
+    ndarray of int, shape (m,)
+        The indices of the picked candidates, in order.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> G = np.array([[1.0, 0.1], [0.1, 1.0]])
+    >>> herd(np.array([0.6, 0.4]), lambda j: G[:, j], 3).tolist()
+    [0, 1, 0]
+    """
+    target = np.asarray(target, dtype=np.float64)
+    picked = np.empty(m, dtype=np.intp)
+    running = np.zeros_like(target)
+    for t in range(m):
+        j = int(np.argmax(target - running / (t + 1)))
+        picked[t] = j
+        running += column(j)
+    return picked
 
 
 def clipped_weights(w):
@@ -334,11 +375,10 @@ class KernelMean:
         candidates = check_matrix(candidates, "candidates", n_features=self.points.shape[1])
         target = self.kernel(candidates, self.points) @ self.weights
         target = target / max(abs(self.weights.sum()), np.finfo(float).tiny)
-        picked = []
-        running = np.zeros(candidates.shape[0])
-        for t in range(m):
-            j = int(np.argmax(target - running / (t + 1)))
-            picked.append(j)
-            running += self.kernel(candidates, candidates[j : j + 1])[:, 0]
+        if candidates.shape[0] ** 2 <= HERD_GRAM_ENTRIES:
+            gram = self.kernel(candidates)
+            picked = herd(target, lambda j: gram[:, j], m)
+        else:
+            picked = herd(target, lambda j: self.kernel(candidates, candidates[j : j + 1])[:, 0], m)
         weights = np.full(m, self.weights.sum() / m)
         return KernelMean(candidates[picked], weights, kernel=self.kernel)

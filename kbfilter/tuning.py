@@ -17,7 +17,7 @@ from joblib import Parallel, delayed
 from sklearn.base import clone
 from tqdm.auto import tqdm
 
-from ._validation import check_choice, check_int, check_sequences
+from ._validation import check_choice, check_controls, check_int, check_sequences
 from .features import GaussianBlur
 from .filters.kbf import observation_features
 from .linalg import NumericalWarning
@@ -80,7 +80,7 @@ def check_validation_length(n_steps, validation_length, n_folds=1, name="train_l
     return V, n_folds
 
 
-def validation_split(states, observations, validation_length, fold=0):
+def validation_split(states, observations, validation_length, fold=0, controls=None):
     """Hold out a block of steps of the last training sequence.
 
     The block is the last ``validation_length`` steps (``fold=0``), or the block ``fold`` blocks
@@ -97,36 +97,40 @@ def validation_split(states, observations, validation_length, fold=0):
         The length of the held-out block.
     fold : int, default=0
         Which block, counted back from the end.
+    controls : array-like or list of arrays, optional
+        The controls, split with the states.
 
     Returns
     -------
-    train : (list of ndarray, list of ndarray)
-        The training state and observation sequences that remain.
-    validation : (ndarray, ndarray)
-        The held-out states and observations.
+    train : (list of ndarray, list of ndarray[, list of ndarray])
+        The training state, observation (and control) sequences that remain.
+    validation : (ndarray, ndarray[, ndarray])
+        The held-out states, observations (and controls).
     """
     xs, zs, shape = check_sequences(states, observations)
+    us = None if controls is None else check_controls(controls, xs)
     zs = [z.reshape(len(z), *shape) for z in zs]  # images stay images (a GaussianBlur needs their shape)
     fold = check_int(fold, "fold", minimum=0)
     T = len(xs[-1])
     V, _ = check_validation_length(T, validation_length, fold + 1, name="states (the last training sequence)")
     stop = T - fold * V
     start = stop - V
-    train_x, train_z = xs[:-1] + [xs[-1][:start]], zs[:-1] + [zs[-1][:start]]
+    pieces = [xs, zs] if us is None else [xs, zs, us]
+    train = [seqs[:-1] + [seqs[-1][:start]] for seqs in pieces]
     if T - stop >= 2:  # a piece after the block needs a transition to be of use
-        train_x.append(xs[-1][stop:])
-        train_z.append(zs[-1][stop:])
-    return (train_x, train_z), (xs[-1][start:stop], zs[-1][start:stop])
+        for part, seqs in zip(train, pieces):
+            part.append(seqs[-1][stop:])
+    return tuple(train), tuple(seqs[-1][start:stop] for seqs in pieces)
 
 
 def _validation_score(estimator, params, train, validation):
     """``(mse, None)``, or ``(inf, "ErrorType: message")`` for a setting that fails."""
-    x_val, z_val = validation
+    x_val, z_val, *u_val = validation
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NumericalWarning)
         try:
             kbf = clone(estimator).set_params(**params).fit(*train)
-            means = kbf.batch_filter(z_val)[0]
+            means = kbf.batch_filter(z_val, us=u_val[0] if u_val else None)[0]
         except (ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:
             return np.inf, f"{type(exc).__name__}: {exc}"
     mse = float(np.mean(np.sum((means - x_val) ** 2, axis=1)))
@@ -143,9 +147,9 @@ def validation_mse(estimator, params, train, validation):
     params : dict
         Parameters to set on the clone.
     train : tuple
-        ``(states, observations)`` to fit on.
+        ``(states, observations[, controls])`` to fit on.
     validation : tuple
-        ``(states, observations)`` to filter and score.
+        ``(states, observations[, controls])`` to filter and score.
 
     Returns
     -------
@@ -161,7 +165,7 @@ def default_grid(filter, observations):
 
     Parameters
     ----------
-    filter : KernelBayesFilter
+    filter : KernelBayesFilter, KernelMonteCarloFilter or another filter estimator
         The template.
     observations : array-like or list of array-like
         The training observations: images (more than one axis per observation) get the image
@@ -201,12 +205,12 @@ def _edge_warnings(grid, best):
 
 @limited_blas
 def tune_filter(filter, states, observations, param_grid=None, validation_length=200, n_jobs=None,
-                progress=True, search="coordinate", n_folds=1):
+                progress=True, search="coordinate", n_folds=1, controls=None):
     """Choose a filter's hyperparameters on held-out training steps; refit on all the data.
 
     Parameters
     ----------
-    filter : KernelBayesFilter
+    filter : KernelBayesFilter, KernelMonteCarloFilter or another filter estimator
         The template; its other parameters are kept.
     states, observations : arrays or lists of arrays
         Training data, as for ``fit``.
@@ -229,10 +233,13 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
         that many consecutive blocks from the end, each held out in turn with the filter fitted
         on the rest; the score is the mean MSE over blocks. More blocks make the choice less
         sensitive to what one short stretch happens to contain, at ``n_folds`` times the cost.
+    controls : array-like or list of arrays, optional
+        Training controls, as for the filter's ``fit``; validation runs pass them to
+        ``batch_filter(zs, us)``.
 
     Returns
     -------
-    filter : KernelBayesFilter
+    filter : KernelBayesFilter, KernelMonteCarloFilter or another filter estimator
         A clone refitted on all the data with the chosen parameters; ``best_params_`` and
         ``search_table_`` (one dict per evaluated point, with its mean validation ``mse``) and
         ``refit_time_`` (seconds the final fit took) are set on it.
@@ -268,7 +275,7 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
         if name not in valid:
             raise ValueError(f"param_grid: {name!r} is not a parameter of {type(filter).__name__}")
     n_folds = check_int(n_folds, "n_folds")
-    splits = [validation_split(states, observations, validation_length, fold) for fold in range(n_folds)]
+    splits = [validation_split(states, observations, validation_length, fold, controls) for fold in range(n_folds)]
     scores, failures = {}, {}
     names = list(grid)
     bar = tqdm(desc="tuning", disable=not progress, leave=False, unit="fit")
@@ -316,7 +323,8 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
     best_params = dict(zip(names, best))
     _edge_warnings(grid, best_params)
     start = time.perf_counter()
-    tuned = clone(filter).set_params(**best_params).fit(states, observations)
+    tuned = clone(filter).set_params(**best_params)
+    tuned = tuned.fit(states, observations) if controls is None else tuned.fit(states, observations, controls)
     tuned.refit_time_ = time.perf_counter() - start
     tuned.best_params_ = best_params
     tuned.search_table_ = [dict(zip(names, p), mse=m) for p, m in scores.items()]

@@ -18,6 +18,9 @@ X = RNG.normal(size=(120, 2))
 Z = X + 0.2 * RNG.normal(size=(120, 2))
 Q = RNG.normal(size=(7, 2))
 IMAGES = RNG.uniform(size=(40, 6 * 5))
+ROBOT = kb.systems.RobotInRoom(room_seed=3, height=6, width=12, rays_per_column=2)
+POSES, CONTROLS, VIEWS = ROBOT.simulate(60, rng=0)
+U = RNG.uniform(-1, 1, size=(120, 1))
 
 
 def _rule(**params):
@@ -53,6 +56,17 @@ CASES = {
                          + [(kb.KernelBayesFilter().fit(X[:40], IMAGES.reshape(40, 6, 5)),
                              lambda f: f.batch_filter(IMAGES[:5].reshape(5, 6, 5))[0])],
     "FilterModel": [(kb.KernelBayesFilter().fit(X, Z).model_, lambda m: m.projection_operator @ np.ones(120))],
+    "KernelMonteCarloFilter": [(kb.KernelMonteCarloFilter(ROBOT, n_particles=30, random_state=0, candidates=c)
+                                .fit(POSES[:50], VIEWS[:50]), lambda f: f.batch_filter(VIEWS[50:], us=CONTROLS[50:])[0])
+                               for c in ("both", "training")],
+    "ObservationModel": [(kb.KernelMonteCarloFilter(ROBOT).fit(POSES, VIEWS).model_,
+                          lambda m: m.rule.posterior(None, m.features.transform(VIEWS[:1].reshape(1, -1))[0]).weights)],
+    "ControlledTransition": [(kb.KernelBayesFilter().fit(X, Z, controls=U).model_.controlled_transition,
+                              lambda t: t.apply(np.full(120, 1 / 120), np.array([0.3])))],
+    "RobotInRoom": [(ROBOT, lambda r: r.render(POSES[:3]))],
+    "Rotation": [(kb.systems.Rotation(omega=0.2), lambda s: s.transition_mean(X))],
+    "Oscillation": [(kb.systems.Oscillation(b=0.3), lambda s: s.transition_mean(X))],
+    "LinearGaussian": [(kb.systems.LinearGaussian([[0.5]], [[1.0]], [[0.1]], [[0.2]]), lambda s: s.transition_mean(X[:, :1]))],
     "DenseOperator": [(DenseOperator(X @ X.T), lambda op: op @ Z)],
     "SparseOperator": [(SparseOperator(np.where(np.abs(X @ X.T) > 1, X @ X.T, 0.0)), lambda op: op @ Z)],
     "LowRankOperator": [(LowRankOperator(X, Z), lambda op: op @ Z)],

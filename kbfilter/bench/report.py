@@ -69,8 +69,8 @@ def provenance(system, command=None):
 
     Parameters
     ----------
-    system : str
-        A name in :data:`~kbfilter.bench.SYSTEMS`.
+    system : str or System
+        A name in :data:`~kbfilter.bench.SYSTEMS`, or a system.
     command : list of str, optional
         The command line (default: this process's ``sys.argv``).
 
@@ -91,7 +91,7 @@ def provenance(system, command=None):
     return {"command": list(command),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "python": platform.python_version(), "platform": platform.platform(), "versions": versions,
-            "system": system_parameters(SYSTEMS[system]())}
+            "system": system_parameters(SYSTEMS[system]() if isinstance(system, str) else system)}
 
 
 def summarise(rows, reference=REFERENCE):

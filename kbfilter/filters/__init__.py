@@ -2,6 +2,8 @@
 
 from .classical import ExtendedKalman, ParticleFilter, UnscentedKalman
 from .kbf import KernelBayesFilter
+from .kmc import KernelMonteCarloFilter
+from .nearest import NearestImage, NearestNeighbourParticleFilter
 from .window import WindowRegressor
 
-__all__ = ["KernelBayesFilter", "WindowRegressor", "ExtendedKalman", "UnscentedKalman", "ParticleFilter"]
+__all__ = ["KernelBayesFilter", "KernelMonteCarloFilter", "NearestImage", "NearestNeighbourParticleFilter", "WindowRegressor", "ExtendedKalman", "UnscentedKalman", "ParticleFilter"]

@@ -5,6 +5,95 @@ import numpy as np
 from ..threads import limited_blas
 
 
+def check_transition(transition, name="transition"):
+    """Check a transition sampler: a system (``sample_transition``) or a callable ``f(X, u, rng)``.
+
+    Parameters
+    ----------
+    transition : System or callable
+        The sampler.
+    name : str, default="transition"
+        The argument's name, for the error message.
+
+    Returns
+    -------
+    System or callable
+        ``transition`` itself.
+    """
+    if not (callable(getattr(transition, "sample_transition", None)) or callable(transition)):
+        raise ValueError(f"{name}: expected a system with sample_transition(X, rng[, u]) or a callable "
+                         f"transition(X, u, rng) returning the next states, got {type(transition).__name__}")
+    return transition
+
+
+def sample_next(transition, X, u, rng, name="transition"):
+    """Draw the next state of each row of ``X`` from a sampler :func:`check_transition` accepts.
+
+    A system without controls (no ``dim_u``) is called as ``sample_transition(X, rng)`` and
+    refuses a control; a controlled system as ``sample_transition(X, rng, u=u)``; a callable as
+    ``transition(X, u, rng)``. What comes back is checked to be finite and of ``X``'s shape.
+
+    Parameters
+    ----------
+    transition : System or callable
+        The sampler.
+    X : ndarray of shape (n, dim_x)
+        Current states.
+    u : array-like or None
+        The control.
+    rng : numpy.random.Generator
+        The random numbers.
+    name : str, default="transition"
+        What error messages call the sampler.
+
+    Returns
+    -------
+    ndarray of shape (n, dim_x)
+        The next states.
+    """
+    if callable(getattr(transition, "sample_transition", None)):
+        if getattr(transition, "dim_u", None) is None:
+            if u is not None:
+                raise ValueError(f"u: {type(transition).__name__} takes no control input; expected None")
+            out = transition.sample_transition(X, rng)
+        else:
+            u = np.asarray(u, dtype=np.float64) if u is not None else None
+            if u is not None and u.shape != (transition.dim_u,):
+                raise ValueError(f"u: expected a control of shape ({transition.dim_u},), got shape {u.shape}")
+            out = transition.sample_transition(X, rng, u=u)
+    else:
+        out = transition(X, u, rng)
+    out = np.asarray(out, dtype=np.float64)
+    if out.shape != X.shape or not np.all(np.isfinite(out)):
+        raise ValueError(f"{name}: expected finite next states of shape {X.shape}, got "
+                         f"{'non-finite values' if out.shape == X.shape else f'shape {out.shape}'}")
+    return out
+
+
+def systematic_resample(weights, rng):
+    """Systematic resampling: one uniform draw, ``n`` evenly spaced positions.
+
+    (filterpy's ``systematic_resample`` draws from numpy's global state; this one takes ``rng``.)
+
+    Parameters
+    ----------
+    weights : ndarray of shape (n,)
+        Normalised weights.
+    rng : numpy.random.Generator
+        The random numbers.
+
+    Returns
+    -------
+    ndarray of int, shape (n,)
+        The indices of the particles kept, each as often as it is drawn.
+    """
+    n = len(weights)
+    positions = (rng.uniform() + np.arange(n)) / n
+    cumulative = np.cumsum(weights)
+    cumulative[-1] = 1.0
+    return np.searchsorted(cumulative, positions)
+
+
 class SequentialFilter:
     """Mixin: ``batch_filter`` as a ``predict(); update(z)`` loop, filterpy's return convention.
 
@@ -17,13 +106,16 @@ class SequentialFilter:
         return 0, []
 
     @limited_blas
-    def batch_filter(self, zs):
+    def batch_filter(self, zs, us=None):
         """Filter a whole sequence of observations.
 
         Parameters
         ----------
         zs : iterable of array-like or None
             The observations in time order; a ``None`` entry is a missing measurement.
+        us : iterable of array-like, optional
+            The controls, one per observation: ``us[t]`` is what ``predict(u)`` takes before
+            ``update(zs[t])`` (the control that moved the system to the state of step ``t``).
 
         Returns
         -------
@@ -33,11 +125,18 @@ class SequentialFilter:
             Predicted estimates ``x_prior``, ``P_prior`` at each step.
         """
         zs = list(zs)
+        if us is not None:
+            us = list(us)
+            if len(us) != len(zs):
+                raise ValueError(f"us: expected one control per observation ({len(zs)}), got {len(us)}")
         start, first = self._start_batch(zs)
         rows = list(first)
-        for z in zs[start:]:
-            self.predict()
-            self.update(z)
+        for t in range(start, len(zs)):
+            if us is None:
+                self.predict()
+            else:
+                self.predict(us[t])
+            self.update(zs[t])
             rows.append((self.x_post.copy(), self.P_post.copy(), self.x_prior.copy(), self.P_prior.copy()))
         if not rows:
             raise ValueError("zs: expected at least one observation")

@@ -17,7 +17,7 @@ from .._validation import check_int, check_matrix, check_observation, check_posi
 from ..embedding import weighted_covariance
 from ..linalg import NumericalWarning
 from ..systems import System
-from .base import SequentialFilter
+from .base import SequentialFilter, sample_next, systematic_resample
 
 __all__ = ["ExtendedKalman", "UnscentedKalman", "ParticleFilter"]
 
@@ -385,8 +385,9 @@ class ParticleFilter(_StartsFromFirstObservation):
         return self
 
     def _start_without_belief(self):
-        # no belief from one observation (images): start from the dynamics' stationary law
-        self.initialize_stationary()
+        # no belief from one observation (images): start from the dynamics' stationary law, or,
+        # for a controlled system (no stationary law without its controls), its initial law
+        self.initialize_stationary(burn_in=0 if getattr(self.system, "dim_u", None) else 50)
 
     def initialize_stationary(self, burn_in=50):
         """Particles from the stationary law: independent runs of the dynamics for ``burn_in`` steps.
@@ -424,12 +425,12 @@ class ParticleFilter(_StartsFromFirstObservation):
 
         Parameters
         ----------
-        u : None
-            Control input; the systems take none.
+        u : array-like of shape (dim_u,) or None
+            The control, for a controlled system (one with ``dim_u``, e.g.
+            :class:`~kbfilter.systems.RobotInRoom`); None for the others.
         """
-        _check_no_control(u)
         self._check_initialized()
-        self.particles = self.system.sample_transition(self.particles, self.rng)
+        self.particles = sample_next(self.system, self.particles, u, self.rng, name="system")
         self._estimate("prior")
 
     def update(self, z):
@@ -455,11 +456,6 @@ class ParticleFilter(_StartsFromFirstObservation):
             self._resample()
 
     def _resample(self):
-        # filterpy's systematic_resample draws from numpy's global state; ours uses self.rng
-        n = self.n_particles
-        positions = (self.rng.uniform() + np.arange(n)) / n
-        cumulative = np.cumsum(self.weights)
-        cumulative[-1] = 1.0
-        self.particles = self.particles[np.searchsorted(cumulative, positions)]
-        self.weights = np.full(n, 1.0 / n)
+        self.particles = self.particles[systematic_resample(self.weights, self.rng)]
+        self.weights = np.full(self.n_particles, 1.0 / self.n_particles)
         self.resampled = True

@@ -19,20 +19,22 @@ from .._validation import (
     check_observation,
     check_positive,
     check_rng,
+    check_controls,
     check_sequences,
+    check_vector,
 )
 from ..embedding import KernelMean, clipped_weights, normalise_weights, weighted_covariance
 from ..features import GaussianBlur
 from ..kernel_approximation import NystromKernel, RandomFourierKernel
 from ..kernels import as_kernel, fitted_kernel
-from ..linalg import NumericalWarning
+from ..linalg import NumericalWarning, spd_factor
 from ..persistence import Persistent, persistent
 from ..rules.bayes_rule import KernelBayesRule
 from ..rules.conditional import ConditionalEmbedding
 from ..threads import limited_blas
 from .base import SequentialFilter
 
-__all__ = ["KernelBayesFilter", "FilterModel", "IMAGE_FEATURES", "observation_features", "RANK_RTOL", "MAX_RANK", "RFF_RANK"]
+__all__ = ["KernelBayesFilter", "FilterModel", "SharedModel", "fitted_observation_features", "scaled_kernel", "IMAGE_FEATURES", "observation_features", "RANK_RTOL", "MAX_RANK", "RFF_RANK"]
 
 #: ``approximation="nystrom"`` with ``rank=None``: landmarks are added until the neglected trace of
 #: each Gram matrix is at most ``RANK_RTOL * n * reg`` for the regulariser ``reg`` it is solved with,
@@ -69,14 +71,169 @@ def observation_features(features, obs_shape):
     return features
 
 
+def fitted_observation_features(features, obs_shape, Z, X):
+    """Fit the feature map a filter's ``features`` parameter asks for, and map the observations.
+
+    Parameters
+    ----------
+    features : "auto", transformer or None
+        The parameter (see :func:`observation_features`); a map with an ``image_shape`` parameter
+        left at None is given ``obs_shape``.
+    obs_shape : tuple of int
+        The shape of one observation.
+    Z : ndarray of shape (T, dim_z)
+        The flattened training observations.
+    X : ndarray of shape (T, dim_x)
+        The training states (some maps learn from them).
+
+    Returns
+    -------
+    features : transformer or None
+        The fitted clone, or None.
+    Z : ndarray of shape (T, n_features)
+        The observations in the space the observation kernel sees.
+    """
+    features = observation_features(features, obs_shape)
+    if features is None:
+        return None, Z
+    features = clone(features)
+    if "image_shape" in features.get_params() and features.image_shape is None:
+        features.set_params(image_shape=obs_shape)  # e.g. GaussianBlur
+    features.fit(Z, X)
+    return features, np.asarray(features.transform(Z), dtype=np.float64)
+
+
+def scaled_kernel(kernel, name, scale):
+    """An unfitted clone of ``kernel`` (see :func:`~kbfilter.kernels.as_kernel`) with its
+    bandwidth multiplied by ``scale`` (kernels without a ``scale`` parameter are left as they are).
+
+    Parameters
+    ----------
+    kernel : Kernel or None
+        The kernel; None is the Gaussian kernel with the median heuristic.
+    name : str
+        The argument's name, for error messages.
+    scale : float
+        The multiplier.
+
+    Returns
+    -------
+    Kernel
+        The scaled clone.
+    """
+    kernel = as_kernel(kernel, name)
+    if "scale" in kernel.get_params():
+        kernel.set_params(scale=kernel.scale * scale)
+    return kernel
+
+
 # What the filter does itself when its weights cannot be normalised (see ``embedding.normalise_weights``).
 _OWN_FALLBACKS = {"clipped": "weights summed to <= 0; used their clipped, normalised positive part",
                   "collapsed": "no weight was positive; kept the previous belief"}
 
 
+@persistent("cross_gram", "controls", "kernel_u", "factor", "successors", "n_states")
+class ControlledTransition:
+    """The learned transition of a controlled system, ``w_pred = A(u) w`` over the training states.
+
+    The conditional embedding of ``x_{t+1}`` given ``(x_t, u_{t+1})`` with the product kernel
+    ``k_x(x, x') k_u(u, u')`` (algorithms §3, §6). For a belief ``w`` and the control ``u``, the
+    predicted weights on the successors are ``beta = (G + n lam' I)^{-1} (k_u(U, u) * (K w))`` with
+    ``G = G_x(predecessors) * G_u`` (elementwise) and ``K = k_x(predecessors, all states)``, both
+    built once by :meth:`build`: a step costs one ``n x T`` product and one triangular solve pair,
+    as without controls.
+
+    Parameters
+    ----------
+    cross_gram : ndarray of shape (n, T)
+        ``k_x`` between the predecessors and every training state.
+    controls : ndarray of shape (n, dim_u)
+        The control that followed each predecessor.
+    kernel_u : Kernel
+        The fitted control kernel.
+    factor : SPDFactor
+        The factor of ``G + n lam' I``.
+    successors : ndarray of int, shape (n,)
+        The index of each predecessor's successor.
+    n_states : int
+        ``T``.
+    """
+
+    def __init__(self, cross_gram, controls, kernel_u, factor, successors, n_states):
+        self.cross_gram = cross_gram
+        self.controls = controls
+        self.kernel_u = kernel_u
+        self.factor = factor
+        self.successors = successors
+        self.n_states = int(n_states)
+
+    @classmethod
+    def build(cls, X, predecessors, U, kernel_x, kernel_u, reg):
+        """Fit the transition from the training states and controls.
+
+        Parameters
+        ----------
+        X : ndarray of shape (T, dim_x)
+            The training states.
+        predecessors : ndarray of int
+            The states that have a successor.
+        U : ndarray of shape (T, dim_u)
+            ``U[t]`` moved the system to ``X[t]``.
+        kernel_x, kernel_u : Kernel
+            Fitted kernels on states and controls.
+        reg : float
+            ``lam'``.
+
+        Returns
+        -------
+        ControlledTransition
+            The transition; its ``factor.event`` names a fallback the factorisation needed.
+        """
+        Xp, Up = X[predecessors], U[predecessors + 1]
+        n = len(predecessors)
+        G = kernel_x(Xp) * kernel_u(Up)
+        G[np.diag_indices(n)] += n * reg
+        return cls(kernel_x(Xp, X), Up, kernel_u, spd_factor(G, name="transition Gram G_x * G_u + n lam' I"),
+                   predecessors + 1, X.shape[0])
+
+    def apply(self, w, u):
+        """The predicted weights over the training states.
+
+        Parameters
+        ----------
+        w : ndarray of shape (T,)
+            The current weights.
+        u : ndarray of shape (dim_u,)
+            The control.
+
+        Returns
+        -------
+        ndarray of shape (T,)
+            ``A(u) w``; states with no predecessor get 0.
+        """
+        beta = self.factor.solve(self.kernel_u(self.controls, u[None, :])[:, 0] * (self.cross_gram @ w))
+        out = np.zeros(self.n_states)
+        out[self.successors] = beta
+        return out
+
+
+class SharedModel:
+    """A fitted model that is read-only once built, so copies of a filter share it.
+
+    ``copy.copy`` and ``copy.deepcopy`` return the object itself: filterpy's ``Saver`` deep-copies
+    a filter every step, and would otherwise copy every ``T x T`` matrix with it.
+    """
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __copy__(self):
+        return self
+
+
 @persistent("obs_shape", "states", "predecessors", "features", "kernel_x", "rule", "transition",
-            "transition_operator", "projection_operator", "fit_diagnostics")
-class FilterModel:
+            "transition_operator", "projection_operator", "fit_diagnostics", "controlled_transition")
+class FilterModel(SharedModel):
     """What :meth:`KernelBayesFilter.fit` learns: the training states, the fitted kernels, rule and
     transition, and the two operators a step applies.
 
@@ -104,10 +261,13 @@ class FilterModel:
         ``w_pred = A w`` and ``mu = K w_pred`` over the training states.
     fit_diagnostics : collections.Counter
         Fallbacks taken while fitting.
+    controlled_transition : ControlledTransition or None
+        The transition given a control, when the filter was fitted with controls (it then
+        replaces ``transition`` and ``transition_operator``, which are None).
     """
 
     def __init__(self, obs_shape, states, predecessors, features, kernel_x, rule, transition,
-                 transition_operator, projection_operator, fit_diagnostics):
+                 transition_operator, projection_operator, fit_diagnostics, controlled_transition=None):
         self.obs_shape = tuple(obs_shape)
         self.states = states
         self.predecessors = predecessors
@@ -118,12 +278,7 @@ class FilterModel:
         self.transition_operator = transition_operator
         self.projection_operator = projection_operator
         self.fit_diagnostics = fit_diagnostics
-
-    def __deepcopy__(self, memo):
-        return self
-
-    def __copy__(self):
-        return self
+        self.controlled_transition = controlled_transition
 
 
 def _learned(name, doc):
@@ -145,6 +300,9 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
         with ``n_neighbors`` entries a column).
     kernel_x, kernel_z : Kernel, optional
         Kernels on states and observations; Gaussian with the median heuristic by default.
+    kernel_u : Kernel, optional
+        Kernel on controls, for a filter fitted with controls; Gaussian with the median heuristic
+        by default (its bandwidth is multiplied by ``scale`` too).
     scale : float
         Multiplies both kernels' bandwidths (``s = scale * median``, Xu et al. (2022) §6.2's beta).
     scale_z : float or None
@@ -241,8 +399,9 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
 
     def __init__(self, rule="iw", transition="exact", kernel_x=None, kernel_z=None, scale=1.0, scale_z=None,
                  reg_prior=1e-2, reg_update=1e-2, reg_transition=None, n_neighbors=50, estimate="mean",
-                 features="auto", approximation="exact", rank=None, random_state=None):
+                 features="auto", approximation="exact", rank=None, random_state=None, kernel_u=None):
         self.rule = rule
+        self.kernel_u = kernel_u
         self.transition = transition
         self.approximation = approximation
         self.rank = rank
@@ -259,12 +418,6 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
         self.features = features
 
     # -- fitting ----------------------------------------------------------------------------------
-    def _scaled_kernel(self, kernel, name, scale):
-        kernel = as_kernel(kernel, name)
-        if "scale" in kernel.get_params():
-            kernel.set_params(scale=kernel.scale * scale)
-        return kernel
-
     def _approximated(self, kernel, reg, rng):
         """``kernel`` as the chosen ``approximation`` makes it, for Gram matrices regularised by ``n reg I``."""
         if self.approximation == "exact" or kernel.has_features:
@@ -277,10 +430,13 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
                                    random_state=int(rng.integers(2**31 - 1)))
 
     @limited_blas
-    def fit(self, states, observations):
+    def fit(self, states, observations, controls=None):
         """Learn the filter from one training sequence or a list of them.
 
-        Transition pairs ``(x_t, x_{t+1})`` are taken inside each sequence only.
+        Transition pairs ``(x_t, x_{t+1})`` are taken inside each sequence only. With
+        ``controls``, the transition is learned given the control, from the triples
+        ``(x_t, u_{t+1}, x_{t+1})`` with the product kernel ``k_x k_u`` (see
+        :class:`ControlledTransition`), and :meth:`predict` needs a control.
 
         Parameters
         ----------
@@ -289,6 +445,10 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
         observations : array-like of shape (T, dim_z) or (T, rows, columns[, channels]), or a list
             The observation at each training state (vectors or images), one list entry per state
             sequence.
+        controls : array-like of shape (T, dim_u), or a list of such arrays, optional
+            ``controls[t]`` is the control that moved the system from ``states[t - 1]`` to
+            ``states[t]`` (what ``predict(u)`` takes before ``update(z_t)``; the first of each
+            sequence is not used). Needs ``transition="exact"`` and ``approximation="exact"``.
 
         Returns
         -------
@@ -312,37 +472,46 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
             raise ValueError(f"states: expected at least 3 training steps in all, got {T}")
         ends = np.cumsum([len(x) for x in xs])
         pred = np.setdiff1d(np.arange(T), ends - 1)
-        features = observation_features(self.features, obs_shape)
-        if features is not None:
-            features = clone(features)
-            if "image_shape" in features.get_params() and features.image_shape is None:
-                features.set_params(image_shape=obs_shape)  # e.g. GaussianBlur
-            features.fit(Z, X)
-            Z = np.asarray(features.transform(Z), dtype=np.float64)
+        if controls is not None:
+            if self.transition != "exact" or self.approximation != "exact":
+                raise ValueError(f"controls: a controlled transition needs transition='exact' and "
+                                 f"approximation='exact', got {self.transition!r} and {self.approximation!r}")
+            U = np.vstack(check_controls(controls, xs))
+        features, Z = fitted_observation_features(self.features, obs_shape, Z, X)
 
         reg_prior = check_positive(self.reg_prior, "reg_prior")
         reg_update = check_positive(self.reg_update, "reg_update")
         reg_transition = reg_prior if self.reg_transition is None else check_positive(self.reg_transition,
                                                                                       "reg_transition")
-        kx = self._scaled_kernel(self.kernel_x, "kernel_x", scale)
+        kx = scaled_kernel(self.kernel_x, "kernel_x", scale)
         kernel_x = fitted_kernel(kx, "kernel_x", X)
         # the state Gram is solved with eta (projection) and, for the exact transition, lam'
         state_reg = min(reg_prior, reg_transition) if self.transition == "exact" else reg_prior
         rng = check_rng(self.random_state)
         rule = KernelBayesRule(
             method=self.rule, kernel_x=self._approximated(kx, state_reg, rng),
-            kernel_z=self._approximated(self._scaled_kernel(self.kernel_z, "kernel_z", scale_z), reg_update, rng),
+            kernel_z=self._approximated(scaled_kernel(self.kernel_z, "kernel_z", scale_z), reg_update, rng),
             reg_prior=reg_prior, reg_update=reg_update,
         ).fit(X, Z)
-        # the localized transition needs the radial kernel itself: its weights are sparse already
-        transition = ConditionalEmbedding(
-            kernel_in=kx if self.transition == "knn" else rule.kernel_x_,
-            kernel_out=kx, reg=reg_transition, method=self.transition,
-            n_neighbors=min(self.n_neighbors, len(pred)) if self.transition == "knn" else self.n_neighbors,
-        ).fit(X[pred], X[pred + 1])
         # fallbacks taken while fitting (e.g. jitter on a Gram matrix) stay counted after reset()
         fit_diagnostics = Counter(rule.diagnostics_)
-        fit_diagnostics.update({f"transition_{k}": v for k, v in transition.diagnostics_.items()})
+        transition = controlled = operator = None
+        if controls is None:
+            # the localized transition needs the radial kernel itself: its weights are sparse already
+            transition = ConditionalEmbedding(
+                kernel_in=kx if self.transition == "knn" else rule.kernel_x_,
+                kernel_out=kx, reg=reg_transition, method=self.transition,
+                n_neighbors=min(self.n_neighbors, len(pred)) if self.transition == "knn" else self.n_neighbors,
+            ).fit(X[pred], X[pred + 1])
+            fit_diagnostics.update({f"transition_{k}": v for k, v in transition.diagnostics_.items()})
+            # transition over all training states, w_pred = A w_post: the predecessors' weights
+            # moved to their successors
+            operator = transition.weights_operator(X).placed(pred + 1, T)
+        else:
+            kernel_u = fitted_kernel(scaled_kernel(self.kernel_u, "kernel_u", scale), "kernel_u", U[pred + 1])
+            controlled = ControlledTransition.build(X, pred, U, rule.kernel_x_, kernel_u, reg_transition)
+            if controlled.factor.event is not None:
+                fit_diagnostics[f"transition_{controlled.factor.event}"] += 1
         if self.approximation == "nystrom" and self.rank is None:
             short = [name for name, k in (("states", rule.kernel_x_), ("observations", rule.kernel_z_))
                      if not getattr(k, "converged_", True)]
@@ -354,13 +523,10 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
                               stacklevel=3)
         self.model_ = FilterModel(
             obs_shape=obs_shape, states=X, predecessors=pred, features=features, kernel_x=kernel_x, rule=rule,
-            transition=transition,
-            # transition over all training states, w_pred = A w_post: the predecessors' weights
-            # moved to their successors
-            transition_operator=transition.weights_operator(X).placed(pred + 1, T),
+            transition=transition, transition_operator=operator,
             # KuLSIF / KBR projection: mu = K w_pred with K = T (G_x + T eta I)^{-1} G_x
             projection_operator=rule.projection_operator(),
-            fit_diagnostics=fit_diagnostics)
+            fit_diagnostics=fit_diagnostics, controlled_transition=controlled)
         self.reset()
         return self
 
@@ -447,10 +613,26 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
 
     # -- filterpy surface -----------------------------------------------------------------------------
     @limited_blas
-    def predict(self):
-        """Kernel sum rule through the learned transition (algorithms §6)."""
+    def predict(self, u=None):
+        """Kernel sum rule through the learned transition (algorithms §6).
+
+        Parameters
+        ----------
+        u : array-like of shape (dim_u,) or None, default=None
+            The control, for a filter fitted with controls (required then, refused otherwise).
+        """
         check_is_fitted(self, "model_")
-        w = np.asarray(self.transition_operator_ @ self.weights).ravel()
+        controlled = self.model_.controlled_transition
+        if controlled is None:
+            if u is not None:
+                raise ValueError("u: this filter was fitted without controls; expected None")
+            w = np.asarray(self.transition_operator_ @ self.weights).ravel()
+        else:
+            dim_u = controlled.controls.shape[1]
+            if u is None:
+                raise ValueError(f"u: this filter was fitted with controls; expected a control of shape ({dim_u},)")
+            u = check_vector(u, "u", length=dim_u)
+            w = controlled.apply(self.weights, u)
         self.weights_prior = self._normalised(w, fallback=self.weights)
         self.x_prior = self.x = self._point(self.weights_prior, self.weights_prior)
         self.P_prior = self.P = self._cov(self.weights_prior)

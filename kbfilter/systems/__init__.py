@@ -4,6 +4,7 @@ from .base import System
 from .circular import Oscillation, Rotation
 from .camera import CameraOrientation
 from .linear import LinearGaussian
+from .robot import RobotInRoom
 from .sprite import MovingSprite
 
-__all__ = ["System", "Rotation", "Oscillation", "LinearGaussian", "MovingSprite", "CameraOrientation"]
+__all__ = ["System", "Rotation", "Oscillation", "LinearGaussian", "MovingSprite", "CameraOrientation", "RobotInRoom"]

@@ -5,6 +5,27 @@ import numpy as np
 from .._validation import check_int, check_rng
 
 
+def pixel_loglik(z, renders, pixel_noise):
+    """``log N(z; render, pixel_noise^2 I)`` up to a constant, for each noise-free render.
+
+    Parameters
+    ----------
+    z : array-like
+        One image (any shape with the renders' number of pixels).
+    renders : ndarray of shape (n, ...)
+        Noise-free images.
+    pixel_noise : float
+        The pixel noise's standard deviation.
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        The log-likelihoods.
+    """
+    diff = np.asarray(z, dtype=np.float64).reshape(1, -1) - renders.reshape(len(renders), -1)
+    return -0.5 * np.sum(diff * diff, axis=1) / pixel_noise**2
+
+
 class System:
     """A state-space model ``x_{t+1} = f(x_t) + N(0, Q)``, ``z_t = h(x_t) + N(0, R)``.
 

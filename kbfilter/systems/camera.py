@@ -10,7 +10,7 @@ import numpy as np
 from scipy.ndimage import gaussian_filter
 
 from .._validation import check_positive
-from .base import System
+from .base import System, pixel_loglik
 
 __all__ = ["CameraOrientation", "make_panorama"]
 
@@ -180,9 +180,7 @@ class CameraOrientation(System):
         ndarray of shape (n,)
             ``log p(z | x)`` up to a constant.
         """
-        renders = self.render(self.angle(X)).reshape(len(np.atleast_2d(X)), -1)
-        diff = np.asarray(z, dtype=np.float64).reshape(1, -1) - renders
-        return -0.5 * np.sum(diff * diff, axis=1) / self.pixel_noise**2
+        return pixel_loglik(z, self.render(self.angle(X)), self.pixel_noise)
 
     def oracle_system(self):
         """What an oracle filter sees: the view angle actually rendered, as a unit vector.

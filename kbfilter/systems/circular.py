@@ -9,11 +9,13 @@ With ``theta_t = atan2(v_t, u_t)``::
 import numpy as np
 
 from .._validation import check_positive, check_vector
+from ..persistence import persistent
 from .base import System
 
 __all__ = ["Oscillation", "Rotation"]
 
 
+@persistent("omega", "b", "M", "process_noise", "observation_noise")
 class Oscillation(System):
     """Noisy oscillation on the plane; ``b = 0`` gives the noisy rotation.
 
@@ -93,6 +95,7 @@ class Oscillation(System):
         return check_vector(z0, "zs[0]", length=2).copy(), self.observation_cov
 
 
+@persistent("omega", "b", "M", "process_noise", "observation_noise")
 class Rotation(Oscillation):
     """Noisy rotation: :class:`Oscillation` with ``omega = 0.3`` and ``b = 0``.
 

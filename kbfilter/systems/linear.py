@@ -4,11 +4,13 @@ import numpy as np
 from scipy.linalg import solve_discrete_lyapunov
 
 from .._validation import check_matrix
+from ..persistence import persistent
 from .base import System
 
 __all__ = ["LinearGaussian"]
 
 
+@persistent("F", "H", "Q", "R")
 class LinearGaussian(System):
     """``x_{t+1} = F x_t + N(0, Q)``, ``z_t = H x_t + N(0, R)``, started from the stationary law.
 

@@ -8,7 +8,7 @@ square [-1.5, 1.5]^2 mapped linearly onto the image, with N(0, 0.1^2) pixel nois
 import numpy as np
 
 from .._validation import check_choice, check_positive
-from .base import System
+from .base import System, pixel_loglik
 from .circular import Oscillation
 
 __all__ = ["MovingSprite"]
@@ -136,8 +136,7 @@ class MovingSprite(System):
         ndarray of shape (n,)
             ``log p(z | x)`` up to a constant.
         """
-        diff = np.asarray(z, dtype=np.float64).reshape(1, -1) - self.render(X).reshape(len(np.atleast_2d(X)), -1)
-        return -0.5 * np.sum(diff * diff, axis=1) / self.pixel_noise**2
+        return pixel_loglik(z, self.render(X), self.pixel_noise)
 
     def oracle_system(self):
         """The system an oracle filter sees: the rendered position itself, with the jitter as noise.

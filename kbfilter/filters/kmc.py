@@ -1,0 +1,339 @@
+"""The Kernel Monte Carlo filter (Kanagawa, Nishiyama, Gretton and Fukumizu 2016; algorithms §6).
+
+For systems whose motion can be simulated (odometry, a kinematic model) but whose observations
+have no density anyone can write (camera images): the prediction samples the known transition
+from particles, the update is kernel Bayes' rule with an observation model learned from
+state-observation pairs, and kernel herding turns the posterior embedding back into particles.
+"""
+
+import warnings
+from collections import Counter
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from .._validation import (
+    check_choice,
+    check_int,
+    check_matrix,
+    check_observation,
+    check_positive,
+    check_rng,
+    check_sequences,
+)
+from ..embedding import clipped_weights, herd, normalise_weights, weighted_covariance
+from ..kernels import fitted_kernel
+from ..linalg import NumericalWarning
+from ..persistence import Persistent, persistent
+from ..rules.bayes_rule import KernelBayesRule
+from ..threads import limited_blas
+from .base import SequentialFilter, check_transition, sample_next
+from .kbf import SharedModel, fitted_observation_features, scaled_kernel
+
+__all__ = ["KernelMonteCarloFilter", "ObservationModel"]
+
+_FALLBACKS = {"clipped": "posterior weights summed to <= 0; used their clipped, normalised positive part",
+              "collapsed": "no posterior weight was positive; kept the predicted particles"}
+
+
+@persistent("obs_shape", "states", "features", "rule", "state_gram", "fit_diagnostics")
+class ObservationModel(SharedModel):
+    """What :meth:`KernelMonteCarloFilter.fit` learns: the observation side only.
+
+    Read-only once built and shared by copies of the filter (see
+    :class:`~kbfilter.filters.kbf.FilterModel`).
+
+    Parameters
+    ----------
+    obs_shape : tuple of int
+        The shape of one training observation.
+    states : ndarray of shape (n, dim_x)
+        The training states.
+    features : transformer or None
+        The fitted observation feature map.
+    rule : KernelBayesRule
+        The fitted observation model.
+    state_gram : ndarray of shape (n, n)
+        The state kernel's Gram matrix of the training states (herding's candidates).
+    fit_diagnostics : collections.Counter
+        Fallbacks taken while fitting.
+    """
+
+    def __init__(self, obs_shape, states, features, rule, state_gram, fit_diagnostics):
+        self.obs_shape = tuple(obs_shape)
+        self.states = states
+        self.features = features
+        self.rule = rule
+        self.state_gram = state_gram
+        self.fit_diagnostics = fit_diagnostics
+
+
+@persistent("model_", "rng_state", "particles", "weights", "x", "P", "x_prior", "P_prior", "x_post", "P_post")
+class KernelMonteCarloFilter(Persistent, SequentialFilter, BaseEstimator):
+    """Kernel Monte Carlo filter: a known, sampled motion model and a learned observation model.
+
+    Each step: ``predict(u)`` moves every particle by a draw of ``transition``; ``update(z)``
+    takes the particles' kernel mean as the prior of kernel Bayes' rule, whose likelihood is
+    learned from the training pairs ``(x_i, z_i)`` (which need not be a trajectory), giving
+    weights ``w`` over the training states; the estimate is ``sum_i w_i x_i``; then kernel herding
+    picks ``n_particles`` new, equally weighted particles that approximate the posterior
+    embedding ``sum_i w_i k(., x_i)`` (algorithms §2, §6).
+
+    Herding can only pick among candidates. With ``candidates="training"`` they are the training
+    states, as in Kanagawa et al. (2016): particles can then only sit where a training state
+    lies. With ``candidates="both"`` (the default) the predicted particles are candidates too, so
+    the particle cloud keeps the resolution of the motion model between training states.
+
+    Parameters
+    ----------
+    transition : System or callable
+        The motion model: a system with ``sample_transition(X, rng)`` (or ``(X, rng, u=u)`` for a
+        controlled one such as :class:`~kbfilter.systems.RobotInRoom`), or a callable
+        ``transition(X, u, rng)`` returning the next state of each row of ``X``. A kbfilter system
+        is saved with the filter; a filter holding another callable cannot be saved.
+    n_particles : int, default=1000
+        The number of particles, kept fixed.
+    rule : {"iw", "original"}, default="iw"
+        The update: importance-weighted KBR with KuLSIF weights or the original KBR
+        (see :class:`~kbfilter.KernelBayesRule`).
+    kernel_x, kernel_z : Kernel, optional
+        Kernels on states and observations; Gaussian with the median heuristic by default.
+    scale : float, default=1.0
+        Multiplies both kernels' bandwidths.
+    scale_z : float or None, default=None
+        A separate multiplier for the observation kernel (None: ``scale``).
+    reg_prior : float, default=1e-2
+        ``eta`` (iw) / ``eps`` (original).
+    reg_update : float, default=1e-2
+        ``lam`` (iw) / ``delta`` (original).
+    features : "auto", transformer or None, default="auto"
+        The map in front of the observation kernel, as for
+        :class:`~kbfilter.KernelBayesFilter` (images are blurred by default).
+    candidates : {"both", "training"}, default="both"
+        Where herding picks the new particles from.
+    random_state : int, Generator or None, default=None
+        Seeds the initial particles and the transition's draws.
+
+    Attributes
+    ----------
+    x, P : ndarray
+        Current estimate and covariance: the posterior's weighted mean and covariance over the
+        training states after an update, the particles' after a prediction.
+    particles : ndarray of shape (n_particles, dim_x)
+        The current particles (equally weighted).
+    weights : ndarray of shape (n,)
+        The last update's normalised weights over the training states.
+    diagnostics : collections.Counter
+        Fallbacks taken at fit and since the last reset: the rule's (see
+        :class:`~kbfilter.KernelBayesFilter`) and ``"clipped"`` / ``"collapsed"``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import kbfilter as kb
+    >>> system = kb.systems.Rotation()
+    >>> states, obs = system.simulate(300, rng=0)
+    >>> kmc = kb.KernelMonteCarloFilter(system, n_particles=200, random_state=0).fit(states, obs)
+    >>> test_states, test_obs = system.simulate(30, rng=1)
+    >>> means = kmc.batch_filter(test_obs)[0]
+    >>> bool(np.mean(np.sum((means - test_states) ** 2, axis=1)) < 0.1)
+    True
+    """
+
+    def __init__(self, transition=None, n_particles=1000, rule="iw", kernel_x=None, kernel_z=None, scale=1.0,
+                 scale_z=None, reg_prior=1e-2, reg_update=1e-2, features="auto", candidates="both",
+                 random_state=None):
+        self.transition = transition
+        self.n_particles = n_particles
+        self.rule = rule
+        self.kernel_x = kernel_x
+        self.kernel_z = kernel_z
+        self.scale = scale
+        self.scale_z = scale_z
+        self.reg_prior = reg_prior
+        self.reg_update = reg_update
+        self.features = features
+        self.candidates = candidates
+        self.random_state = random_state
+
+    @limited_blas
+    def fit(self, states, observations, controls=None):
+        """Learn the observation model from state-observation pairs.
+
+        Parameters
+        ----------
+        states : array-like of shape (n, dim_x), or a list of such arrays
+            Training states (any order: only the pairs are used).
+        observations : array-like of shape (n, dim_z) or (n, rows, columns[, channels]), or a list
+            The observation at each training state.
+        controls : ignored
+            Accepted so that every filter fits with the same call; the motion is ``transition``.
+
+        Returns
+        -------
+        self : KernelMonteCarloFilter
+            The fitted filter, its particles drawn from the training states.
+        """
+        check_transition(self.transition)
+        check_choice(self.rule, "rule", ("iw", "original"))
+        check_choice(self.candidates, "candidates", ("both", "training"))
+        check_int(self.n_particles, "n_particles", minimum=2)
+        scale = check_positive(self.scale, "scale")
+        scale_z = scale if self.scale_z is None else check_positive(self.scale_z, "scale_z")
+        xs, zs, obs_shape = check_sequences(states, observations)
+        X, Z = np.vstack(xs), np.vstack(zs)
+        if X.shape[0] < 3:
+            raise ValueError(f"states: expected at least 3 training pairs, got {X.shape[0]}")
+        self.n_features_in_ = X.shape[1]
+        features, Z = fitted_observation_features(self.features, obs_shape, Z, X)
+        kx = fitted_kernel(scaled_kernel(self.kernel_x, "kernel_x", scale), "kernel_x", X)
+        rule = KernelBayesRule(method=self.rule, kernel_x=kx, kernel_z=scaled_kernel(self.kernel_z, "kernel_z", scale_z),
+                               reg_prior=check_positive(self.reg_prior, "reg_prior"),
+                               reg_update=check_positive(self.reg_update, "reg_update")).fit(X, Z)
+        self.model_ = ObservationModel(obs_shape, X, features, rule, rule.kernel_x_(X), Counter(rule.diagnostics_))
+        return self.reset()
+
+    @property
+    def states_(self):
+        """The training states: ndarray of shape (n, dim_x)."""
+        return self.model_.states
+
+    @property
+    def rule_(self):
+        """The fitted :class:`~kbfilter.KernelBayesRule` (the observation model)."""
+        return self.model_.rule
+
+    @property
+    def features_(self):
+        """The fitted observation feature map, or None."""
+        return self.model_.features
+
+    @property
+    def rng_state(self):
+        """The state of the filter's random generator (saved with it, so a loaded filter draws on)."""
+        return self._rng.bit_generator.state
+
+    @rng_state.setter
+    def rng_state(self, state):
+        self._rng = np.random.default_rng()
+        self._rng.bit_generator.state = state
+
+    # -- belief -------------------------------------------------------------------------------------
+    @limited_blas
+    def reset(self, prior=None):
+        """Draw the particles afresh and restart the random generator from ``random_state``.
+
+        Parameters
+        ----------
+        prior : array-like of shape (m, dim_x), optional
+            Samples of the initial state; ``n_particles`` of them are picked by herding. By
+            default the particles are drawn uniformly from the training states.
+
+        Returns
+        -------
+        self : KernelMonteCarloFilter
+            The filter with its new particles.
+        """
+        check_is_fitted(self, "model_")
+        self._events = Counter()
+        self._rng = check_rng(self.random_state)
+        X, N = self.states_, self.n_particles
+        if prior is None:
+            self.particles = X[self._rng.choice(X.shape[0], size=N, replace=X.shape[0] < N)]
+        else:
+            samples = check_matrix(prior, "prior", n_features=X.shape[1])
+            gram = self.rule_.kernel_x_(samples)
+            self.particles = samples if len(samples) == N else samples[herd(gram.mean(axis=1), lambda j: gram[:, j], N)]
+        self.weights = np.full(X.shape[0], 1.0 / X.shape[0])
+        self._from_particles("prior")
+        self._from_particles("post")
+        return self
+
+    def _after_load(self):
+        self._events = Counter()
+
+    def _from_particles(self, which):
+        mean, cov = self.particles.mean(axis=0), weighted_covariance(self.particles, np.full(len(self.particles),
+                                                                                            1.0 / len(self.particles)))
+        setattr(self, f"x_{which}", mean)
+        setattr(self, f"P_{which}", cov)
+        self.x, self.P = mean, cov
+
+    def _record(self, kind, message):
+        self._events[kind] += 1
+        if self._events[kind] == 1:
+            warnings.warn(f"KernelMonteCarloFilter: {message} (reported once until reset; see diagnostics)",
+                          NumericalWarning, stacklevel=4)
+
+    @property
+    def diagnostics(self):
+        """Counts of every fallback taken at fit time and since the last :meth:`reset`."""
+        check_is_fitted(self, "model_")
+        return self.model_.fit_diagnostics + self._events
+
+    # -- filterpy surface -------------------------------------------------------------------------------
+    @limited_blas
+    def predict(self, u=None):
+        """Move every particle by a draw of the motion model.
+
+        Parameters
+        ----------
+        u : array-like or None, default=None
+            The control passed to ``transition`` (required by a controlled system).
+        """
+        check_is_fitted(self, "model_")
+        self.particles = sample_next(self.transition, self.particles, u, self._rng)
+        self._from_particles("prior")
+
+    @limited_blas
+    def update(self, z):
+        """Kernel Bayes' rule with the particles as prior, then herding back to particles.
+
+        Parameters
+        ----------
+        z : array-like of shape (dim_z,) or obs_shape, or None
+            The observation; ``None`` (missing) keeps the predicted particles.
+        """
+        check_is_fitted(self, "model_")
+        if z is None:
+            self.x_post, self.P_post = self.x_prior.copy(), self.P_prior.copy()
+            self.x, self.P = self.x_post, self.P_post
+            return
+        z = check_observation(z, self.model_.obs_shape)[None, :]
+        if self.features_ is not None:
+            z = np.asarray(self.features_.transform(z), dtype=np.float64)
+        rule, X, U = self.rule_, self.states_, self.particles
+        cross = rule.kernel_x_(X, U)                              # k(x_i, u_j), (n, N)
+        mu = rule.projection(cross.mean(axis=1))                  # the particles' embedding, projected
+        W, info = rule.weights_from_projection(mu, rule.observation_vectors(z))
+        for kind, message in info.items():
+            self._record(kind, message)
+        p, fallback = normalise_weights(W[:, 0])
+        if fallback is not None:
+            self._record(fallback, _FALLBACKS[fallback])
+        if p is None:  # nothing to resample from: the prediction stands
+            self.x_post, self.P_post = self.x_prior.copy(), self.P_prior.copy()
+            self.x, self.P = self.x_post, self.P_post
+            return
+        self.weights = p
+        self.x_post = self.x = p @ X
+        self.P_post = self.P = weighted_covariance(X, clipped_weights(p))
+        self.particles = self._herd(p, cross)
+
+    def _herd(self, p, cross):
+        """``n_particles`` herded from ``sum_i p_i k(., x_i)`` among the candidates."""
+        gram, X, U = self.model_.state_gram, self.states_, self.particles
+        n = X.shape[0]
+        if self.candidates == "training":
+            return X[herd(gram @ p, lambda j: gram[:, j], self.n_particles)]
+        particle_gram = self.rule_.kernel_x_(U)
+        target = np.concatenate([gram @ p, cross.T @ p])
+
+        def column(j):
+            if j < n:
+                return np.concatenate([gram[:, j], cross[j]])
+            return np.concatenate([cross[:, j - n], particle_gram[:, j - n]])
+
+        picked = herd(target, column, self.n_particles)
+        return np.vstack([X, U])[picked]

@@ -1,0 +1,260 @@
+"""Localization baselines that look training images up by similarity.
+
+:class:`NearestImage` answers with the state of the most similar training image (no motion, no
+memory). :class:`NearestNeighbourParticleFilter` is a particle filter with the known motion
+model and a likelihood built from the states of the training images nearest to the observation
+(Vlassis, Terwijn and Kröse 2002): the method the robot-localization study of Kanagawa et al.
+(2016) calls NN.
+"""
+
+import numpy as np
+from scipy.special import logsumexp
+from sklearn.base import BaseEstimator
+from sklearn.neighbors import NearestNeighbors
+from sklearn.utils.validation import check_is_fitted
+
+from .._validation import check_choice, check_int, check_observation, check_positive, check_rng, check_sequences
+from ..embedding import weighted_covariance
+from ..kernels import median_distance
+from ..threads import limited_blas
+from .base import SequentialFilter, check_transition, sample_next, systematic_resample
+from .kbf import fitted_observation_features
+
+__all__ = ["NearestImage", "NearestNeighbourParticleFilter"]
+
+
+class _ImageLookup(SequentialFilter, BaseEstimator):
+    """Shared by both: the training states and a neighbour index over the observation features."""
+
+    def _fit_lookup(self, states, observations):
+        xs, zs, self.obs_shape_ = check_sequences(states, observations)
+        X, Z = np.vstack(xs), np.vstack(zs)
+        self.n_features_in_ = X.shape[1]
+        self.features_, Z = fitted_observation_features(self.features, self.obs_shape_, Z, X)
+        self.states_ = X
+        self.index_ = NearestNeighbors(n_neighbors=min(check_int(self.n_neighbors, "n_neighbors"), len(X))).fit(Z)
+
+    def _neighbours(self, z):
+        """Indices of the training observations nearest to ``z``, nearest first."""
+        z = check_observation(z, self.obs_shape_)[None, :]
+        if self.features_ is not None:
+            z = np.asarray(self.features_.transform(z), dtype=np.float64)
+        return self.index_.kneighbors(z, return_distance=False)[0]
+
+
+class NearestImage(_ImageLookup):
+    """The state of the training image most like the observation (NAI); no dynamics.
+
+    Parameters
+    ----------
+    n_neighbors : int, default=1
+        Average the states of this many nearest training images (1: the nearest one's).
+    features : "auto", transformer or None, default="auto"
+        The map the images are compared through, as for :class:`~kbfilter.KernelBayesFilter`
+        (images are blurred by default; None compares raw pixels).
+
+    Examples
+    --------
+    >>> import kbfilter as kb
+    >>> states, obs = kb.systems.Rotation().simulate(200, rng=0)
+    >>> nai = NearestImage().fit(states, obs)
+    >>> nai.batch_filter(obs[:3])[0].shape
+    (3, 2)
+    """
+
+    def __init__(self, n_neighbors=1, features="auto"):
+        self.n_neighbors = n_neighbors
+        self.features = features
+
+    @limited_blas
+    def fit(self, states, observations, controls=None):
+        """Index the training observations.
+
+        Parameters
+        ----------
+        states : array-like of shape (n, dim_x), or a list of such arrays
+            Training states.
+        observations : array-like, or a list of arrays
+            The observation at each training state.
+        controls : ignored
+            Accepted so that every filter fits with the same call.
+
+        Returns
+        -------
+        self : NearestImage
+            The fitted baseline.
+        """
+        self._fit_lookup(states, observations)
+        return self.reset()
+
+    def reset(self):
+        """Forget the last answer: the estimate is the mean training state.
+
+        Returns
+        -------
+        self : NearestImage
+            The baseline.
+        """
+        check_is_fitted(self, "index_")
+        self.x = self.x_prior = self.x_post = self.states_.mean(axis=0)
+        self.P = self.P_prior = self.P_post = np.atleast_2d(np.cov(self.states_.T))
+        return self
+
+    def predict(self, u=None):
+        """Keep the last answer (no motion model).
+
+        Parameters
+        ----------
+        u : ignored
+            The control.
+        """
+        self.x_prior, self.P_prior = self.x.copy(), self.P.copy()
+
+    @limited_blas
+    def update(self, z):
+        """Answer with the state(s) of the nearest training image(s).
+
+        Parameters
+        ----------
+        z : array-like or None
+            The observation; None keeps the last answer.
+        """
+        check_is_fitted(self, "index_")
+        if z is None:
+            self.x_post, self.P_post = self.x_prior.copy(), self.P_prior.copy()
+            return
+        near = self.states_[self._neighbours(z)]
+        self.x = self.x_post = near.mean(axis=0)
+        self.P = self.P_post = weighted_covariance(near, np.full(len(near), 1.0 / len(near)))
+
+
+class NearestNeighbourParticleFilter(_ImageLookup):
+    """A particle filter whose likelihood comes from the nearest training images (NN).
+
+    The ``n_neighbors`` training observations nearest to ``z`` vote with their states: a
+    particle at ``x`` gets the likelihood ``sum_m exp(-||x - x_m||^2 / (2 h^2))`` (plus a floor of
+    ``1e-3`` of its largest value, so that particles far from every vote keep a little weight),
+    with ``h = scale`` times the median distance between training states.
+    The prediction samples the known motion model.
+
+    Parameters
+    ----------
+    transition : System or callable
+        The motion model, as for :class:`~kbfilter.KernelMonteCarloFilter`.
+    n_particles : int, default=1000
+        The number of particles.
+    n_neighbors : int, default=10
+        The training images that vote.
+    scale : float, default=0.1
+        The votes' width ``h``, as a multiple of the median distance between training states.
+    features : "auto", transformer or None, default="auto"
+        The map the images are compared through.
+    ess_threshold : float in (0, 1], default=0.5
+        Resample (systematically) when the effective sample size is below this fraction.
+    random_state : int, Generator or None, default=None
+        Seeds the particles, the transition's draws and the resampling.
+
+    Examples
+    --------
+    >>> import kbfilter as kb
+    >>> system = kb.systems.Rotation()
+    >>> states, obs = system.simulate(300, rng=0)
+    >>> nn = NearestNeighbourParticleFilter(system, n_particles=200, random_state=0).fit(states, obs)
+    >>> nn.batch_filter(obs[:3])[0].shape
+    (3, 2)
+    """
+
+    def __init__(self, transition=None, n_particles=1000, n_neighbors=10, scale=0.1, features="auto",
+                 ess_threshold=0.5, random_state=None):
+        self.transition = transition
+        self.n_particles = n_particles
+        self.n_neighbors = n_neighbors
+        self.scale = scale
+        self.features = features
+        self.ess_threshold = ess_threshold
+        self.random_state = random_state
+
+    @limited_blas
+    def fit(self, states, observations, controls=None):
+        """Index the training observations; draw the particles from the training states.
+
+        Parameters
+        ----------
+        states : array-like of shape (n, dim_x), or a list of such arrays
+            Training states.
+        observations : array-like, or a list of arrays
+            The observation at each training state.
+        controls : ignored
+            Accepted so that every filter fits with the same call; the motion is ``transition``.
+
+        Returns
+        -------
+        self : NearestNeighbourParticleFilter
+            The fitted filter.
+        """
+        check_transition(self.transition)
+        check_int(self.n_particles, "n_particles", minimum=2)
+        if not 0 < check_positive(self.ess_threshold, "ess_threshold") <= 1:
+            raise ValueError(f"ess_threshold: expected a fraction in (0, 1], got {self.ess_threshold!r}")
+        self._fit_lookup(states, observations)
+        self.width_ = check_positive(self.scale, "scale") * median_distance(self.states_)
+        return self.reset()
+
+    def reset(self):
+        """Particles drawn uniformly from the training states, with equal weights.
+
+        Returns
+        -------
+        self : NearestNeighbourParticleFilter
+            The filter.
+        """
+        check_is_fitted(self, "index_")
+        self._rng = check_rng(self.random_state)
+        n = len(self.states_)
+        self.particles = self.states_[self._rng.choice(n, size=self.n_particles, replace=n < self.n_particles)]
+        self.weights = np.full(self.n_particles, 1.0 / self.n_particles)
+        self._estimate("prior")
+        self._estimate("post")
+        return self
+
+    def _estimate(self, which):
+        mean, cov = self.weights @ self.particles, weighted_covariance(self.particles, self.weights)
+        setattr(self, f"x_{which}", mean)
+        setattr(self, f"P_{which}", cov)
+        self.x, self.P = mean, cov
+
+    def predict(self, u=None):
+        """Move every particle by a draw of the motion model.
+
+        Parameters
+        ----------
+        u : array-like or None, default=None
+            The control passed to ``transition``.
+        """
+        check_is_fitted(self, "index_")
+        self.particles = sample_next(self.transition, self.particles, u, self._rng)
+        self._estimate("prior")
+
+    @limited_blas
+    def update(self, z):
+        """Weight the particles by the neighbours' votes; resample when the ESS is low.
+
+        Parameters
+        ----------
+        z : array-like or None
+            The observation; None keeps the prediction.
+        """
+        check_is_fitted(self, "index_")
+        if z is None:
+            self._estimate("post")
+            return
+        votes = self.states_[self._neighbours(z)]
+        sq = np.sum((self.particles[:, None, :] - votes[None, :, :]) ** 2, axis=2)
+        loglik = logsumexp(-sq / (2 * self.width_**2), axis=1)
+        loglik = np.logaddexp(loglik, loglik.max() + np.log(1e-3))
+        logw = np.log(self.weights) + loglik
+        self.weights = np.exp(logw - logsumexp(logw))
+        self._estimate("post")
+        if 1.0 / np.sum(self.weights**2) < self.ess_threshold * self.n_particles:
+            self.particles = self.particles[systematic_resample(self.weights, self._rng)]
+            self.weights = np.full(self.n_particles, 1.0 / self.n_particles)
