@@ -355,7 +355,7 @@ class LinearKernel(Kernel):
 
 def _from_sklearn(kernel, name):
     """kbfilter's equal of a scikit-learn Gaussian-process kernel (``RBF``, ``Matern``), or None."""
-    from sklearn.gaussian_process.kernels import RBF, Matern
+    from sklearn.gaussian_process.kernels import RBF
 
     if not isinstance(kernel, RBF):  # Matern is a subclass of RBF
         return None

@@ -87,20 +87,22 @@ def run(robot, seed, train_length, test_length, methods, features, particles, ke
                                       progress=False, validation_length=min(200, train_length // 4))
                 row["params"][name] = filt.best_params_
             start = time.perf_counter()
-            means = filt.batch_filter(test_images, us=test_controls)[0]
+            if keep and name == REFERENCE:  # step by step, to keep its particles at a few steps for the figure
+                means, snapshots = [], []
+                for t, (z, u) in enumerate(zip(test_images, test_controls)):
+                    filt.predict(u)
+                    filt.update(z)
+                    means.append(filt.x_post.copy())
+                    if t in (0, 5, 20):
+                        snapshots.append(filt.particles.copy())
+                means = np.array(means)
+                estimates["particles"] = snapshots
+            else:
+                means = filt.batch_filter(test_images, us=test_controls)[0]
         row["ms_per_step"][name] = 1000 * (time.perf_counter() - start) / test_length
         row["position_mse"][name], row["heading_mae"][name] = errors(means, test_poses)
         if keep:
             estimates[name] = means
-            if name == REFERENCE:
-                filt.reset()
-                snapshots = []
-                for t, (z, u) in enumerate(zip(test_images, test_controls)):
-                    filt.predict(u)
-                    filt.update(z)
-                    if t in (0, 5, 20):
-                        snapshots.append(filt.particles.copy())
-                estimates["particles"] = snapshots
     if keep:
         row["trajectory"] = {"states": test_poses, "estimates": estimates}
     return row

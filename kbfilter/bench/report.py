@@ -203,8 +203,6 @@ def write_results(out, system, rows, summary, config, command=None):
     ax = plot_mse_box({m: [r["mse"][m] for r in rows] for m in rows[0]["mse"]})
     ax.set_title(f"{system}: test MSE over {len(rows)} runs")
     save_figure(ax, paths[2])
-    import matplotlib.pyplot as plt
-
     traj = rows[0]["trajectory"]
     ax = plot_trajectory(traj["states"], traj["estimates"])
     ax.figure.suptitle(f"{system}: run 0, first 100 test steps")

@@ -1,7 +1,12 @@
 """What every filter object shares: filterpy's attribute names and ``batch_filter``."""
 
-import numpy as np
+import warnings
+from collections import Counter
 
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from ..linalg import NumericalWarning
 from ..threads import limited_blas
 
 
@@ -92,6 +97,29 @@ def systematic_resample(weights, rng):
     cumulative = np.cumsum(weights)
     cumulative[-1] = 1.0
     return np.searchsorted(cumulative, positions)
+
+
+class CountedFallbacks:
+    """Mixin: the fallbacks a fitted filter takes, counted since fit and since the last reset.
+
+    The filter keeps what fit counted in ``model_.fit_diagnostics`` and starts ``_events`` afresh
+    in ``reset``; each kind is warned about once per reset.
+    """
+
+    def _after_load(self):
+        self._events = Counter()
+
+    def _record(self, kind, message):
+        self._events[kind] += 1
+        if self._events[kind] == 1:
+            warnings.warn(f"{type(self).__name__}: {message} (reported once until reset; see diagnostics)",
+                          NumericalWarning, stacklevel=4)
+
+    @property
+    def diagnostics(self):
+        """Counts of every fallback taken at fit time and since the last reset (algorithms §5.4, §8)."""
+        check_is_fitted(self, "model_")
+        return self.model_.fit_diagnostics + self._events
 
 
 class SequentialFilter:

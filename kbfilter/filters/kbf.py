@@ -32,9 +32,9 @@ from ..persistence import Persistent, persistent
 from ..rules.bayes_rule import KernelBayesRule
 from ..rules.conditional import ConditionalEmbedding
 from ..threads import limited_blas
-from .base import SequentialFilter
+from .base import CountedFallbacks, SequentialFilter
 
-__all__ = ["KernelBayesFilter", "FilterModel", "SharedModel", "fitted_observation_features", "scaled_kernel", "IMAGE_FEATURES", "observation_features", "RANK_RTOL", "MAX_RANK", "RFF_RANK"]
+__all__ = ["KernelBayesFilter", "FilterModel", "SharedModel", "fitted_observation_features", "mapped_observation", "scaled_kernel", "IMAGE_FEATURES", "observation_features", "RANK_RTOL", "MAX_RANK", "RFF_RANK"]
 
 #: ``approximation="nystrom"`` with ``rank=None``: landmarks are added until the neglected trace of
 #: each Gram matrix is at most ``RANK_RTOL * n * reg`` for the regulariser ``reg`` it is solved with,
@@ -101,6 +101,27 @@ def fitted_observation_features(features, obs_shape, Z, X):
         features.set_params(image_shape=obs_shape)  # e.g. GaussianBlur
     features.fit(Z, X)
     return features, np.asarray(features.transform(Z), dtype=np.float64)
+
+
+def mapped_observation(z, obs_shape, features):
+    """One test observation as a (1, d) row in the space the observation kernel sees.
+
+    Parameters
+    ----------
+    z : array-like
+        The observation, in the training observations' shape or flattened.
+    obs_shape : tuple of int
+        The shape of one training observation.
+    features : transformer or None
+        The fitted map of :func:`fitted_observation_features`.
+
+    Returns
+    -------
+    ndarray of shape (1, d)
+        The observation after ``features``.
+    """
+    z = check_observation(z, obs_shape)[None, :]
+    return z if features is None else np.asarray(features.transform(z), dtype=np.float64)
 
 
 def scaled_kernel(kernel, name, scale):
@@ -288,7 +309,7 @@ def _learned(name, doc):
 @persistent("model_",
             # the belief, so that a loaded filter continues where the saved one stopped
             "weights", "weights_prior", "x", "P", "x_prior", "P_prior", "x_post", "P_post")
-class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
+class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEstimator):
     """Kernel Bayes filter: a nonparametric filter learned from example trajectories (algorithms §6).
 
     Parameters
@@ -585,15 +606,6 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
         self.P_post = self.P_prior = self.P = self._cov(w)
         return self
 
-    def _after_load(self):
-        self._events = Counter()
-
-    def _record(self, kind, message):
-        self._events[kind] += 1
-        if self._events[kind] == 1:
-            warnings.warn(f"KernelBayesFilter: {message} (reported once until reset; see diagnostics)",
-                          NumericalWarning, stacklevel=4)
-
     def _normalised(self, w, fallback):
         p, rule = normalise_weights(w)
         if rule is not None:
@@ -653,7 +665,7 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
             self.x_post, self.P_post = self.x_prior.copy(), self.P_prior.copy()
             self.x, self.P = self.x_post, self.P_post
             return
-        obs = self.rule_.observation_vectors(self._observation(z))
+        obs = self.rule_.observation_vectors(mapped_observation(z, self.obs_shape_, self.features_))
         mu = self.projection_operator_ @ self.weights_prior
         W, info = self.rule_.weights_from_projection(mu, obs)
         for kind, message in info.items():
@@ -663,14 +675,3 @@ class KernelBayesFilter(Persistent, SequentialFilter, BaseEstimator):
         self.x_post = self.x = self._point(self.weights, raw)
         self.P_post = self.P = self._cov(self.weights)
 
-    def _observation(self, z):
-        """One observation, in the training observations' shape or flattened, as a (1, d) row
-        in the space the rule works in (after ``features``)."""
-        z = check_observation(z, self.obs_shape_)[None, :]
-        return z if self.features_ is None else np.asarray(self.features_.transform(z), dtype=np.float64)
-
-    @property
-    def diagnostics(self):
-        """Counts of every fallback taken at fit time and since the last :meth:`reset` (algorithms §5.4, §8)."""
-        check_is_fitted(self, "model_")
-        return self.fit_diagnostics_ + self._events

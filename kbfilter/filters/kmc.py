@@ -6,7 +6,6 @@ from particles, the update is kernel Bayes' rule with an observation model learn
 state-observation pairs, and kernel herding turns the posterior embedding back into particles.
 """
 
-import warnings
 from collections import Counter
 
 import numpy as np
@@ -17,19 +16,17 @@ from .._validation import (
     check_choice,
     check_int,
     check_matrix,
-    check_observation,
     check_positive,
     check_rng,
     check_sequences,
 )
 from ..embedding import clipped_weights, herd, normalise_weights, weighted_covariance
 from ..kernels import fitted_kernel
-from ..linalg import NumericalWarning
 from ..persistence import Persistent, persistent
 from ..rules.bayes_rule import KernelBayesRule
 from ..threads import limited_blas
-from .base import SequentialFilter, check_transition, sample_next
-from .kbf import SharedModel, fitted_observation_features, scaled_kernel
+from .base import CountedFallbacks, SequentialFilter, check_transition, sample_next
+from .kbf import SharedModel, fitted_observation_features, mapped_observation, scaled_kernel
 
 __all__ = ["KernelMonteCarloFilter", "ObservationModel"]
 
@@ -70,7 +67,7 @@ class ObservationModel(SharedModel):
 
 
 @persistent("model_", "rng_state", "particles", "weights", "x", "P", "x_prior", "P_prior", "x_post", "P_post")
-class KernelMonteCarloFilter(Persistent, SequentialFilter, BaseEstimator):
+class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEstimator):
     """Kernel Monte Carlo filter: a known, sampled motion model and a learned observation model.
 
     Each step: ``predict(u)`` moves every particle by a draw of ``transition``; ``update(z)``
@@ -250,27 +247,12 @@ class KernelMonteCarloFilter(Persistent, SequentialFilter, BaseEstimator):
         self._from_particles("post")
         return self
 
-    def _after_load(self):
-        self._events = Counter()
-
     def _from_particles(self, which):
         mean, cov = self.particles.mean(axis=0), weighted_covariance(self.particles, np.full(len(self.particles),
                                                                                             1.0 / len(self.particles)))
         setattr(self, f"x_{which}", mean)
         setattr(self, f"P_{which}", cov)
         self.x, self.P = mean, cov
-
-    def _record(self, kind, message):
-        self._events[kind] += 1
-        if self._events[kind] == 1:
-            warnings.warn(f"KernelMonteCarloFilter: {message} (reported once until reset; see diagnostics)",
-                          NumericalWarning, stacklevel=4)
-
-    @property
-    def diagnostics(self):
-        """Counts of every fallback taken at fit time and since the last :meth:`reset`."""
-        check_is_fitted(self, "model_")
-        return self.model_.fit_diagnostics + self._events
 
     # -- filterpy surface -------------------------------------------------------------------------------
     @limited_blas
@@ -297,12 +279,9 @@ class KernelMonteCarloFilter(Persistent, SequentialFilter, BaseEstimator):
         """
         check_is_fitted(self, "model_")
         if z is None:
-            self.x_post, self.P_post = self.x_prior.copy(), self.P_prior.copy()
-            self.x, self.P = self.x_post, self.P_post
+            self._keep_prediction()
             return
-        z = check_observation(z, self.model_.obs_shape)[None, :]
-        if self.features_ is not None:
-            z = np.asarray(self.features_.transform(z), dtype=np.float64)
+        z = mapped_observation(z, self.model_.obs_shape, self.features_)
         rule, X, U = self.rule_, self.states_, self.particles
         cross = rule.kernel_x_(X, U)                              # k(x_i, u_j), (n, N)
         mu = rule.projection(cross.mean(axis=1))                  # the particles' embedding, projected
@@ -313,13 +292,16 @@ class KernelMonteCarloFilter(Persistent, SequentialFilter, BaseEstimator):
         if fallback is not None:
             self._record(fallback, _FALLBACKS[fallback])
         if p is None:  # nothing to resample from: the prediction stands
-            self.x_post, self.P_post = self.x_prior.copy(), self.P_prior.copy()
-            self.x, self.P = self.x_post, self.P_post
+            self._keep_prediction()
             return
         self.weights = p
         self.x_post = self.x = p @ X
         self.P_post = self.P = weighted_covariance(X, clipped_weights(p))
         self.particles = self._herd(p, cross)
+
+    def _keep_prediction(self):
+        self.x_post, self.P_post = self.x_prior.copy(), self.P_prior.copy()
+        self.x, self.P = self.x_post, self.P_post
 
     def _herd(self, p, cross):
         """``n_particles`` herded from ``sum_i p_i k(., x_i)`` among the candidates."""

@@ -13,12 +13,12 @@ from sklearn.base import BaseEstimator
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_choice, check_int, check_observation, check_positive, check_rng, check_sequences
+from .._validation import check_int, check_positive, check_rng, check_sequences
 from ..embedding import weighted_covariance
 from ..kernels import median_distance
 from ..threads import limited_blas
 from .base import SequentialFilter, check_transition, sample_next, systematic_resample
-from .kbf import fitted_observation_features
+from .kbf import fitted_observation_features, mapped_observation
 
 __all__ = ["NearestImage", "NearestNeighbourParticleFilter"]
 
@@ -36,9 +36,7 @@ class _ImageLookup(SequentialFilter, BaseEstimator):
 
     def _neighbours(self, z):
         """Indices of the training observations nearest to ``z``, nearest first."""
-        z = check_observation(z, self.obs_shape_)[None, :]
-        if self.features_ is not None:
-            z = np.asarray(self.features_.transform(z), dtype=np.float64)
+        z = mapped_observation(z, self.obs_shape_, self.features_)
         return self.index_.kneighbors(z, return_distance=False)[0]
 
 
