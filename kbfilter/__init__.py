@@ -12,6 +12,7 @@ from .kernels import GaussianKernel, LaplaceKernel, LinearKernel, median_distanc
 from .linalg import NumericalWarning
 from .threads import blas_threads, set_blas_threads
 from .tuning import tune_filter
+from .two_sample import mmd_test
 from .rules import (
     ConditionalEmbedding,
     JointKernelMean,
@@ -32,6 +33,7 @@ __all__ = [
     "KernelBayesFilter",
     "KernelMonteCarloFilter",
     "tune_filter",
+    "mmd_test",
     "GaussianKernel",
     "LaplaceKernel",
     "LinearKernel",

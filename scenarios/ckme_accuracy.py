@@ -22,7 +22,7 @@ from kbfilter import ConditionalEmbedding, GaussianKernel
 from kbfilter.closed_forms import conditional_rkhs_errors, random_joint_gaussian
 from kbfilter.rules.conditional import weighted_sq_norms
 
-METHODS = ("exact", "knn", "nw", "random", "nystrom", "icf")
+METHODS = ("exact", "knn", "nw", "random", "nystrom", "icf", "rff")
 
 
 def one_trial(seed, n_values, n_queries):

@@ -40,7 +40,7 @@ CASES = {
     "ConditionalEmbedding": [
         (kb.ConditionalEmbedding(method=m, n_neighbors=20, rank=40, random_state=0).fit(X, Z),
          lambda c: np.append(c.predict_mean(Q), c.held_out_loss(Q, Q)))
-        for m in ("exact", "knn", "nw", "random", "nystrom", "icf")],
+        for m in ("exact", "knn", "nw", "random", "nystrom", "icf", "rff")],
     "NystromKernel": [(NystromKernel(rank=30).fit(X), lambda k: k(X, Q))],
     "RandomFourierKernel": [(RandomFourierKernel(rank=30, random_state=0).fit(X), lambda k: k(X, Q))],
     "KernelBayesRule": [(_rule(), _posterior), (_rule(method="original"), _posterior),

@@ -12,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import LinAlgError, cho_factor, cho_solve
 from sklearn.base import BaseEstimator
-from sklearn.kernel_approximation import Nystroem
+from sklearn.kernel_approximation import Nystroem, RBFSampler
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils.validation import check_is_fitted
 
@@ -33,7 +33,7 @@ from ..threads import limited_blas
 
 __all__ = ["ConditionalEmbedding", "weighted_sq_norms"]
 
-METHODS = ("exact", "knn", "nw", "random", "nystrom", "icf")
+METHODS = ("exact", "knn", "nw", "random", "nystrom", "icf", "rff")
 
 # Bound on the entries of a dense (n_train x chunk) block built while answering queries.
 _BLOCK_ENTRIES = 2**22
@@ -131,7 +131,7 @@ def _local_solve(kernel, local, kq, ridge, low_rank=True):
 
 
 @persistent("A_", "B_", "n_train_", "kernel_in_", "kernel_out_", "diagnostics_", "factor_", "n_neighbors_",
-            "subsample_", "nystroem_", "features_", "L_", "pivots_", "woodbury_")
+            "subsample_", "nystroem_", "sampler_", "features_", "L_", "pivots_", "woodbury_")
 class ConditionalEmbedding(Persistent, BaseEstimator):
     """Conditional kernel mean embedding ``P(b | a)`` learned from pairs (algorithms §3).
 
@@ -142,7 +142,7 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         They are cloned and fitted on the training data (``kernel_in_``, ``kernel_out_``).
     reg : float
         ``eps`` in ``(G_a + n eps I)^{-1}``; the localized method uses ``m eps`` on ``m`` points.
-    method : {"exact", "knn", "nw", "random", "nystrom", "icf"}
+    method : {"exact", "knn", "nw", "random", "nystrom", "icf", "rff"}
         - ``exact``: Cholesky of ``G_a + n eps I``; O(n^3) once, O(n^2) a query.
         - ``knn``: localized CKME (the localized CKME paper Algorithm 1) on the ``n_neighbors`` nearest training
           inputs of each query (found with ``sklearn.neighbors.NearestNeighbors``); sparse weights.
@@ -151,12 +151,15 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         - ``nystrom``: ``sklearn.kernel_approximation.Nystroem`` features ``Phi`` of rank ``rank``,
           ``w = Phi (Phi^T Phi + n eps I)^{-1} phi(a)``.
         - ``icf``: pivoted Cholesky ``G_a ~ L L^T`` of rank ``rank``, Woodbury solve (the localized CKME paper eq. 5).
+        - ``rff``: random Fourier features (Rahimi and Recht 2007; ``sklearn.kernel_approximation.RBFSampler``)
+          of a Gaussian ``kernel_in``, ``rank`` of them, in the same formula as ``nystrom``. Data-independent
+          features: they need more of them than Nyström needs landmarks for the same accuracy.
     n_neighbors : int
         Neighbourhood size ``m`` for ``knn``.
     rank : int
-        Points kept by ``random``; rank of ``nystrom`` and ``icf``.
+        Points kept by ``random``; rank of ``nystrom`` and ``icf``; number of features of ``rff``.
     random_state : int, Generator or None
-        For ``random`` and ``nystrom``.
+        For ``random``, ``nystrom`` and ``rff``.
     solver : {"auto", "dense"}
         For ``knn``: ``"auto"`` solves each neighbourhood through a pivoted Cholesky factor of
         its Gram matrix when that is numerically of low rank (exact to ~1e-12 relative, O(m r^2)),
@@ -295,6 +298,16 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
                                   random_state=int(seed)).fit(A)
         self._fit_features(self.nystroem_.transform(A), reg)
 
+    def _fit_rff(self, A, reg):
+        metric = self.kernel_in_.sklearn_metric()
+        if metric is None or metric[0] != "rbf":
+            raise ValueError(f"kernel_in: method='rff' needs a Gaussian kernel (random Fourier features sample "
+                             f"its spectrum), got {type(self.kernel_in_).__name__}")
+        seed = check_rng(self.random_state).integers(2**31 - 1)
+        self.sampler_ = RBFSampler(gamma=metric[1]["gamma"], n_components=check_int(self.rank, "rank"),
+                                   random_state=int(seed)).fit(A)
+        self._fit_features(self.sampler_.transform(A), reg)
+
     def _fit_features(self, Phi, reg):
         """``G_a = Phi Phi^T``: ``w = Phi (Phi^T Phi + n eps I)^{-1} phi(a)``, no n x n matrix."""
         self.features_ = Phi
@@ -338,7 +351,7 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
 
         Dense for ``exact`` (with a kernel that has no explicit features), ``nw`` and ``icf``;
         sparse for ``knn`` and ``random``; low rank ``Phi (Phi^T Phi + n eps I)^{-1} phi(Q)^T`` for
-        ``nystrom`` and for ``exact`` with a feature kernel (e.g.
+        ``nystrom``, ``rff`` and for ``exact`` with a feature kernel (e.g.
         :class:`~kbfilter.kernel_approximation.NystromKernel`): O((n + q) r) memory.
 
         Parameters
@@ -353,7 +366,7 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         """
         check_is_fitted(self, "kernel_in_")
         Q = check_matrix(Q, "Q", n_features=self.A_.shape[1])
-        if self.method == "nystrom" or (self.method == "exact" and self.kernel_in_.has_features):
+        if self.method in ("nystrom", "rff") or (self.method == "exact" and self.kernel_in_.has_features):
             return LowRankOperator(self.features_, self.factor_.solve(self._query_features(Q).T).T)
         W = self._weights(Q)
         return SparseOperator(W) if sp.issparse(W) else DenseOperator(W)
@@ -361,6 +374,8 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
     def _query_features(self, Q):
         if self.method == "nystrom":
             return self.nystroem_.transform(Q)
+        if self.method == "rff":
+            return self.sampler_.transform(Q)
         return self.kernel_in_.features(Q)
 
     def _weights(self, Q):
@@ -393,6 +408,8 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
 
     def _weights_nystrom(self, Q):
         return self.features_ @ self.factor_.solve(self._query_features(Q).T)
+
+    _weights_rff = _weights_nystrom
 
     def _weights_icf(self, Q):
         return self.woodbury_.solve(self.kernel_in_(self.A_, Q))
