@@ -14,7 +14,7 @@ from pathlib import Path
 from . import __version__
 
 #: default runs of ``kbfilter bench`` where 6 would not finish in about 5 minutes on 2 cores
-QUICK_RUNS = {"sprite": 4, "camera": 4}
+QUICK_RUNS = {"sprite": 4, "camera": 4, "localization": 2}
 
 # the library's argument names, as the command line spells them
 _FLAGS = {"runs": "--runs", "train_length": "--train-length", "test_length": "--test-length",
@@ -51,8 +51,9 @@ def add_bench_arguments(parser, system=None, runs=None, train_lengths=(500,), jo
                         help=f"training steps; several values run one study each (default "
                              f"{' '.join(map(str, train_lengths))}; paper: 1000)")
     parser.add_argument("--test-length", type=int, default=200, help="test steps (default 200)")
-    parser.add_argument("--validation-length", type=int, default=200,
-                        help="training steps held out for tuning (default 200)")
+    parser.add_argument("--validation-length", type=int, default=None,
+                        help="training steps held out for tuning (default 200, or half the training steps "
+                             "when there are fewer than 400)")
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=None, metavar="METHOD",
                         help=f"any of {', '.join(METHODS)} (default: the system's usual set)")
     parser.add_argument("--folds", type=int, default=1,
@@ -146,10 +147,12 @@ def bench_command(args, parser, folder_per_length=False):
             if _holds_results(folder):
                 parser.error(f"argument --out: {folder} already holds results; pass --force to overwrite them "
                              f"or choose another --out")
+    validation = {T: min(200, T // 2) if args.validation_length is None else args.validation_length
+                  for T in args.train_lengths}
     try:
         for T in args.train_lengths:
             check_bench_arguments(args.system, args.runs, T, args.test_length, args.methods,
-                                  args.validation_length, args.folds, args.seed, args.jobs)
+                                  validation[T], args.folds, args.seed, args.jobs)
         for folder in folders.values():
             writable_folder(folder)
     except ValueError as exc:
@@ -162,11 +165,11 @@ def bench_command(args, parser, folder_per_length=False):
     with backend:
         for T, folder in folders.items():
             print(f"kbfilter bench {args.system}: {args.runs} runs, training {T} steps "
-                  f"(last {args.validation_length} for tuning), test {args.test_length} steps; results in {folder}",
+                  f"(last {validation[T]} for tuning), test {args.test_length} steps; results in {folder}",
                   flush=True)
             run_and_report(args.system, folder, runs=args.runs, train_length=T, test_length=args.test_length,
                            methods=args.methods, n_jobs=args.jobs, seed=args.seed, progress=not args.quiet,
-                           validation_length=args.validation_length, search=args.search, n_folds=args.folds,
+                           validation_length=validation[T], search=args.search, n_folds=args.folds,
                            command=args.command_line)
     return 0
 

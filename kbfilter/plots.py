@@ -3,7 +3,7 @@ imported only when a figure is made, and nothing is ever shown."""
 
 import numpy as np
 
-__all__ = ["plot_mse_box", "plot_trajectory", "plot_frames", "save_figure"]
+__all__ = ["plot_mse_box", "plot_trajectory", "plot_frames", "plot_map", "save_figure"]
 
 
 def _axes(ax, figsize=(7, 4.5)):
@@ -151,6 +151,42 @@ def plot_frames(frames, titles, marks=None, axes=None):
     if marks and marks[0]:
         axes[0].legend(fontsize=6, loc="lower left", framealpha=0.6)
     return axes[0]
+
+
+def plot_map(system, states, estimates, particles=None, ax=None):
+    """A system's map from above with the true path, each method's estimates and some particles.
+
+    Parameters
+    ----------
+    system : System
+        A system that draws its map (``top_down(ax)``, as :class:`~kbfilter.systems.RobotInRoom`).
+    states : array-like of shape (T, dim_x)
+        The true states; the first two coordinates are the position.
+    estimates : dict of str to array-like of shape (T, dim_x)
+        Each method's estimates.
+    particles : dict of str to dict of int to array-like of shape (N, dim_x), optional
+        For some methods, their particles after some steps (``{method: {step: particles}}``).
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new figure when None.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on.
+    """
+    ax = _axes(ax, figsize=(6, 6))
+    system.top_down(ax)
+    states = np.asarray(states)
+    ax.plot(states[:, 0], states[:, 1], color="black", lw=2, label="true path")
+    for name, means in estimates.items():
+        means = np.asarray(means)
+        ax.plot(means[:, 0], means[:, 1], lw=1, alpha=0.8, label=name)
+    for name, by_step in (particles or {}).items():
+        for step, cloud in by_step.items():
+            cloud = np.asarray(cloud)
+            ax.scatter(cloud[:, 0], cloud[:, 1], s=2, alpha=0.3, label=f"{name} particles, step {step}")
+    ax.legend(fontsize=6, loc="upper right", framealpha=0.6)
+    return ax
 
 
 def save_figure(ax, path):

@@ -20,10 +20,13 @@ from tqdm.auto import tqdm
 from ._validation import check_choice, check_controls, check_int, check_sequences
 from .features import GaussianBlur
 from .filters.kbf import observation_features
+from .filters.kmc import KernelMonteCarloFilter
+from .filters.nearest import NearestNeighbourParticleFilter
 from .linalg import NumericalWarning
 from .threads import limited_blas
 
-__all__ = ["DEFAULT_GRID", "SCALABLE_GRID", "IMAGE_GRID", "FEATURE_GRID", "BLUR_GRID", "tune_filter", "validation_split",
+__all__ = ["DEFAULT_GRID", "SCALABLE_GRID", "IMAGE_GRID", "FEATURE_GRID", "BLUR_GRID", "MONTE_CARLO_IMAGE_GRID",
+           "NEIGHBOUR_GRID", "tune_filter", "validation_split",
            "validation_mse", "check_validation_length", "default_grid"]
 
 #: vector observations: bandwidth scale 0.1-4, both regularisers 1e-6-1
@@ -48,6 +51,12 @@ FEATURE_GRID = dict(IMAGE_GRID, scale_z=(0.25, 0.5, 1.0, 2.0))
 #: blurred images keep less noise in their distances, so the good observation bandwidths sit a
 #: little higher than on raw pixels (0.15-0.2 x median measured), and the grid reaches 2
 BLUR_GRID = dict(IMAGE_GRID, scale_z=(0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0))
+#: the Kernel Monte Carlo filter on images: every evaluation runs a thousand particles, so the
+#: grid is coarser (on the robot room the best points measured lie inside it)
+MONTE_CARLO_IMAGE_GRID = {"scale": (0.1, 0.2, 0.5), "scale_z": (0.1, 0.2, 0.5, 1.0),
+                          "reg_prior": (1e-3, 1e-2, 1e-1), "reg_update": (1e-3, 1e-2, 1e-1)}
+#: the nearest-neighbour particle filter: neighbours voting, and their bandwidth (x median)
+NEIGHBOUR_GRID = {"n_neighbors": (1, 3, 10, 30), "scale": (0.02, 0.05, 0.1, 0.2, 0.5)}
 
 
 def check_validation_length(n_steps, validation_length, n_folds=1, name="train_length"):
@@ -174,14 +183,20 @@ def default_grid(filter, observations):
     Returns
     -------
     dict
-        :data:`DEFAULT_GRID` for vectors; for images :data:`BLUR_GRID` when the filter blurs them
-        (its default), :data:`IMAGE_GRID` on raw pixels (``features=None``) and
+        :data:`NEIGHBOUR_GRID` for the nearest-neighbour particle filter. Otherwise
+        :data:`DEFAULT_GRID` for vectors; for images :data:`MONTE_CARLO_IMAGE_GRID` for the
+        Kernel Monte Carlo filter, and for the kernel Bayes filter :data:`BLUR_GRID` when it
+        blurs them (its default), :data:`IMAGE_GRID` on raw pixels (``features=None``) and
         :data:`FEATURE_GRID` behind any other feature map.
     """
+    if isinstance(filter, NearestNeighbourParticleFilter):
+        return NEIGHBOUR_GRID
     first = observations[0] if isinstance(observations, (list, tuple)) else observations
     shape = np.shape(first)[1:]
     if len(shape) <= 1:
         return DEFAULT_GRID
+    if isinstance(filter, KernelMonteCarloFilter):
+        return MONTE_CARLO_IMAGE_GRID
     features = observation_features(getattr(filter, "features", None), shape)
     if features is None:
         return IMAGE_GRID

@@ -85,7 +85,8 @@ def test_image_bench_writes_frames_with_marks(tmp_path):
     (["bench", "pendulum"], "invalid choice"),
     (["bench", "rotation", "--runs", "0"], "--runs"),
     (["bench", "rotation", "--runs", "many"], "invalid int value"),
-    (["bench", "rotation", "--train-length", "100"], "--train-length"),
+    (["bench", "rotation", "--train-length", "0"], "--train-length"),
+    (["bench", "rotation", "--train-length", "100", "--validation-length", "200"], "--train-length"),
     (["bench", "rotation", "--folds", "0"], "--folds"),
     (["bench", "rotation", "--folds", "3", "--train-length", "500"], "--folds x --validation-length"),
     (["bench", "rotation", "--methods", "lstm"], "invalid choice"),
@@ -150,3 +151,14 @@ def test_the_scalable_methods_run_in_the_bench():
     for name in ("kbf-iw-nystrom", "kbf-iw-nystrom-knn"):
         assert 0 < rows[0]["mse"][name] < 0.5
         assert rows[0]["params"][name]["scale"] in (0.5, 1.0)
+
+
+def test_localization_scenario_holds_out_half_of_a_short_log(tmp_path):
+    from kbfilter.cli import scenario_main
+
+    code = scenario_main("localization", ["--runs", "1", "--train-lengths", "60", "--test-length", "5",
+                                          "--methods", "nai", "--jobs", "1", "--quiet", "--out", str(tmp_path)])
+    assert code == 0
+    data = json.loads((tmp_path / "train60" / "results.json").read_text())
+    assert data["config"]["validation_length"] == 30
+    assert set(data["runs"][0]["errors"]["heading_error_deg"]) == {"nai"}

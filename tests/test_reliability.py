@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import kbfilter as kb
-from kbfilter import ConditionalEmbedding, GaussianKernel, KernelBayesFilter, KernelBayesRule, NumericalWarning
+from kbfilter import GaussianKernel, KernelBayesFilter, KernelBayesRule, NumericalWarning
 from kbfilter.persistence import VERSION, load
 
 

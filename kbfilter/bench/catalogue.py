@@ -11,22 +11,45 @@ from typing import Callable
 from sklearn.decomposition import PCA
 
 from ..features import GaussianBlur, LearnedFeatures
-from ..filters import ExtendedKalman, KernelBayesFilter, ParticleFilter, UnscentedKalman, WindowRegressor
-from ..systems import CameraOrientation, MovingSprite, Oscillation, Rotation
-from ..tuning import BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, SCALABLE_GRID
+from ..filters import (ExtendedKalman, KernelBayesFilter, KernelMonteCarloFilter, NearestImage,
+                       NearestNeighbourParticleFilter, ParticleFilter, UnscentedKalman, WindowRegressor)
+from ..systems import CameraOrientation, MovingSprite, Oscillation, RobotInRoom, Rotation
+from ..tuning import (BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, MONTE_CARLO_IMAGE_GRID, NEIGHBOUR_GRID,
+                      SCALABLE_GRID)
 
 __all__ = ["Method", "SYSTEMS", "CATALOGUE", "METHODS", "DEFAULT_METHODS", "PROTOCOLS", "REFERENCE",
-           "observes_images"]
+           "observes_images", "reference_method"]
 
-SYSTEMS = {"rotation": Rotation, "oscillation": Oscillation, "sprite": MovingSprite, "camera": CameraOrientation}
+SYSTEMS = {"rotation": Rotation, "oscillation": Oscillation, "sprite": MovingSprite, "camera": CameraOrientation,
+           "localization": RobotInRoom}
 
 #: the studies' protocols: (runs, training lengths). Rotation and oscillation follow Xu et al.
-#: (2022, section 6.2); the image systems use 10 runs of 1,000 training steps.
+#: (2022, section 6.2); the image systems use 10 runs of 1,000 training steps; localization
+#: adds the 200 poses of Fukumizu (2014) and a longer log.
 PROTOCOLS = {"rotation": (30, (500, 1000)), "oscillation": (30, (500, 1000)), "sprite": (10, (1000,)),
-             "camera": (10, (1000,))}
+             "camera": (10, (1000,)), "localization": (10, (200, 1000, 5000))}
 
 #: the method the others are compared with (Wilcoxon p-values, wins)
 REFERENCE = "kbf-iw"
+#: where the question is another method's: the Kernel Monte Carlo filter on the robot
+_REFERENCES = {"localization": "kmc-iw-blur"}
+
+
+def reference_method(system):
+    """The method a system's benchmark compares the others with.
+
+    Parameters
+    ----------
+    system : str
+        A name in :data:`SYSTEMS`.
+
+    Returns
+    -------
+    str
+        A name in :data:`CATALOGUE`: :data:`REFERENCE` unless the system's study asks about
+        another method.
+    """
+    return _REFERENCES.get(system, REFERENCE)
 
 
 def observes_images(system):
@@ -74,6 +97,19 @@ _RAW = {"vectors": DEFAULT_GRID, "images": IMAGE_GRID}
 _FEATURES = {"vectors": FEATURE_GRID, "images": FEATURE_GRID}
 _BLUR = {"vectors": BLUR_GRID, "images": BLUR_GRID}
 _SCALABLE = {"vectors": SCALABLE_GRID, "images": IMAGE_GRID}
+_MONTE_CARLO = {"vectors": DEFAULT_GRID, "images": MONTE_CARLO_IMAGE_GRID}
+_NEIGHBOURS = {"vectors": NEIGHBOUR_GRID, "images": NEIGHBOUR_GRID}
+_BLURRED = "auto"  # the filters' default map in front of image kernels: a Gaussian blur
+
+
+def _kmc(rule, features, resample="herding"):
+    return lambda system, rng: KernelMonteCarloFilter(system, n_particles=1000, rule=rule, features=features,
+                                                      resample=resample, random_state=rng)
+
+
+def _nn_pf(features):
+    return lambda system, rng: NearestNeighbourParticleFilter(system, n_particles=1000, features=features,
+                                                              random_state=rng)
 
 CATALOGUE = {m.name: m for m in (
     Method("kbf-iw", "tuned", _kbf("iw"), _RAW, "kernel Bayes filter, importance-weighted KBR"),
@@ -96,6 +132,24 @@ CATALOGUE = {m.name: m for m in (
            description="bootstrap particle filter, 1,000 particles"),
     Method("pf-pixel", "known_model", lambda system, rng: ParticleFilter(system, n_particles=1000, rng=rng),
            description="bootstrap particle filter with the pixel likelihood, 1,000 particles"),
+    Method("kmc-iw", "tuned", _kmc("iw", None), _MONTE_CARLO,
+           "Kernel Monte Carlo filter (sampled motion, IW-KBR update, herding), 1,000 particles"),
+    Method("kmc-iw-blur", "tuned", _kmc("iw", _BLURRED), _MONTE_CARLO,
+           "Kernel Monte Carlo filter on blurred images"),
+    Method("kmc-original-blur", "tuned", _kmc("original", _BLURRED), _MONTE_CARLO,
+           "Kernel Monte Carlo filter with the original KBR, blurred images"),
+    Method("kmc-iw-ratio", "tuned", _kmc("iw", None, "ratio"), _MONTE_CARLO,
+           "Kernel Monte Carlo filter, particles weighted by the posterior-to-prior embedding ratio"),
+    Method("kmc-iw-ratio-blur", "tuned", _kmc("iw", _BLURRED, "ratio"), _MONTE_CARLO,
+           "Kernel Monte Carlo filter with the embedding ratio, blurred images"),
+    Method("nai", "trained", lambda system, rng: NearestImage(features=None),
+           description="the state of the nearest training image (no motion model)"),
+    Method("nai-blur", "trained", lambda system, rng: NearestImage(features=_BLURRED),
+           description="the state of the nearest training image, blurred images"),
+    Method("nn-pf", "tuned", _nn_pf(None), _NEIGHBOURS,
+           "particle filter with a nearest-training-images likelihood (Vlassis et al. 2002)"),
+    Method("nn-pf-blur", "tuned", _nn_pf(_BLURRED), _NEIGHBOURS,
+           "nearest-neighbour particle filter on blurred images"),
     Method("window-mlp", "trained", lambda system, rng: WindowRegressor(),
            description="MLP on the features of the last 10 frames"),
     Method("oracle-pf", "oracle",
@@ -110,4 +164,6 @@ _IMAGES = ("kbf-iw", "kbf-original", "kbf-iw-blur", "kbf-iw-pca", "kbf-iw-learne
            "oracle-pf")
 #: what ``kbfilter bench SYSTEM`` runs when no ``--methods`` are given
 DEFAULT_METHODS = {"rotation": _LOW_DIMENSIONAL, "oscillation": _LOW_DIMENSIONAL, "sprite": _IMAGES,
-                   "camera": _IMAGES}
+                   "camera": _IMAGES,
+                   "localization": ("nai-blur", "nn-pf-blur", "kbf-iw-blur", "kmc-iw-blur", "kmc-original-blur",
+                                    "kmc-iw-ratio-blur", "pf-pixel")}

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import wilcoxon
 
-from .catalogue import REFERENCE, SYSTEMS
+from .catalogue import REFERENCE, SYSTEMS, reference_method
 from .runner import check_bench_arguments, run_bench
 
 __all__ = ["summarise", "format_table", "write_results", "run_and_report", "writable_folder", "provenance",
@@ -122,6 +122,9 @@ def summarise(rows, reference=REFERENCE):
             "tune_s": float(np.mean([r["tune_s"][m] for r in rows])),
             "p_value": None, "wins": None,
         }
+        for metric, values in rows[0].get("errors", {}).items():  # the system's other errors, e.g. heading
+            if m in values:
+                entry[f"{metric}_mean"] = float(np.mean([r["errors"][metric][m] for r in rows]))
         if reference in methods and m != reference:
             ref = np.array([r["mse"][reference] for r in rows])
             entry["wins"] = int(np.sum(ref < mse))
@@ -150,14 +153,18 @@ def format_table(summary, runs, reference=REFERENCE):
     """
     w = max(14, *(len(m) + 2 for m in summary))
     wins_w = max(14, len(reference) + 6)
-    head = (f"{'method':<{w}}{'MSE mean ± std':>20}{'median':>9}{'ms/step':>9}{'fit s':>8}{'tune s':>8}"
-            f"{'p (Wilcoxon)':>14}{f'{reference} wins':>{wins_w}}")
+    extra = [key for key in next(iter(summary.values())) if key.endswith("_mean") and key != "mse_mean"]
+    extra_w = [max(10, len(key) - 3) for key in extra]
+    head = (f"{'method':<{w}}{'MSE mean ± std':>20}{'median':>9}"
+            + "".join(f"{key[:-5]:>{width}}" for key, width in zip(extra, extra_w))
+            + f"{'ms/step':>9}{'fit s':>8}{'tune s':>8}{'p (Wilcoxon)':>14}{f'{reference} wins':>{wins_w}}")
     lines = [head, "-" * len(head)]
     for m, s in summary.items():
         p = "" if s["p_value"] is None else f"{s['p_value']:.2g}"
         wins = "" if s["wins"] is None else f"{s['wins']}/{runs}"
         lines.append(f"{m:<{w}}{s['mse_mean']:>11.4f} ± {s['mse_std']:<6.4f}{s['mse_median']:>9.4f}"
-                     f"{s['ms_per_step']:>9.2f}{s['fit_s']:>8.2f}{s['tune_s']:>8.1f}{p:>14}{wins:>{wins_w}}")
+                     + "".join(f"{s.get(key, float('nan')):>{width}.2f}" for key, width in zip(extra, extra_w))
+                     + f"{s['ms_per_step']:>9.2f}{s['fit_s']:>8.2f}{s['tune_s']:>8.1f}{p:>14}{wins:>{wins_w}}")
     return "\n".join(lines)
 
 
@@ -185,7 +192,7 @@ def write_results(out, system, rows, summary, config, command=None):
     list of pathlib.Path
         The files written.
     """
-    from ..plots import plot_frames, plot_mse_box, plot_trajectory, save_figure
+    from ..plots import plot_frames, plot_map, plot_mse_box, plot_trajectory, save_figure
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -195,10 +202,12 @@ def write_results(out, system, rows, summary, config, command=None):
                    "runs": runs}, fh, indent=1)
     with open(out / "results.csv", "w", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerow(["run", "method", "mse", "ms_per_step", "fit_s", "tune_s"])
+        metrics = list(rows[0].get("errors", {}))
+        writer.writerow(["run", "method", "mse", *metrics, "ms_per_step", "fit_s", "tune_s"])
         for i, r in enumerate(rows):
             for m in r["mse"]:
-                writer.writerow([i, m, r["mse"][m], r["ms_per_step"][m], r["fit_s"][m], r["tune_s"][m]])
+                writer.writerow([i, m, r["mse"][m], *(r["errors"][k][m] for k in metrics), r["ms_per_step"][m],
+                                 r["fit_s"][m], r["tune_s"][m]])
     paths = [out / "results.json", out / "results.csv", out / "mse_boxplot.png", out / "trajectory.png"]
     ax = plot_mse_box({m: [r["mse"][m] for r in rows] for m in rows[0]["mse"]})
     ax.set_title(f"{system}: test MSE over {len(rows)} runs")
@@ -207,8 +216,13 @@ def write_results(out, system, rows, summary, config, command=None):
     ax = plot_trajectory(traj["states"], traj["estimates"])
     ax.figure.suptitle(f"{system}: run 0, first 100 test steps")
     save_figure(ax, paths[3])
-    if np.asarray(traj["observations"]).ndim > 2:  # images: a row of frames with truth and estimates
-        system_ = SYSTEMS[system]()
+    system_ = SYSTEMS[system]()
+    if hasattr(system_, "top_down"):  # a map: the room from above with the paths and the particles
+        paths.append(out / "map.png")
+        ax = plot_map(system_, traj["states"], traj["estimates"], traj.get("particles", {}))
+        ax.set_title(f"{system}: run 0, the test path from above")
+        save_figure(ax, paths[-1])
+    elif np.asarray(traj["observations"]).ndim > 2:  # images: a row of frames with truth and estimates
         steps = np.linspace(0, len(traj["states"]) - 1, 6).astype(int)
         shown = [m for m in ("kbf-iw", "kbf-iw-blur", "kbf-iw-learned", "pf-pixel") if m in traj["estimates"]]
         titles = ["t=%d true %s\n" % (t, np.round(traj["states"][t], 2))
@@ -258,8 +272,9 @@ def run_and_report(system, out, runs=10, train_length=1000, test_length=200, met
     rows = run_bench(system, runs=runs, train_length=train_length, test_length=test_length, methods=methods,
                      n_jobs=n_jobs, seed=seed, progress=progress, validation_length=validation_length,
                      search=search, n_folds=n_folds)
-    summary = summarise(rows)
-    print_fn(format_table(summary, runs))
+    reference = reference_method(system)
+    summary = summarise(rows, reference)
+    print_fn(format_table(summary, runs, reference))
     paths = write_results(out, system, rows, summary, config, command)
     print_fn(f"\n{time.perf_counter() - start:.0f} s; wrote " + ", ".join(str(p) for p in paths))
     return rows, summary

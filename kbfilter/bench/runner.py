@@ -18,59 +18,102 @@ from .._validation import check_choice, check_int
 from ..linalg import NumericalWarning
 from ..threads import limited_blas
 from ..tuning import check_validation_length, tune_filter
-from .catalogue import CATALOGUE, DEFAULT_METHODS, SYSTEMS
+from .catalogue import CATALOGUE, DEFAULT_METHODS, SYSTEMS, reference_method
 
 __all__ = ["run_trial", "run_bench", "check_bench_arguments"]
 
+#: test steps after which the reference method's particles are kept for the figure (run 0)
+SNAPSHOT_STEPS = (0, 5, 20)
 
-def _fitted(method, system, states, obs, rng, row, tuning):
-    """The method's filter, ready to run on the test observations; times go into ``row``."""
+
+def _fitted(method, system, data, rng, row, tuning):
+    """The method's filter, ready to run on the test observations; times go into ``row``.
+
+    ``data`` is ``(states, observations)``, or ``(states, observations, controls)`` for a
+    controlled system."""
     start = time.perf_counter()
     if method.kind == "tuned":
-        filt = tune_filter(method.build(system, rng), states, obs, param_grid=tuning["param_grid"] or method.grid(system),
+        filt = tune_filter(method.build(system, rng), *data[:2], param_grid=tuning["param_grid"] or method.grid(system),
                            validation_length=tuning["validation_length"], n_jobs=1, progress=False,
-                           search=tuning["search"], n_folds=tuning["n_folds"])
+                           search=tuning["search"], n_folds=tuning["n_folds"],
+                           controls=data[2] if len(data) > 2 else None)
         row["tune_s"][method.name] = time.perf_counter() - start
         row["fit_s"][method.name] = filt.refit_time_
         row["params"][method.name] = filt.best_params_
         return filt
     if method.kind == "trained":
-        filt = method.build(system, rng).fit(states, obs)
+        filt = method.build(system, rng).fit(*data)
         row["tune_s"][method.name], row["fit_s"][method.name] = 0.0, time.perf_counter() - start
         return filt
     row["tune_s"][method.name] = row["fit_s"][method.name] = 0.0
     return method.build(system, rng)
 
 
+def _filtered(filt, zs, us, snapshots=()):
+    """The filter's posterior means over ``zs``, and its particles after the steps in ``snapshots``
+    (for the figure; only for filters that have particles)."""
+    if not snapshots or not hasattr(filt, "particles"):
+        return (filt.batch_filter(zs) if us is None else filt.batch_filter(zs, us=us))[0], {}
+    means, kept = [], {}
+    for t, z in enumerate(zs):
+        if us is None:
+            filt.predict()
+        else:
+            filt.predict(us[t])
+        filt.update(z)
+        means.append(filt.x_post.copy())
+        if t in snapshots:
+            kept[t] = filt.particles.copy()
+    return np.array(means), kept
+
+
 def run_trial(system_name, seed, train_length, test_length, methods, validation_length=200,
               param_grid=None, search="coordinate", keep_estimates=False, n_folds=1):
     """One run: simulate, tune the kernel Bayes filters on validation, filter the test sequence
-    with every method. Returns a dict of per-method results (and the test trajectory if asked)."""
+    with every method. Returns a dict of per-method results (and the test trajectory if asked).
+
+    For a controlled system (one with ``dim_u``, e.g. :class:`~kbfilter.systems.RobotInRoom`)
+    the controls go to fitting, tuning and filtering. The errors are the system's
+    (:meth:`~kbfilter.systems.System.errors`): ``mse``, and any others under ``"errors"``."""
     system = SYSTEMS[system_name]()
     seed = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     sim_seed, filter_seed = seed.spawn(2)
     rng = np.random.default_rng(sim_seed)
-    states, obs = system.simulate(train_length, rng)
-    test_states, test_obs, test_latent = system.simulate(test_length, rng, return_latent=True)
-    row = {"mse": {}, "ms_per_step": {}, "fit_s": {}, "tune_s": {}, "params": {}}
+    if getattr(system, "dim_u", None) is not None:
+        states, controls, obs = system.simulate(train_length, rng)
+        data = (states, obs, controls)
+        test_states, test_controls, test_obs = system.simulate(test_length, rng)
+        test_latent = test_states
+    else:
+        data = system.simulate(train_length, rng)
+        test_states, test_obs, test_latent = system.simulate(test_length, rng, return_latent=True)
+        test_controls = None
+    row = {"mse": {}, "errors": {}, "ms_per_step": {}, "fit_s": {}, "tune_s": {}, "params": {}}
     tuning = {"param_grid": param_grid, "validation_length": validation_length, "search": search,
               "n_folds": n_folds}
-    estimates = {}
+    estimates, particles = {}, {}
     for name in methods:
         method = CATALOGUE[name]
+        snapshots = SNAPSHOT_STEPS if keep_estimates and name == reference_method(system_name) else ()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NumericalWarning)  # counted in diagnostics, not printed
             # every method that draws random numbers gets the same fresh stream
-            filt = _fitted(method, system, states, obs, np.random.default_rng(filter_seed), row, tuning)
+            filt = _fitted(method, system, data, np.random.default_rng(filter_seed), row, tuning)
             start = time.perf_counter()
-            means = filt.batch_filter(test_latent if method.kind == "oracle" else test_obs)[0]
+            means, kept = _filtered(filt, test_latent if method.kind == "oracle" else test_obs, test_controls,
+                                    snapshots)
         row["ms_per_step"][name] = 1000 * (time.perf_counter() - start) / test_length
-        row["mse"][name] = float(np.mean(np.sum((means - test_states) ** 2, axis=1)))
+        errors = system.errors(means, test_states)
+        row["mse"][name] = errors.pop("mse")
+        for metric, value in errors.items():
+            row["errors"].setdefault(metric, {})[name] = value
         if keep_estimates:
             estimates[name] = means
+            if kept:
+                particles[name] = kept
     if keep_estimates:
         row["trajectory"] = {"states": test_states, "observations": test_obs, "latent": test_latent,
-                             "estimates": estimates}
+                             "estimates": estimates, "particles": particles}
     return row
 
 

@@ -25,13 +25,14 @@ from ..kernels import fitted_kernel
 from ..persistence import Persistent, persistent
 from ..rules.bayes_rule import KernelBayesRule
 from ..threads import limited_blas
-from .base import CountedFallbacks, SequentialFilter, check_transition, sample_next
+from .base import CountedFallbacks, SequentialFilter, check_transition, sample_next, systematic_resample
 from .kbf import SharedModel, fitted_observation_features, mapped_observation, scaled_kernel
 
 __all__ = ["KernelMonteCarloFilter", "ObservationModel"]
 
 _FALLBACKS = {"clipped": "posterior weights summed to <= 0; used their clipped, normalised positive part",
-              "collapsed": "no posterior weight was positive; kept the predicted particles"}
+              "collapsed": "no posterior weight was positive; kept the predicted particles",
+              "unsupported": "the posterior embedding was <= 0 at every particle; kept the predicted particles"}
 
 
 @persistent("obs_shape", "states", "features", "rule", "state_gram", "fit_diagnostics")
@@ -73,14 +74,24 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
     Each step: ``predict(u)`` moves every particle by a draw of ``transition``; ``update(z)``
     takes the particles' kernel mean as the prior of kernel Bayes' rule, whose likelihood is
     learned from the training pairs ``(x_i, z_i)`` (which need not be a trajectory), giving
-    weights ``w`` over the training states; the estimate is ``sum_i w_i x_i``; then kernel herding
-    picks ``n_particles`` new, equally weighted particles that approximate the posterior
-    embedding ``sum_i w_i k(., x_i)`` (algorithms §2, §6).
+    weights ``w`` over the training states and the posterior embedding
+    ``m(.) = sum_i w_i k(., x_i)``; then ``n_particles`` new, equally weighted particles are drawn
+    from it in one of two ways (``resample``).
 
-    Herding can only pick among candidates. With ``candidates="training"`` they are the training
-    states, as in Kanagawa et al. (2016): particles can then only sit where a training state
-    lies. With ``candidates="both"`` (the default) the predicted particles are candidates too, so
-    the particle cloud keeps the resolution of the motion model between training states.
+    ``"herding"`` (Kanagawa et al. 2016): the estimate is ``sum_i w_i x_i`` and kernel herding picks
+    particles that approximate ``m`` (algorithms §2, §6). Herding can only pick among candidates.
+    With ``candidates="training"`` they are the training states, as in the paper: particles can
+    then only sit where a training state lies. With ``candidates="both"`` (the default) the
+    predicted particles are candidates too.
+
+    ``"ratio"``: each predicted particle ``u_j`` is weighted by ``max(0, m(u_j)) / m_0(u_j)``,
+    where ``m_0`` is the particles' own kernel mean (the prior). Both embeddings are densities
+    seen through the kernel, so the ratio is the likelihood at the kernel's resolution (exact only
+    as the bandwidth shrinks: on a broad kernel it flattens the likelihood); the estimate is the
+    weighted mean of the predicted particles, which are then resampled systematically. The
+    posterior is no longer confined to the training states, so it keeps the motion model's
+    precision where training states are sparse, which herding loses (see the localization study
+    in the user guide).
 
     Parameters
     ----------
@@ -107,23 +118,27 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
     features : "auto", transformer or None, default="auto"
         The map in front of the observation kernel, as for
         :class:`~kbfilter.KernelBayesFilter` (images are blurred by default).
+    resample : {"herding", "ratio"}, default="herding"
+        How the posterior embedding becomes particles (see above).
     candidates : {"both", "training"}, default="both"
-        Where herding picks the new particles from.
+        Where herding picks the new particles from (``resample="herding"`` only).
     random_state : int, Generator or None, default=None
         Seeds the initial particles and the transition's draws.
 
     Attributes
     ----------
     x, P : ndarray
-        Current estimate and covariance: the posterior's weighted mean and covariance over the
-        training states after an update, the particles' after a prediction.
+        Current estimate and covariance: after an update the posterior's weighted mean and
+        covariance (over the training states with herding, over the predicted particles with the
+        ratio), the particles' after a prediction.
     particles : ndarray of shape (n_particles, dim_x)
         The current particles (equally weighted).
     weights : ndarray of shape (n,)
         The last update's normalised weights over the training states.
     diagnostics : collections.Counter
         Fallbacks taken at fit and since the last reset: the rule's (see
-        :class:`~kbfilter.KernelBayesFilter`) and ``"clipped"`` / ``"collapsed"``.
+        :class:`~kbfilter.KernelBayesFilter`) and ``"clipped"`` / ``"collapsed"`` /
+        ``"unsupported"`` (the posterior embedding is not positive at any particle).
 
     Examples
     --------
@@ -139,8 +154,8 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
     """
 
     def __init__(self, transition=None, n_particles=1000, rule="iw", kernel_x=None, kernel_z=None, scale=1.0,
-                 scale_z=None, reg_prior=1e-2, reg_update=1e-2, features="auto", candidates="both",
-                 random_state=None):
+                 scale_z=None, reg_prior=1e-2, reg_update=1e-2, features="auto", resample="herding",
+                 candidates="both", random_state=None):
         self.transition = transition
         self.n_particles = n_particles
         self.rule = rule
@@ -151,6 +166,7 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
         self.reg_prior = reg_prior
         self.reg_update = reg_update
         self.features = features
+        self.resample = resample
         self.candidates = candidates
         self.random_state = random_state
 
@@ -174,6 +190,7 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
         """
         check_transition(self.transition)
         check_choice(self.rule, "rule", ("iw", "original"))
+        check_choice(self.resample, "resample", ("herding", "ratio"))
         check_choice(self.candidates, "candidates", ("both", "training"))
         check_int(self.n_particles, "n_particles", minimum=2)
         scale = check_positive(self.scale, "scale")
@@ -295,9 +312,20 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
             self._keep_prediction()
             return
         self.weights = p
-        self.x_post = self.x = p @ X
-        self.P_post = self.P = weighted_covariance(X, clipped_weights(p))
-        self.particles = self._herd(p, cross)
+        if self.resample == "herding":
+            self.x_post = self.x = p @ X
+            self.P_post = self.P = weighted_covariance(X, clipped_weights(p))
+            self.particles = self._herd(p, cross)
+            return
+        a = np.maximum(cross.T @ p, 0.0) / rule.kernel_x_(U).mean(axis=1)
+        if not a.sum() > 0:
+            self._record("unsupported", _FALLBACKS["unsupported"])
+            self._keep_prediction()
+            return
+        a /= a.sum()
+        self.x_post = self.x = a @ U
+        self.P_post = self.P = weighted_covariance(U, a)
+        self.particles = U[systematic_resample(a, self._rng)]
 
     def _keep_prediction(self):
         self.x_post, self.P_post = self.x_prior.copy(), self.P_prior.copy()

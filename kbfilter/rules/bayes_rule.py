@@ -192,12 +192,12 @@ class KernelBayesRule(Persistent, BaseEstimator):
         if self.kernel_x_.has_features:
             # G_x = U U^T: the projection is U (U^T U + n eta I)^{-1} U^T, no n x n matrix
             self.prior_factor_ = Woodbury(self.kernel_x_.features(X), n * reg_prior)
-            event, description = self.prior_factor_.inner.event, "U^T U + n reg_prior I"
+            event = self.prior_factor_.inner.event
         else:
             G = self.kernel_x_(X)
             G[np.diag_indices(n)] += n * reg_prior
             self.prior_factor_ = spd_factor(G, name=name, warn=False)
-            event, description = self.prior_factor_.event, name
+            event = self.prior_factor_.event
             if event is not None:
                 warnings.warn(f"KernelBayesRule: {self.prior_factor_.describe(name)}", NumericalWarning,
                               stacklevel=3)

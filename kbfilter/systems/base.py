@@ -41,6 +41,22 @@ class System:
     #: shape of one observation (``(dim_z,)`` for vectors, e.g. ``(64, 64)`` for images)
     obs_shape = None
 
+    def errors(self, estimates, states):
+        """How far state estimates are from the true states, as the benchmark reports it.
+
+        Parameters
+        ----------
+        estimates, states : ndarray of shape (T, dim_x)
+            Estimates and true states, step by step.
+
+        Returns
+        -------
+        dict
+            ``{"mse": mean over steps of the squared Euclidean error}``; a system whose state
+            holds an angle adds its own entries (see :meth:`RobotInRoom.errors`).
+        """
+        return {"mse": float(np.mean(np.sum((estimates - states) ** 2, axis=1)))}
+
     # -- the model ------------------------------------------------------------------------------
     def _missing(self, method, what):
         return NotImplementedError(f"{type(self).__name__}.{method}: this system does not define {what}; "

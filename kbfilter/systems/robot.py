@@ -426,6 +426,24 @@ class RobotInRoom(System):
                 states[t - burn_in], controls[t - burn_in] = x, u
         return states, controls, self.sample_observation(states, rng)
 
+    def errors(self, estimates, states):
+        """Position and heading errors, reported separately (the heading is an angle: wrapped).
+
+        Parameters
+        ----------
+        estimates, states : ndarray of shape (T, 4)
+            Estimated and true poses, step by step.
+
+        Returns
+        -------
+        dict
+            ``"mse"``: the position's mean squared error; ``"heading_error_deg"``: the mean
+            absolute heading error in degrees.
+        """
+        position = float(np.mean(np.sum((estimates[:, :2] - states[:, :2]) ** 2, axis=1)))
+        turn = np.abs(wrapped_angle(heading(estimates) - heading(states)))
+        return {"mse": position, "heading_error_deg": float(np.degrees(np.mean(turn)))}
+
     def pixel_coordinates(self, X, latent=None):
         """Where each pose lies on a top-down map of the room drawn by :meth:`top_down`.
 
