@@ -295,3 +295,16 @@ def test_localization_bench_reports_position_and_heading_and_draws_the_map(tmp_p
     assert "heading_error_deg" in format_table(summary, 1, reference="kmc-iw-blur")
     paths = write_results(tmp_path, "localization", [row], summary, {})
     assert (tmp_path / "map.png") in paths and (tmp_path / "map.png").stat().st_size > 0
+
+
+def test_kmc_ratio_keeps_the_prediction_when_the_posterior_misses_every_particle():
+    states, obs = SCALAR.simulate(200, rng=0)
+    kmc = kb.KernelMonteCarloFilter(lambda X, u, rng: X + 50.0, n_particles=30, resample="ratio",
+                                    random_state=0).fit(states, obs)
+    kmc.predict()  # every particle far from every training state: the embedding underflows there
+    predicted = kmc.particles.copy()
+    with pytest.warns(kb.NumericalWarning, match="every particle"):
+        kmc.update(obs[0])
+    assert kmc.diagnostics["unsupported"] == 1
+    np.testing.assert_allclose(kmc.x, predicted.mean(axis=0))
+    np.testing.assert_array_equal(kmc.particles, predicted)
