@@ -17,8 +17,8 @@ import time
 import numpy as np
 
 import kbfilter as kb
-from kbfilter.embedding import herd
 from kbfilter.filters.kbf import mapped_observation
+from kbfilter.filters.kmc import herd_with_particles
 
 PARAMS = {"scale": 0.2, "scale_z": 0.5, "reg_prior": 1e-2, "reg_update": 1e-2}
 
@@ -64,17 +64,9 @@ def main(argv=None):
     parts["IW-KBR weights"], (W, _) = timed(lambda: rule.weights_from_projection(mu, obs), repeat)
     p = np.maximum(W[:, 0], 0) / np.maximum(W[:, 0], 0).sum()
     state_gram = rule.kernel_x_(X)  # built once at fit
-    n = len(X)
 
     def herding():
-        particle_gram = rule.kernel_x_(U)
-
-        def column(j):
-            if j < n:
-                return np.concatenate([state_gram[:, j], cross[j]])
-            return np.concatenate([cross[:, j - n], particle_gram[:, j - n]])
-
-        return herd(np.concatenate([state_gram @ p, cross.T @ p]), column, args.particles)
+        return herd_with_particles(state_gram, cross, rule.kernel_x_(U), p, args.particles)
 
     parts["herding (particle kernel, picks)"], _ = timed(herding, 3)
     parts["ratio (particle kernel)"], _ = timed(lambda: rule.kernel_x_(U).mean(axis=1), repeat)

@@ -28,7 +28,7 @@ from ..threads import limited_blas
 from .base import CountedFallbacks, SequentialFilter, check_transition, sample_next, systematic_resample
 from .kbf import SharedModel, fitted_observation_features, mapped_observation, scaled_kernel
 
-__all__ = ["KernelMonteCarloFilter", "ObservationModel"]
+__all__ = ["KernelMonteCarloFilter", "ObservationModel", "herd_with_particles"]
 
 _FALLBACKS = {"clipped": "posterior weights summed to <= 0; used their clipped, normalised positive part",
               "collapsed": "no posterior weight was positive; kept the predicted particles",
@@ -334,16 +334,39 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
     def _herd(self, p, cross):
         """``n_particles`` herded from ``sum_i p_i k(., x_i)`` among the candidates."""
         gram, X, U = self.model_.state_gram, self.states_, self.particles
-        n = X.shape[0]
         if self.candidates == "training":
             return X[herd(gram @ p, lambda j: gram[:, j], self.n_particles)]
-        particle_gram = self.rule_.kernel_x_(U)
-        target = np.concatenate([gram @ p, cross.T @ p])
-
-        def column(j):
-            if j < n:
-                return np.concatenate([gram[:, j], cross[j]])
-            return np.concatenate([cross[:, j - n], particle_gram[:, j - n]])
-
-        picked = herd(target, column, self.n_particles)
+        picked = herd_with_particles(gram, cross, self.rule_.kernel_x_(U), p, self.n_particles)
         return np.vstack([X, U])[picked]
+
+
+def herd_with_particles(state_gram, cross, particle_gram, p, m):
+    """Herd ``m`` points from ``sum_i p_i k(., x_i)`` among the training states and the particles.
+
+    Parameters
+    ----------
+    state_gram : ndarray of shape (n, n)
+        ``k(x_i, x_j)`` over the training states.
+    cross : ndarray of shape (n, N)
+        ``k(x_i, u_j)`` between training states and particles.
+    particle_gram : ndarray of shape (N, N)
+        ``k(u_i, u_j)`` over the particles.
+    p : ndarray of shape (n,)
+        The posterior weights over the training states.
+    m : int
+        How many points to pick.
+
+    Returns
+    -------
+    ndarray of int, shape (m,)
+        Indices into the training states followed by the particles (``np.vstack([X, U])``).
+    """
+    n = state_gram.shape[0]
+    target = np.concatenate([state_gram @ p, cross.T @ p])
+
+    def column(j):
+        if j < n:
+            return np.concatenate([state_gram[:, j], cross[j]])
+        return np.concatenate([cross[:, j - n], particle_gram[:, j - n]])
+
+    return herd(target, column, m)
