@@ -20,7 +20,7 @@ __all__ = ["KernelMean", "herd", "normalise_weights", "clipped_weights", "weight
 HERD_GRAM_ENTRIES = 4_000_000
 
 
-def herd(target, column, m):
+def herd(target, column, m, distinct=False):
     """Kernel herding over a finite candidate set (Chen, Welling and Smola 2010; algorithms §2).
 
     Greedily picks ``j_{t+1} = argmax_j target_j - (1/(t+1)) sum_{s<=t} k(c_j, c_{j_s})``, so the
@@ -33,7 +33,10 @@ def herd(target, column, m):
     column : callable
         ``column(j)`` returns ``k(c_i, c_j)`` for every candidate ``i``, an array of shape (c,).
     m : int
-        The number of picks (a candidate may be picked more than once).
+        The number of picks.
+    distinct : bool, default=False
+        Pick each candidate at most once (then ``m`` is at most the number of candidates), as
+        when choosing a subset of a sample; otherwise a candidate may be picked again.
 
     Returns
     -------
@@ -48,11 +51,16 @@ def herd(target, column, m):
     [0, 1, 0]
     """
     target = np.asarray(target, dtype=np.float64)
+    if distinct and m > target.shape[0]:
+        raise ValueError(f"m: expected at most {target.shape[0]} distinct picks (the candidates), got {m}")
     picked = np.empty(m, dtype=np.intp)
     running = np.zeros_like(target)
+    free = np.ones(target.shape, dtype=bool)
     for t in range(m):
-        j = int(np.argmax(target - running / (t + 1)))
+        score = target - running / (t + 1)
+        j = int(np.argmax(np.where(free, score, -np.inf) if distinct else score))
         picked[t] = j
+        free[j] = False
         running += column(j)
     return picked
 

@@ -33,6 +33,7 @@ from ..rules.bayes_rule import KernelBayesRule
 from ..rules.conditional import ConditionalEmbedding
 from ..threads import limited_blas
 from .base import CountedFallbacks, SequentialFilter
+from .compression import kept_transitions
 
 __all__ = ["KernelBayesFilter", "FilterModel", "SharedModel", "fitted_observation_features", "mapped_observation", "scaled_kernel", "IMAGE_FEATURES", "observation_features", "RANK_RTOL", "MAX_RANK", "RFF_RANK"]
 
@@ -252,7 +253,7 @@ class SharedModel:
         return self
 
 
-@persistent("obs_shape", "states", "predecessors", "features", "kernel_x", "rule", "transition",
+@persistent("obs_shape", "states", "kept", "predecessors", "features", "kernel_x", "rule", "transition",
             "transition_operator", "projection_operator", "fit_diagnostics", "controlled_transition")
 class FilterModel(SharedModel):
     """What :meth:`KernelBayesFilter.fit` learns: the training states, the fitted kernels, rule and
@@ -266,10 +267,14 @@ class FilterModel(SharedModel):
     ----------
     obs_shape : tuple of int
         The shape of one training observation.
-    states : ndarray of shape (T, dim_x)
-        The training states, stacked.
+    states : ndarray of shape (n, dim_x)
+        The training states the filter keeps (all ``T`` of them, stacked, unless it was compressed).
+    kept : ndarray of int, shape (n,)
+        Their indices among the ``T`` stacked training states.
     predecessors : ndarray of int
-        Indices of the states that have a successor in their sequence.
+        Indices among the stacked training states of the states whose transition to the next
+        one the filter learned from (every state that has a successor in its sequence, unless
+        the filter was compressed); their successors are all kept.
     features : transformer or None
         The fitted observation feature map.
     kernel_x : Kernel
@@ -287,10 +292,11 @@ class FilterModel(SharedModel):
         replaces ``transition`` and ``transition_operator``, which are None).
     """
 
-    def __init__(self, obs_shape, states, predecessors, features, kernel_x, rule, transition,
+    def __init__(self, obs_shape, states, kept, predecessors, features, kernel_x, rule, transition,
                  transition_operator, projection_operator, fit_diagnostics, controlled_transition=None):
         self.obs_shape = tuple(obs_shape)
         self.states = states
+        self.kept = kept
         self.predecessors = predecessors
         self.features = features
         self.kernel_x = kernel_x
@@ -316,9 +322,12 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
     ----------
     rule : {"iw", "original"}
         The update: importance-weighted KBR with KuLSIF weights (§5.3) or the original KBR (§5.1).
-    transition : {"exact", "knn"}
-        The transition's conditional embedding: exact CKME, or localized kNN CKME (a sparse matrix
-        with ``n_neighbors`` entries a column).
+    transition : {"exact", "knn"} or ConditionalEmbedding
+        The transition's conditional embedding: exact CKME, localized kNN CKME (a sparse matrix
+        with ``n_neighbors`` entries a column), or any :class:`~kbfilter.ConditionalEmbedding`
+        as a template (e.g. ``ConditionalEmbedding(method="sparse", gamma=1e-3)``): it is cloned
+        and given the filter's state kernel and ``reg_transition``; its other parameters
+        (method, rank, ``gamma``, ...) are kept.
     kernel_x, kernel_z : Kernel, optional
         Kernels on states and observations; Gaussian with the median heuristic by default.
     kernel_u : Kernel, optional
@@ -377,7 +386,16 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
         more landmarks (about 20 at ``scale=1``, 200-300 at ``scale=0.25``).
         ``"rff"``: the number of features (None: ``RFF_RANK = 1000``).
     random_state : int, Generator or None
-        Seeds the random Fourier features.
+        Seeds the random Fourier features and the random subset of ``compression="random"``.
+    compress : int or None
+        Keep only this many of the logged transitions ``(x_t, x_{t+1}, z_{t+1})``: the filter's
+        training states are then their ``x_{t+1}``, its transition is learned from their
+        ``(x_t, x_{t+1})`` and its observation model from their ``(x_{t+1}, z_{t+1})``, so a
+        step costs ``O(compress^2)`` instead of ``O(T^2)``. None keeps everything.
+    compression : {"herding", "random"}
+        How ``compress`` chooses: kernel herding of the transitions' joint embedding under the
+        filter's own (scaled) state and observation kernels (see :mod:`kbfilter.filters.compression`),
+        or a random subset seeded by ``random_state``.
 
     Attributes
     ----------
@@ -420,8 +438,11 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
 
     def __init__(self, rule="iw", transition="exact", kernel_x=None, kernel_z=None, scale=1.0, scale_z=None,
                  reg_prior=1e-2, reg_update=1e-2, reg_transition=None, n_neighbors=50, estimate="mean",
-                 features="auto", approximation="exact", rank=None, random_state=None, kernel_u=None):
+                 features="auto", approximation="exact", rank=None, random_state=None, kernel_u=None,
+                 compress=None, compression="herding"):
         self.rule = rule
+        self.compress = compress
+        self.compression = compression
         self.kernel_u = kernel_u
         self.transition = transition
         self.approximation = approximation
@@ -477,12 +498,19 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
             The fitted filter, its belief reset to uniform over the training states.
         """
         check_choice(self.rule, "rule", ("iw", "original"))
-        check_choice(self.transition, "transition", ("exact", "knn"))
+        if isinstance(self.transition, ConditionalEmbedding):
+            transition_method = self.transition.method
+        else:
+            check_choice(self.transition, "transition", ("exact", "knn"))
+            transition_method = self.transition
         check_choice(self.estimate, "estimate", ("mean", "raw_mean", "mode"))
         check_choice(self.approximation, "approximation", ("exact", "nystrom", "rff"))
         if self.rank is not None:
             check_int(self.rank, "rank")
         check_int(self.n_neighbors, "n_neighbors")
+        check_choice(self.compression, "compression", ("herding", "random"))
+        if self.compress is not None:
+            check_int(self.compress, "compress", minimum=2)
         scale = check_positive(self.scale, "scale")
         scale_z = scale if self.scale_z is None else check_positive(self.scale_z, "scale_z")
         xs, zs, obs_shape = check_sequences(states, observations)
@@ -493,10 +521,14 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
             raise ValueError(f"states: expected at least 3 training steps in all, got {T}")
         ends = np.cumsum([len(x) for x in xs])
         pred = np.setdiff1d(np.arange(T), ends - 1)
+        if self.compress is not None and self.compress > len(pred):
+            raise ValueError(f"compress: expected at most {len(pred)} (the logged transitions), got {self.compress}")
         if controls is not None:
-            if self.transition != "exact" or self.approximation != "exact":
+            if self.compress is not None:
+                raise ValueError("compress: a filter fitted with controls keeps every transition; expected None")
+            if transition_method != "exact" or self.approximation != "exact":
                 raise ValueError(f"controls: a controlled transition needs transition='exact' and "
-                                 f"approximation='exact', got {self.transition!r} and {self.approximation!r}")
+                                 f"approximation='exact', got {transition_method!r} and {self.approximation!r}")
             U = np.vstack(check_controls(controls, xs))
         features, Z = fitted_observation_features(self.features, obs_shape, Z, X)
 
@@ -505,29 +537,37 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
         reg_transition = reg_prior if self.reg_transition is None else check_positive(self.reg_transition,
                                                                                       "reg_transition")
         kx = scaled_kernel(self.kernel_x, "kernel_x", scale)
+        kz = scaled_kernel(self.kernel_z, "kernel_z", scale_z)
         kernel_x = fitted_kernel(kx, "kernel_x", X)
-        # the state Gram is solved with eta (projection) and, for the exact transition, lam'
-        state_reg = min(reg_prior, reg_transition) if self.transition == "exact" else reg_prior
         rng = check_rng(self.random_state)
+        kept = np.arange(T)
+        if self.compress is not None:
+            picked = kept_transitions(X[pred], X[pred + 1], Z[pred + 1], self.compress, self.compression,
+                                      (kernel_x, fitted_kernel(kz, "kernel_z", Z)), rng)
+            pred = pred[picked]
+            kept = pred + 1
+        # the state Gram is solved with eta (projection) and, for the exact transition, lam'
+        state_reg = min(reg_prior, reg_transition) if transition_method == "exact" else reg_prior
         rule = KernelBayesRule(
             method=self.rule, kernel_x=self._approximated(kx, state_reg, rng),
-            kernel_z=self._approximated(scaled_kernel(self.kernel_z, "kernel_z", scale_z), reg_update, rng),
-            reg_prior=reg_prior, reg_update=reg_update,
-        ).fit(X, Z)
+            kernel_z=self._approximated(kz, reg_update, rng), reg_prior=reg_prior, reg_update=reg_update,
+        ).fit(X[kept], Z[kept])
         # fallbacks taken while fitting (e.g. jitter on a Gram matrix) stay counted after reset()
         fit_diagnostics = Counter(rule.diagnostics_)
         transition = controlled = operator = None
         if controls is None:
+            transition = (clone(self.transition) if isinstance(self.transition, ConditionalEmbedding)
+                          else ConditionalEmbedding(method=self.transition, n_neighbors=self.n_neighbors))
             # the localized transition needs the radial kernel itself: its weights are sparse already
-            transition = ConditionalEmbedding(
-                kernel_in=kx if self.transition == "knn" else rule.kernel_x_,
-                kernel_out=kx, reg=reg_transition, method=self.transition,
-                n_neighbors=min(self.n_neighbors, len(pred)) if self.transition == "knn" else self.n_neighbors,
-            ).fit(X[pred], X[pred + 1])
+            transition.set_params(kernel_in=kx if transition_method == "knn" else rule.kernel_x_, kernel_out=kx,
+                                  reg=reg_transition)
+            if transition_method == "knn":
+                transition.set_params(n_neighbors=min(transition.n_neighbors, len(pred)))
+            transition.fit(X[pred], X[pred + 1])
             fit_diagnostics.update({f"transition_{k}": v for k, v in transition.diagnostics_.items()})
-            # transition over all training states, w_pred = A w_post: the predecessors' weights
-            # moved to their successors
-            operator = transition.weights_operator(X).placed(pred + 1, T)
+            # transition over the kept training states, w_pred = A w_post: the predecessors'
+            # weights moved to their successors
+            operator = transition.weights_operator(X[kept]).placed(np.searchsorted(kept, pred + 1), len(kept))
         else:
             kernel_u = fitted_kernel(scaled_kernel(self.kernel_u, "kernel_u", scale), "kernel_u", U[pred + 1])
             controlled = ControlledTransition.build(X, pred, U, rule.kernel_x_, kernel_u, reg_transition)
@@ -543,7 +583,8 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
                               f"stated (a wider bandwidth or a larger regulariser needs fewer)", NumericalWarning,
                               stacklevel=3)
         self.model_ = FilterModel(
-            obs_shape=obs_shape, states=X, predecessors=pred, features=features, kernel_x=kernel_x, rule=rule,
+            obs_shape=obs_shape, states=X[kept], kept=kept, predecessors=pred, features=features, kernel_x=kernel_x,
+            rule=rule,
             transition=transition, transition_operator=operator,
             # KuLSIF / KBR projection: mu = K w_pred with K = T (G_x + T eta I)^{-1} G_x
             projection_operator=rule.projection_operator(),
@@ -553,8 +594,11 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
 
     # -- what fit learned (read-only; shared by copies of the filter) ------------------------------
     obs_shape_ = _learned("obs_shape", "Shape of one training observation.")
-    states_ = _learned("states", "The training states, stacked: ndarray of shape (T, dim_x).")
-    predecessors_ = _learned("predecessors", "Indices of the training states that have a successor.")
+    states_ = _learned("states", "The training states the filter keeps, stacked: ndarray of shape (n, dim_x) "
+                                 "(all T of them unless compressed).")
+    kept_ = _learned("kept", "Indices of :attr:`states_` among the T stacked training states.")
+    predecessors_ = _learned("predecessors", "Indices among the stacked training states of the states whose "
+                                             "transition the filter learned (each has a successor in its sequence).")
     features_ = _learned("features", "The fitted observation feature map, or None.")
     kernel_x_ = _learned("kernel_x", "The fitted state kernel (exact, also on the scalable path).")
     rule_ = _learned("rule", "The fitted :class:`~kbfilter.KernelBayesRule` (the observation model).")
@@ -565,12 +609,12 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
 
     @property
     def successors_(self):
-        """Indices of the successors of :attr:`predecessors_`."""
+        """Indices of the successors of :attr:`predecessors_` among the stacked training states."""
         return self.model_.predecessors + 1
 
     @property
     def n_train_(self):
-        """The number of training states ``T``."""
+        """The number of training states the filter keeps (``T``, or ``compress``)."""
         return self.model_.states.shape[0]
 
     # -- belief -------------------------------------------------------------------------------------
