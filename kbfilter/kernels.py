@@ -23,6 +23,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.metrics.pairwise import euclidean_distances, linear_kernel, rbf_kernel
 
 from ._validation import check_int, check_matrix, check_positive
+from .bandwidth_learning import bayesian_bandwidth
 from .persistence import persistent
 
 __all__ = ["Kernel", "GaussianKernel", "LaplaceKernel", "LinearKernel", "median_distance", "as_kernel", "fitted_kernel"]
@@ -185,6 +186,8 @@ class Kernel(BaseEstimator):
 
 class _RadialKernel(Kernel):
     is_radial = True
+    # whether bandwidth="bkl" (Bayesian kernel learning) applies: Gaussian kernels only
+    _learnable = False
 
     def __init__(self, bandwidth="median", scale=1.0, max_median_points=1000, random_state=0):
         self.bandwidth = bandwidth
@@ -193,12 +196,14 @@ class _RadialKernel(Kernel):
         self.random_state = random_state
 
     def fit(self, X):
-        """Resolve the bandwidth: ``scale * median`` distance of ``X``, or ``scale * bandwidth``.
+        """Resolve the bandwidth: ``scale`` times the median distance of ``X`` (``"median"``),
+        its Bayesian kernel learning bandwidth (``"bkl"``, Gaussian kernel), or ``bandwidth``.
 
         Parameters
         ----------
         X : array-like of shape (n, d)
-            The data of the median heuristic (not used for a float bandwidth).
+            The data of the median heuristic or of Bayesian kernel learning (not used for a
+            float bandwidth).
 
         Returns
         -------
@@ -206,9 +211,14 @@ class _RadialKernel(Kernel):
             The kernel, with ``bandwidth_`` set.
         """
         scale = check_positive(self.scale, "scale")
+        if isinstance(self.bandwidth, str) and self.bandwidth == "bkl" and self._learnable:
+            X = check_matrix(X, "X", min_samples=4)
+            self.bandwidth_ = scale * bayesian_bandwidth(X, random_state=self.random_state).bandwidth
+            return self
         if isinstance(self.bandwidth, str):
             if self.bandwidth != "median":
-                raise ValueError(f"bandwidth: expected a positive float or 'median', got {self.bandwidth!r}")
+                expected = "'median' or 'bkl'" if self._learnable else "'median'"
+                raise ValueError(f"bandwidth: expected a positive float, {expected}, got {self.bandwidth!r}")
             med = median_distance(X, self.max_median_points, self.random_state)
             if not med > 0:
                 raise ValueError(
@@ -242,14 +252,18 @@ class GaussianKernel(_RadialKernel):
 
     Parameters
     ----------
-    bandwidth : float or "median"
-        ``s``; ``"median"`` takes the median pairwise distance of the data given to ``fit``.
+    bandwidth : float, "median" or "bkl"
+        ``s``; ``"median"`` takes the median pairwise distance of the data given to ``fit``;
+        ``"bkl"`` the bandwidth of Bayesian kernel learning
+        (:func:`~kbfilter.tuning.bayesian_bandwidth`): the maximiser of the marginal
+        pseudolikelihood of the data's empirical kernel mean, which follows the data's own
+        scale where the median follows their spread (e.g. tight clusters far apart).
     scale : float
         Multiplies the bandwidth: ``s = scale * bandwidth``.
     max_median_points : int
         Size of the seeded subsample the median heuristic looks at.
     random_state : int or None
-        Seed of that subsample.
+        Seed of that subsample, and of the points ``"bkl"`` holds out.
 
     Examples
     --------
@@ -257,6 +271,8 @@ class GaussianKernel(_RadialKernel):
     >>> float(k([[0.0, 0.0]], [[1.0, 1.0]])[0, 0])  # exp(-2 / 2)
     0.36787944117144233
     """
+
+    _learnable = True
 
     def _gram(self, A, B):
         return rbf_kernel(A, B, **self.sklearn_metric()[1])

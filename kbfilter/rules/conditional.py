@@ -3,10 +3,11 @@
 From pairs ``(a_i, b_i)`` the embedding of ``P(b | a)`` is ``sum_i w_i(a) k_b(., b_i)`` with
 ``w(a) = (G_a + n eps I)^{-1} k_a(a)``. :class:`ConditionalEmbedding` computes ``w`` exactly or
 by one of the approximations of the localized CKME paper (localized kNN, Nadaraya-Watson, random subsample,
-Nyström, incomplete Cholesky).
+Nyström, incomplete Cholesky), random Fourier features, or the sparse embedding of Grünewälder et al. (2012).
 """
 
 from collections import Counter
+from numbers import Real
 
 import numpy as np
 import scipy.sparse as sp
@@ -30,10 +31,11 @@ from ..linalg import Woodbury, batched_pivoted_cholesky, column_entries, pivoted
 from ..operators import DenseOperator, LowRankOperator, SparseOperator
 from ..persistence import Persistent, persistent
 from ..threads import limited_blas
+from .sparse_embedding import sparse_coefficients
 
 __all__ = ["ConditionalEmbedding", "weighted_sq_norms"]
 
-METHODS = ("exact", "knn", "nw", "random", "nystrom", "icf", "rff")
+METHODS = ("exact", "knn", "nw", "random", "nystrom", "icf", "rff", "sparse")
 
 # Bound on the entries of a dense (n_train x chunk) block built while answering queries.
 _BLOCK_ENTRIES = 2**22
@@ -131,7 +133,7 @@ def _local_solve(kernel, local, kq, ridge, low_rank=True):
 
 
 @persistent("A_", "B_", "n_train_", "kernel_in_", "kernel_out_", "diagnostics_", "factor_", "n_neighbors_",
-            "subsample_", "nystroem_", "sampler_", "features_", "L_", "pivots_", "woodbury_")
+            "subsample_", "nystroem_", "sampler_", "features_", "L_", "pivots_", "woodbury_", "coef_", "n_iter_")
 class ConditionalEmbedding(Persistent, BaseEstimator):
     """Conditional kernel mean embedding ``P(b | a)`` learned from pairs (algorithms §3).
 
@@ -142,7 +144,7 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         They are cloned and fitted on the training data (``kernel_in_``, ``kernel_out_``).
     reg : float
         ``eps`` in ``(G_a + n eps I)^{-1}``; the localized method uses ``m eps`` on ``m`` points.
-    method : {"exact", "knn", "nw", "random", "nystrom", "icf", "rff"}
+    method : {"exact", "knn", "nw", "random", "nystrom", "icf", "rff", "sparse"}
         - ``exact``: Cholesky of ``G_a + n eps I``; O(n^3) once, O(n^2) a query.
         - ``knn``: localized CKME (the localized CKME paper Algorithm 1) on the ``n_neighbors`` nearest training
           inputs of each query (found with ``sklearn.neighbors.NearestNeighbors``); sparse weights.
@@ -154,12 +156,24 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         - ``rff``: random Fourier features (Rahimi and Recht 2007; ``sklearn.kernel_approximation.RBFSampler``)
           of a Gaussian ``kernel_in``, ``rank`` of them, in the same formula as ``nystrom``. Data-independent
           features: they need more of them than Nyström needs landmarks for the same accuracy.
+        - ``sparse``: the sparse embedding of Grünewälder et al. (2012) §5,
+          ``mu(a) = sum_ij M_ij k_a(a_i, a) k_b(b_j, .)`` with ``M`` the lasso-like approximation of
+          ``W = (G_a + n eps I)^{-1}`` in the norm of the product RKHS
+          (:func:`~kbfilter.rules.sparse_embedding.sparse_coefficients`, monotone FISTA); ``w(a) =
+          M^T k_a(a)`` needs the kernel only at the training inputs whose row of ``M`` is not
+          zero. O(n^3) an iteration at fit: for a few thousand pairs at most.
     n_neighbors : int
         Neighbourhood size ``m`` for ``knn``.
     rank : int
         Points kept by ``random``; rank of ``nystrom`` and ``icf``; number of features of ``rff``.
     random_state : int, Generator or None
         For ``random``, ``nystrom`` and ``rff``.
+    gamma : float
+        For ``sparse``: the penalty as a fraction, in ``[0, 1]``, of the smallest penalty at
+        which ``M = 0`` (:func:`~kbfilter.rules.sparse_embedding.largest_useful_penalty`); 0 is the
+        exact embedding, larger is sparser.
+    max_iter : int
+        For ``sparse``: the most FISTA iterations.
     solver : {"auto", "dense"}
         For ``knn``: ``"auto"`` solves each neighbourhood through a pivoted Cholesky factor of
         its Gram matrix when that is numerically of low rank (exact to ~1e-12 relative, O(m r^2)),
@@ -169,7 +183,12 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
     ----------
     diagnostics_ : collections.Counter
         Fallbacks taken while fitting: ``"jitter"`` or ``"lu"`` when the regularised Gram matrix
-        could not be factored by plain Cholesky (each also warned about).
+        could not be factored by plain Cholesky (each also warned about); ``"max_iter"`` when the
+        sparse method's FISTA ran out of iterations (warned about too).
+    coef_ : scipy.sparse.csr_matrix of shape (n, n)
+        ``sparse``: the coefficients ``M``; ``coef_.nnz`` counts the parameters kept.
+    n_iter_ : int
+        ``sparse``: the FISTA iterations run.
 
     Examples
     --------
@@ -193,7 +212,11 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         rank=200,
         random_state=None,
         solver="auto",
+        gamma=1e-2,
+        max_iter=5000,
     ):
+        self.gamma = gamma
+        self.max_iter = max_iter
         self.kernel_in = kernel_in
         self.kernel_out = kernel_out
         self.reg = reg
@@ -315,6 +338,22 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         C[np.diag_indices(C.shape[0])] += Phi.shape[0] * reg
         self.factor_ = self._factor(C, "Phi^T Phi + n reg I")
 
+    def _fit_sparse(self, A, reg):
+        gamma = self.gamma
+        if isinstance(gamma, bool) or not isinstance(gamma, Real) or not (np.isfinite(gamma) and gamma >= 0):
+            raise ValueError(f"gamma: expected a number >= 0, got {gamma!r}")
+        max_iter = check_int(self.max_iter, "max_iter")
+        n = A.shape[0]
+        K = self.kernel_in_(A)
+        G = K.copy()
+        G[np.diag_indices(n)] += n * reg
+        dense = self._factor(G, "G_a + n reg I").solve(np.eye(n))
+        # sparse_coefficients warns (ConvergenceWarning) when it runs out of iterations
+        solution = sparse_coefficients(K, self.kernel_out_(self.B_), dense, gamma, max_iter=max_iter)
+        if not solution.converged:
+            self.diagnostics_["max_iter"] += 1
+        self.coef_, self.n_iter_ = solution.coef, solution.n_iter
+
     def _fit_icf(self, A, reg):
         n = A.shape[0]
         rank = check_int(self.rank, "rank")
@@ -410,6 +449,12 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         return self.features_ @ self.factor_.solve(self._query_features(Q).T)
 
     _weights_rff = _weights_nystrom
+
+    def _weights_sparse(self, Q):
+        rows = np.flatnonzero(np.diff(self.coef_.indptr))  # the inputs M uses
+        if rows.size == 0:
+            return np.zeros((self.n_train_, Q.shape[0]))
+        return np.asarray(self.coef_[rows].T @ self.kernel_in_(self.A_[rows], Q))
 
     def _weights_icf(self, Q):
         return self.woodbury_.solve(self.kernel_in_(self.A_, Q))
