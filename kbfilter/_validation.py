@@ -87,11 +87,11 @@ def check_same_length(name_a, a, name_b, b):
 
 def check_positive(value, name, *, allow_zero=False):
     """Return ``value`` as a float, rejecting non-numbers, NaN and non-positive values."""
+    expected = "a non-negative" if allow_zero else "a positive"
     if isinstance(value, bool) or not isinstance(value, Real):
-        raise ValueError(f"{name}: expected a positive number, got {value!r}")
+        raise ValueError(f"{name}: expected {expected} number, got {value!r}")
     value = float(value)
     if not np.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-        expected = "a non-negative" if allow_zero else "a positive"
         raise ValueError(f"{name}: expected {expected} finite number, got {value!r}")
     return value
 

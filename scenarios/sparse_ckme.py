@@ -34,6 +34,7 @@ from tqdm import tqdm
 
 import kbfilter as kb
 from kbfilter.linalg import pivoted_cholesky
+from kbfilter.rules.conditional import weighted_sq_norms
 
 GAMMAS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1)
 RANKS = (1, 2, 3, 5, 8, 12, 20, 30, 50, 80, 120, 200)
@@ -70,8 +71,7 @@ def held_out_losses(M, A, B, Q, Y, k_in, k_out):
     """Mean held-out loss ``||l(., y) - mu_M(q)||^2`` of the coefficients ``M``."""
     W = M.T @ k_in(A, Q)
     cross = np.einsum("iq,iq->q", W, k_out(B, Y))
-    norms = np.einsum("iq,iq->q", W, k_out(B) @ W)
-    return float(np.mean(k_out.diag(Y) - 2 * cross + norms))
+    return float(np.mean(k_out.diag(Y) - 2 * cross + weighted_sq_norms(W, B, k_out)))
 
 
 def rkhs_distance(M, dense, K, L):

@@ -6,6 +6,7 @@ from collections import Counter
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from ..embedding import weighted_covariance
 from ..linalg import NumericalWarning
 from ..threads import limited_blas
 
@@ -170,3 +171,17 @@ class SequentialFilter:
             raise ValueError("zs: expected at least one observation")
         means, covs, means_p, covs_p = (np.array(col) for col in zip(*rows))
         return means, covs, means_p, covs_p
+
+
+class WeightedParticles:
+    """Mixin for particle filters: the estimate of the particles ``particles`` with ``weights``.
+
+    :meth:`_estimate` sets ``x`` to the weighted mean and ``P`` to the weighted covariance, and
+    records them as ``x_prior``/``P_prior`` or ``x_post``/``P_post``.
+    """
+
+    def _estimate(self, which):
+        mean, cov = self.weights @ self.particles, weighted_covariance(self.particles, self.weights)
+        setattr(self, f"x_{which}", mean)
+        setattr(self, f"P_{which}", cov)
+        self.x, self.P = mean, cov

@@ -14,10 +14,9 @@ from scipy.linalg import LinAlgError
 from scipy.special import logsumexp
 
 from .._validation import check_int, check_matrix, check_observation, check_positive, check_rng, check_vector
-from ..embedding import weighted_covariance
 from ..linalg import NumericalWarning
 from ..systems import System
-from .base import SequentialFilter, sample_next, systematic_resample
+from .base import SequentialFilter, WeightedParticles, sample_next, systematic_resample
 
 __all__ = ["ExtendedKalman", "UnscentedKalman", "ParticleFilter"]
 
@@ -304,7 +303,7 @@ class UnscentedKalman(_GaussianFilter):
         self.kf.update(z, R=R)  # filterpy: update(None) keeps the prior as the posterior
 
 
-class ParticleFilter(_StartsFromFirstObservation):
+class ParticleFilter(WeightedParticles, _StartsFromFirstObservation):
     """Bootstrap particle filter with the true model and systematic resampling.
 
     Parameters
@@ -412,13 +411,6 @@ class ParticleFilter(_StartsFromFirstObservation):
         if not self.initialized:
             raise RuntimeError("ParticleFilter: no particles yet; call initialize(x0, P0) or "
                                "initialize_stationary() (batch_filter starts from the first observation by itself)")
-
-    def _estimate(self, which):
-        mean = self.weights @ self.particles
-        cov = weighted_covariance(self.particles, self.weights)
-        setattr(self, f"x_{which}", mean)
-        setattr(self, f"P_{which}", cov)
-        self.x, self.P = mean, cov
 
     def predict(self, u=None):
         """Move every particle by a draw from the true transition.

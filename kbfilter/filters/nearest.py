@@ -17,7 +17,7 @@ from .._validation import check_int, check_positive, check_rng, check_sequences
 from ..embedding import weighted_covariance
 from ..kernels import median_distance
 from ..threads import limited_blas
-from .base import SequentialFilter, check_transition, sample_next, systematic_resample
+from .base import SequentialFilter, WeightedParticles, check_transition, sample_next, systematic_resample
 from .kbf import fitted_observation_features, mapped_observation
 
 __all__ = ["NearestImage", "NearestNeighbourParticleFilter"]
@@ -126,7 +126,7 @@ class NearestImage(_ImageLookup):
         self.P = self.P_post = weighted_covariance(near, np.full(len(near), 1.0 / len(near)))
 
 
-class NearestNeighbourParticleFilter(_ImageLookup):
+class NearestNeighbourParticleFilter(WeightedParticles, _ImageLookup):
     """A particle filter whose likelihood comes from the nearest training images (NN).
 
     The ``n_neighbors`` training observations nearest to ``z`` vote with their states: a
@@ -214,12 +214,6 @@ class NearestNeighbourParticleFilter(_ImageLookup):
         self._estimate("prior")
         self._estimate("post")
         return self
-
-    def _estimate(self, which):
-        mean, cov = self.weights @ self.particles, weighted_covariance(self.particles, self.weights)
-        setattr(self, f"x_{which}", mean)
-        setattr(self, f"P_{which}", cov)
-        self.x, self.P = mean, cov
 
     def predict(self, u=None):
         """Move every particle by a draw of the motion model.

@@ -7,7 +7,6 @@ Nyström, incomplete Cholesky), random Fourier features, or the sparse embedding
 """
 
 from collections import Counter
-from numbers import Real
 
 import numpy as np
 import scipy.sparse as sp
@@ -339,9 +338,7 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         self.factor_ = self._factor(C, "Phi^T Phi + n reg I")
 
     def _fit_sparse(self, A, reg):
-        gamma = self.gamma
-        if isinstance(gamma, bool) or not isinstance(gamma, Real) or not (np.isfinite(gamma) and gamma >= 0):
-            raise ValueError(f"gamma: expected a number >= 0, got {gamma!r}")
+        gamma = check_positive(self.gamma, "gamma", allow_zero=True)
         max_iter = check_int(self.max_iter, "max_iter")
         n = A.shape[0]
         K = self.kernel_in_(A)

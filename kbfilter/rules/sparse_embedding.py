@@ -61,7 +61,11 @@ def largest_useful_penalty(gram_in, gram_out, dense):
     float
         ``g_max``: the gradient of the smooth part at ``M = 0`` is ``-2 K W L``.
     """
-    return 2.0 * float(np.max(np.abs(gram_in @ dense @ gram_out)))
+    return _largest_penalty(gram_in @ dense @ gram_out)
+
+
+def _largest_penalty(KWL):
+    return 2.0 * float(np.max(np.abs(KWL)))
 
 
 def sparse_coefficients(gram_in, gram_out, dense, gamma, max_iter=5000, tol=1e-7):
@@ -102,13 +106,11 @@ def sparse_coefficients(gram_in, gram_out, dense, gamma, max_iter=5000, tol=1e-7
     if not (K.shape == L.shape == W.shape == (n, n)):
         raise ValueError(f"gram_in, gram_out, dense: expected three (n, n) arrays, got shapes "
                          f"{K.shape}, {L.shape}, {W.shape}")
-    gamma = float(gamma)
-    if not (np.isfinite(gamma) and gamma >= 0):
-        raise ValueError(f"gamma: expected a finite number >= 0, got {gamma!r}")
+    gamma = check_positive(gamma, "gamma", allow_zero=True)
     max_iter = check_int(max_iter, "max_iter")
     tol = check_positive(tol, "tol")
     KWL = K @ W @ L
-    penalty = gamma * 2.0 * float(np.max(np.abs(KWL)))
+    penalty = gamma * _largest_penalty(KWL)
     if gamma == 0.0:
         return SparseSolution(sp.csr_matrix(W), np.array([0.0]), 0, True)
 
