@@ -18,7 +18,7 @@ from sklearn.base import clone
 from tqdm.auto import tqdm
 
 from ._validation import check_choice, check_controls, check_int, check_sequences
-from .bandwidth_learning import BandwidthFit, bayesian_bandwidth, log_pseudolikelihood
+from .bandwidth_learning import BandwidthFit, EmbeddingPosterior, bayesian_bandwidth, log_pseudolikelihood, posterior_embedding
 from .features import GaussianBlur
 from .filters.kbf import observation_features
 from .filters.kmc import KernelMonteCarloFilter
@@ -26,7 +26,8 @@ from .filters.nearest import NearestNeighbourParticleFilter
 from .linalg import NumericalWarning
 from .threads import limited_blas
 
-__all__ = ["bayesian_bandwidth", "log_pseudolikelihood", "BandwidthFit", "DEFAULT_GRID", "SCALABLE_GRID", "IMAGE_GRID", "FEATURE_GRID", "BLUR_GRID", "MONTE_CARLO_IMAGE_GRID",
+__all__ = ["bayesian_bandwidth", "log_pseudolikelihood", "BandwidthFit", "posterior_embedding", "EmbeddingPosterior",
+           "DEFAULT_GRID", "SCALABLE_GRID", "IMAGE_GRID", "FEATURE_GRID", "BLUR_GRID", "MONTE_CARLO_IMAGE_GRID",
            "NEIGHBOUR_GRID", "tune_filter", "validation_split",
            "validation_mse", "check_validation_length", "default_grid"]
 

@@ -4,9 +4,11 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
 from scipy.stats import multivariate_normal
+from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process.kernels import RBF, ConstantKernel
 
 import kbfilter as kb
-from kbfilter.tuning import bayesian_bandwidth, log_pseudolikelihood
+from kbfilter.tuning import bayesian_bandwidth, log_pseudolikelihood, posterior_embedding
 
 
 def _direct(X, Z, s, tau2):
@@ -78,3 +80,41 @@ def test_bkl_errors():
         bayesian_bandwidth(np.ones((10, 2)))
     with pytest.raises(ValueError, match="noise"):
         log_pseudolikelihood(X, X[:3], 1.0, -1.0)
+
+
+@pytest.mark.parametrize("d", [1, 2])
+def test_posterior_embedding_is_gaussian_process_regression_on_the_empirical_embedding(d):
+    # r(z, z') = (pi s^2)^(d/2) exp(-|z - z'|^2 / (4 s^2)) is scikit-learn's constant times RBF
+    # with length scale sqrt(2) s; the empirical embedding is observed with noise tau^2 / n.
+    rng = np.random.default_rng(10 + d)
+    X, Z, Q = rng.normal(size=(150, d)), rng.normal(size=(12, d)), rng.normal(size=(9, d)) * 1.5
+    s, tau2 = 0.6, 0.3
+    mu_hat = np.exp(-cdist(Z, X, "sqeuclidean") / (2 * s * s)).mean(axis=1)
+    kernel = ConstantKernel((np.pi * s * s) ** (d / 2), "fixed") * RBF(np.sqrt(2) * s, "fixed")
+    gp = GaussianProcessRegressor(kernel, alpha=tau2 / len(X), optimizer=None).fit(Z, mu_hat)
+    mean, sd = gp.predict(Q, return_std=True)
+    post = posterior_embedding(X, Q, s, tau2, inducing=Z)
+    np.testing.assert_allclose(post.mean, mean, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(post.sd, sd, rtol=1e-5, atol=1e-7)
+
+
+def test_posterior_embedding_shrinks_with_the_noise_and_interpolates_without_it():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 2))
+    s = 0.5
+    empirical = np.exp(-cdist(X, X, "sqeuclidean") / (2 * s * s)).mean(axis=1)
+    # nearly noiseless: the posterior mean passes through the empirical embedding at the sample
+    np.testing.assert_allclose(posterior_embedding(X, X, s, 1e-9).mean, empirical, rtol=1e-4)
+    norms = [np.linalg.norm(posterior_embedding(X, X, s, tau2).mean) for tau2 in (1e-2, 1.0, 100.0, 1e4)]
+    assert np.all(np.diff(norms) < 0), norms
+    assert norms[-1] < 0.8 * norms[0]  # the empirical embedding is smooth: it takes a large tau^2
+
+
+def test_posterior_embedding_errors():
+    X = np.zeros((10, 2))
+    with pytest.raises(ValueError, match="points"):
+        posterior_embedding(X, np.zeros((3, 3)), 1.0, 0.1)
+    with pytest.raises(ValueError, match="noise"):
+        posterior_embedding(X, X, 1.0, 0.0)
+    with pytest.raises(ValueError, match="bandwidth"):
+        posterior_embedding(X, X, -1.0, 0.1)
