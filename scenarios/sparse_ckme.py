@@ -8,9 +8,9 @@ Gram matrix of rank ``r`` (which sees the inputs only, and whose embedding uses 
 coefficients: ``M = K_PP^{-1} K_P. (K~ + n eps I)^{-1}`` on the pivots ``P``).
 
 The dense embedding is the one a user would fit: its input bandwidth (a multiple of the median
-distance) and its regulariser are chosen on a validation set. For each sparsity level we report the RKHS distance to the dense embedding,
-``||mu_M - mu_W|| / ||mu_W||`` in the product space, and the held-out CKME loss relative to the
-dense embedding's, on two transitions:
+distance) and its regulariser are chosen on a validation set. For each sparsity level we report
+the RKHS distance to the dense embedding, ``||mu_M - mu_W|| / ||mu_W||`` in the product space,
+and the held-out CKME loss relative to the dense embedding's, on two transitions:
 
 - pendulum: the under-actuated swing-up pendulum's transition, inputs ``(sin theta, cos theta,
   omega, u)`` and outputs ``(sin theta', cos theta', omega')``, states and torques drawn uniformly
