@@ -83,12 +83,22 @@ def log_pseudolikelihood(X, inducing, bandwidth, noise=None):
     return _log_pseudolikelihood(X, Z, s, check_positive(noise, "noise"))
 
 
+def _features(Z, X, s):
+    """``k(z_l, x_i)``, (m, n)."""
+    return np.exp(-cdist(Z, X, "sqeuclidean") / (2 * s * s))
+
+
+def _prior_covariance(A, B, s):
+    """``r(a, b)``: the Gaussian kernel of bandwidth ``s`` convolved with itself."""
+    return (np.pi * s * s) ** (A.shape[1] / 2) * np.exp(-cdist(A, B, "sqeuclidean") / (4 * s * s))
+
+
 def _gaussian_part(X, Z, s):
     """What the Gaussian term needs from the bandwidth: a function of ``tau^2``."""
-    n, d = X.shape
+    n = X.shape[0]
     m = Z.shape[0]
-    Phi = np.exp(-cdist(Z, X, "sqeuclidean") / (2 * s * s))  # (m, n)
-    R = (np.pi * s * s) ** (d / 2) * np.exp(-cdist(Z, Z, "sqeuclidean") / (4 * s * s))
+    Phi = _features(Z, X, s)
+    R = _prior_covariance(Z, Z, s)
     lam, Q = np.linalg.eigh(R)  # divide and conquer: scipy's default driver can fail on a nearly diagonal R
     lam = np.maximum(lam, 0.0)
     mu_hat = Phi.mean(axis=1)
@@ -300,13 +310,12 @@ def posterior_embedding(X, points, bandwidth, noise, inducing=None):
     s = check_positive(bandwidth, "bandwidth")
     tau2 = check_positive(noise, "noise")
     n = X.shape[0]
-    scale = (np.pi * s * s) ** (d / 2)
-    mu_hat = np.exp(-cdist(Z, X, "sqeuclidean") / (2 * s * s)).mean(axis=1)
-    R = scale * np.exp(-cdist(Z, Z, "sqeuclidean") / (4 * s * s))
-    cross = scale * np.exp(-cdist(Z, points, "sqeuclidean") / (4 * s * s))  # (m, q)
-    lam, Q = np.linalg.eigh(R)
-    inverse_root = Q / np.sqrt(np.maximum(lam, 0.0) + tau2 / n)  # (R + tau^2/n I)^{-1} = inverse_root inverse_root^T
-    projected = inverse_root.T @ cross
-    mean = projected.T @ (inverse_root.T @ mu_hat)
-    var = np.maximum(scale - np.sum(projected**2, axis=0), 0.0)
+    mu_hat = _features(Z, X, s).mean(axis=1)
+    lam, Q = np.linalg.eigh(_prior_covariance(Z, Z, s))
+    # (R + tau^2/n I)^{-1} = C C^T with C = Q diag(lam + tau^2/n)^{-1/2}
+    C = Q / np.sqrt(np.maximum(lam, 0.0) + tau2 / n)
+    projected = C.T @ _prior_covariance(Z, points, s)  # (m, q)
+    mean = projected.T @ (C.T @ mu_hat)
+    prior_variance = (np.pi * s * s) ** (d / 2)  # r(y, y)
+    var = np.maximum(prior_variance - np.sum(projected**2, axis=0), 0.0)
     return EmbeddingPosterior(mean, np.sqrt(var))
