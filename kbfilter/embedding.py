@@ -378,13 +378,13 @@ class KernelMean:
             ``m`` points with weight ``sum_i w_i / m`` each, so the total mass is kept.
         """
         m = check_int(m, "m")
-        if candidates is None:
-            candidates = self.points
-        candidates = check_matrix(candidates, "candidates", n_features=self.points.shape[1])
-        target = self.kernel(candidates, self.points) @ self.weights
-        target = target / max(abs(self.weights.sum()), np.finfo(float).tiny)
-        if candidates.shape[0] ** 2 <= HERD_GRAM_ENTRIES:
-            gram = self.kernel(candidates)
+        own = candidates is None
+        candidates = self.points if own else check_matrix(candidates, "candidates", n_features=self.points.shape[1])
+        gram = self.kernel(candidates) if candidates.shape[0] ** 2 <= HERD_GRAM_ENTRIES else None
+        # among its own points the embedding's values are the candidates' Gram matrix times the weights
+        cross = gram if own and gram is not None else self.kernel(candidates, self.points)
+        target = cross @ self.weights / max(abs(self.weights.sum()), np.finfo(float).tiny)
+        if gram is not None:
             picked = herd(target, lambda j: gram[:, j], m)
         else:
             picked = herd(target, lambda j: self.kernel(candidates, candidates[j : j + 1])[:, 0], m)

@@ -141,3 +141,10 @@ def test_mmd_test_checks_its_input_and_is_reproducible():
         kb.mmd_test(X, rng.normal(size=(20, 3)))
     with pytest.raises(ValueError, match="n_permutations"):
         kb.mmd_test(X, Y, n_permutations=0)
+
+
+def test_herd_over_its_own_points_is_herd_over_them_as_candidates():
+    rng = np.random.default_rng(4)
+    points = rng.normal(size=(60, 2))
+    km = kb.KernelMean(points, rng.dirichlet(np.ones(60)), kb.GaussianKernel(0.8))
+    np.testing.assert_array_equal(km.herd(15).points, km.herd(15, candidates=points).points)

@@ -97,6 +97,21 @@ def test_kmc_herded_particles_approach_the_posterior_embedding(candidates):
     assert distances[2] < distances[1] < distances[0]
 
 
+def test_kmc_reset_herds_its_particles_from_a_prior_sample():
+    states, obs = SCALAR.simulate(300, rng=0)
+    prior = np.random.default_rng(2).normal(1.0, 0.5, size=(400, 1))
+    kmc = kb.KernelMonteCarloFilter(SCALAR, n_particles=30, random_state=0).fit(states, obs).reset(prior=prior)
+    assert kmc.particles.shape == (30, 1)
+    assert np.all(np.isin(kmc.particles[:, 0], prior[:, 0]))
+    k = kmc.rule_.kernel_x_
+    target = kb.KernelMean(prior, kernel=k)
+    herded = target.mmd(kb.KernelMean(kmc.particles, kernel=k))
+    subsets = [target.mmd(kb.KernelMean(prior[np.random.default_rng(s).choice(400, 30, replace=False)], kernel=k))
+               for s in range(10)]
+    assert herded < min(subsets)
+    np.testing.assert_allclose(kmc.x, kmc.particles.mean(axis=0))
+
+
 def test_herding_matches_greedy_brute_force():
     rng = np.random.default_rng(0)
     points = rng.normal(size=(25, 2))

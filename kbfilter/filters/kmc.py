@@ -20,7 +20,7 @@ from .._validation import (
     check_rng,
     check_sequences,
 )
-from ..embedding import clipped_weights, herd, normalise_weights, weighted_covariance
+from ..embedding import KernelMean, clipped_weights, herd, normalise_weights, weighted_covariance
 from ..kernels import fitted_kernel
 from ..persistence import Persistent, persistent
 from ..rules.bayes_rule import KernelBayesRule
@@ -257,8 +257,9 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
             self.particles = X[self._rng.choice(X.shape[0], size=N, replace=X.shape[0] < N)]
         else:
             samples = check_matrix(prior, "prior", n_features=X.shape[1])
-            gram = self.rule_.kernel_x_(samples)
-            self.particles = samples if len(samples) == N else samples[herd(gram.mean(axis=1), lambda j: gram[:, j], N)]
+            if len(samples) != N:
+                samples = KernelMean(samples, kernel=self.rule_.kernel_x_).herd(N).points
+            self.particles = samples
         self.weights = np.full(X.shape[0], 1.0 / X.shape[0])
         self._from_particles("prior")
         self._from_particles("post")

@@ -265,6 +265,11 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
             self.diagnostics_[factor.event] += 1
         return factor
 
+    def _ridge_factor(self, G, ridge, name):
+        """The factor of ``G + ridge I``; ``G`` is overwritten (a Gram matrix built for this)."""
+        G[np.diag_indices(G.shape[0])] += ridge
+        return self._factor(G, name)
+
     def _index_neighbours(self):
         self.neighbors_ = NearestNeighbors(n_neighbors=self.n_neighbors_).fit(self.A_)
 
@@ -278,9 +283,7 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         if self.kernel_in_.has_features:
             self._fit_features(self.kernel_in_.features(A), reg)
             return
-        G = self.kernel_in_(A)
-        G[np.diag_indices(n)] += n * reg
-        self.factor_ = self._factor(G, "G_a + n reg I")
+        self.factor_ = self._ridge_factor(self.kernel_in_(A), n * reg, "G_a + n reg I")
 
     def _fit_knn(self, A, reg):
         n = A.shape[0]
@@ -300,10 +303,7 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         m = min(check_int(self.rank, "rank"), n)
         rng = check_rng(self.random_state)
         self.subsample_ = np.sort(rng.choice(n, m, replace=False))
-        sub = A[self.subsample_]
-        G = self.kernel_in_(sub)
-        G[np.diag_indices(m)] += m * reg
-        self.factor_ = self._factor(G, "G_sub + m reg I")
+        self.factor_ = self._ridge_factor(self.kernel_in_(A[self.subsample_]), m * reg, "G_sub + m reg I")
 
     def _fit_nystrom(self, A, reg):
         n = A.shape[0]
@@ -333,18 +333,14 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
     def _fit_features(self, Phi, reg):
         """``G_a = Phi Phi^T``: ``w = Phi (Phi^T Phi + n eps I)^{-1} phi(a)``, no n x n matrix."""
         self.features_ = Phi
-        C = Phi.T @ Phi
-        C[np.diag_indices(C.shape[0])] += Phi.shape[0] * reg
-        self.factor_ = self._factor(C, "Phi^T Phi + n reg I")
+        self.factor_ = self._ridge_factor(Phi.T @ Phi, Phi.shape[0] * reg, "Phi^T Phi + n reg I")
 
     def _fit_sparse(self, A, reg):
         gamma = check_positive(self.gamma, "gamma", allow_zero=True)
         max_iter = check_int(self.max_iter, "max_iter")
         n = A.shape[0]
         K = self.kernel_in_(A)
-        G = K.copy()
-        G[np.diag_indices(n)] += n * reg
-        dense = self._factor(G, "G_a + n reg I").solve(np.eye(n))
+        dense = self._ridge_factor(K.copy(), n * reg, "G_a + n reg I").solve(np.eye(n))
         # sparse_coefficients warns (ConvergenceWarning) when it runs out of iterations
         solution = sparse_coefficients(K, self.kernel_out_(self.B_), dense, gamma, max_iter=max_iter)
         if not solution.converged:
