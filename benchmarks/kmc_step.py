@@ -2,13 +2,16 @@
 
 1,000 training poses and 1,000 particles by default (blurred 16 x 64 images, the tuned point of
 the localization study: scale 0.2, scale_z 0.5, both regularisers 1e-2). Times a whole step
-(``predict(u)`` then ``update(z)``) with herding and with the embedding-ratio resampling, then
+(``predict(u)`` then ``update(z)``) with herding and with the embedding-ratio resampling on the
+exact kernels, and with the ratio on Nystrom kernels (``approximation="nystrom"``, the path for
+long logs: no training-by-training array), then
 the parts of an update, recomputed through the public pieces the filter uses: the particles'
 kernel values at the training states, the prior's projection, the observation's kernel
 vector, the weights (IW-KBR), the resampling (herding among training states and particles, or
 the ratio), and the prediction's motion draws.
 
 Usage:  python benchmarks/kmc_step.py [--train 1000] [--particles 1000] [--steps 100]
+        (--train 5000: the exact filter's fit and steps then take minutes)
 """
 
 import argparse
@@ -41,19 +44,27 @@ def main(argv=None):
     _, test_controls, test_images = robot.simulate(args.steps, rng=1)
     print(f"training poses {args.train}, particles {args.particles}, {args.steps} steps, "
           f"BLAS threads {kb.blas_threads()}")
-    whole = {}
-    for resample in ("herding", "ratio"):
-        kmc = kb.KernelMonteCarloFilter(robot, n_particles=args.particles, resample=resample, random_state=0,
-                                        **PARAMS).fit(poses, images)
+    whole, filters = {}, {}
+    for resample, approximation in (("herding", "exact"), ("ratio", "exact"), ("ratio", "nystrom")):
+        start = time.perf_counter()
+        kmc = kb.KernelMonteCarloFilter(robot, n_particles=args.particles, resample=resample,
+                                        approximation=approximation, random_state=0, **PARAMS).fit(poses, images)
+        fit_s = time.perf_counter() - start
         start = time.perf_counter()
         for u, z in zip(test_controls, test_images):
             kmc.predict(u)
             kmc.update(z)
-        whole[resample] = 1000 * (time.perf_counter() - start) / args.steps
-        print(f"  a step, resample={resample!r}: {whole[resample]:.1f} ms")
-    print(f"  herding / ratio: {whole['herding'] / whole['ratio']:.2f}")
+        key = f"resample={resample!r}, approximation={approximation!r}"
+        whole[key], filters[key] = 1000 * (time.perf_counter() - start) / args.steps, kmc
+        ranks = ""
+        if approximation != "exact":
+            ranks = f" (landmarks: {kmc.rule_.kernel_x_.rank_} states, {kmc.rule_.kernel_z_.rank_} images)"
+        print(f"  a step, {key}: {whole[key]:.1f} ms; fit {fit_s:.1f} s{ranks}")
+    herding, ratio, nystrom = whole.values()
+    print(f"  herding / ratio: {herding / ratio:.2f}; ratio, nystrom / exact: {nystrom / ratio:.2f}")
 
     # the parts, on the particles the filter holds now
+    kmc = filters["resample='ratio', approximation='exact'"]
     rule, X, U = kmc.rule_, kmc.states_, kmc.particles
     z = mapped_observation(test_images[-1], robot.obs_shape, kmc.features_)
     repeat = 10

@@ -28,6 +28,7 @@ from .threads import limited_blas
 
 __all__ = ["bayesian_bandwidth", "log_pseudolikelihood", "BandwidthFit", "posterior_embedding", "EmbeddingPosterior",
            "DEFAULT_GRID", "SCALABLE_GRID", "IMAGE_GRID", "FEATURE_GRID", "BLUR_GRID", "MONTE_CARLO_IMAGE_GRID",
+           "MONTE_CARLO_SCALABLE_IMAGE_GRID",
            "NEIGHBOUR_GRID", "tune_filter", "validation_split",
            "validation_mse", "check_validation_length", "default_grid"]
 
@@ -57,6 +58,10 @@ BLUR_GRID = dict(IMAGE_GRID, scale_z=(0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0))
 #: grid is coarser (on the robot room the best points measured lie inside it)
 MONTE_CARLO_IMAGE_GRID = {"scale": (0.1, 0.2, 0.5), "scale_z": (0.1, 0.2, 0.5, 1.0),
                           "reg_prior": (1e-3, 1e-2, 1e-1), "reg_update": (1e-3, 1e-2, 1e-1)}
+#: ... and on Nystrom kernels, for long logs where every evaluation fits thousands of images: the
+#: regulariser of the prior is fixed at the value the exact filter's tuning chose most often
+MONTE_CARLO_SCALABLE_IMAGE_GRID = {"scale": (0.2, 0.5), "scale_z": (0.1, 0.2, 0.5), "reg_prior": (1e-2,),
+                                   "reg_update": (1e-2, 1e-1)}
 #: the nearest-neighbour particle filter: neighbours voting, and their bandwidth (x median)
 NEIGHBOUR_GRID = {"n_neighbors": (1, 3, 10, 30), "scale": (0.02, 0.05, 0.1, 0.2, 0.5)}
 
@@ -187,7 +192,8 @@ def default_grid(filter, observations):
     dict
         :data:`NEIGHBOUR_GRID` for the nearest-neighbour particle filter. Otherwise
         :data:`DEFAULT_GRID` for vectors; for images :data:`MONTE_CARLO_IMAGE_GRID` for the
-        Kernel Monte Carlo filter, and for the kernel Bayes filter :data:`BLUR_GRID` when it
+        Kernel Monte Carlo filter (:data:`MONTE_CARLO_SCALABLE_IMAGE_GRID` on approximated
+        kernels), and for the kernel Bayes filter :data:`BLUR_GRID` when it
         blurs them (its default), :data:`IMAGE_GRID` on raw pixels (``features=None``) and
         :data:`FEATURE_GRID` behind any other feature map.
     """
@@ -198,7 +204,7 @@ def default_grid(filter, observations):
     if len(shape) <= 1:
         return DEFAULT_GRID
     if isinstance(filter, KernelMonteCarloFilter):
-        return MONTE_CARLO_IMAGE_GRID
+        return MONTE_CARLO_IMAGE_GRID if filter.approximation == "exact" else MONTE_CARLO_SCALABLE_IMAGE_GRID
     features = observation_features(getattr(filter, "features", None), shape)
     if features is None:
         return IMAGE_GRID

@@ -106,6 +106,19 @@ def test_rule_with_full_rank_nystrom_kernels_equals_the_exact_rule(data, method)
     np.testing.assert_allclose(full.projection_operator().toarray(), exact.projection_operator().toarray(), atol=1e-6)
 
 
+def test_feature_projection_is_the_prior_projection_of_the_mean_feature(data):
+    (x, z), _ = data
+    rule = kb.KernelBayesRule(kernel_x=NystromKernel(rank=60, tol=0.0), reg_prior=1e-2).fit(x, z)
+    sample = x[:40] + 0.1
+    gamma = rule.kernel_x_.features(sample).mean(axis=0)
+    np.testing.assert_allclose(rule.feature_projection(gamma), rule.prior_projection(kb.KernelMean(sample)),
+                               rtol=1e-10)
+    with pytest.raises(ValueError, match=r"gamma: expected shape \(60,\)"):
+        rule.feature_projection(gamma[:5])
+    with pytest.raises(ValueError, match="gamma: feature_projection needs a state kernel with explicit features"):
+        kb.KernelBayesRule().fit(x, z).feature_projection(gamma)
+
+
 def test_conditional_embedding_on_a_feature_kernel_gives_a_low_rank_operator(data):
     (x, _), _ = data
     exact = kb.ConditionalEmbedding(reg=1e-3).fit(x[:-1], x[1:])

@@ -14,8 +14,8 @@ from ..features import GaussianBlur, LearnedFeatures
 from ..filters import (ExtendedKalman, KernelBayesFilter, KernelMonteCarloFilter, NearestImage,
                        NearestNeighbourParticleFilter, ParticleFilter, UnscentedKalman, WindowRegressor)
 from ..systems import CameraOrientation, MovingSprite, Oscillation, RobotInRoom, Rotation
-from ..tuning import (BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, MONTE_CARLO_IMAGE_GRID, NEIGHBOUR_GRID,
-                      SCALABLE_GRID)
+from ..tuning import (BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, MONTE_CARLO_IMAGE_GRID,
+                      MONTE_CARLO_SCALABLE_IMAGE_GRID, NEIGHBOUR_GRID, SCALABLE_GRID)
 
 __all__ = ["Method", "SYSTEMS", "CATALOGUE", "METHODS", "DEFAULT_METHODS", "PROTOCOLS", "REFERENCE",
            "observes_images", "reference_method"]
@@ -98,13 +98,15 @@ _FEATURES = {"vectors": FEATURE_GRID, "images": FEATURE_GRID}
 _BLUR = {"vectors": BLUR_GRID, "images": BLUR_GRID}
 _SCALABLE = {"vectors": SCALABLE_GRID, "images": IMAGE_GRID}
 _MONTE_CARLO = {"vectors": DEFAULT_GRID, "images": MONTE_CARLO_IMAGE_GRID}
+_MONTE_CARLO_SCALABLE = {"vectors": SCALABLE_GRID, "images": MONTE_CARLO_SCALABLE_IMAGE_GRID}
 _NEIGHBOURS = {"vectors": NEIGHBOUR_GRID, "images": NEIGHBOUR_GRID}
 _BLURRED = "auto"  # the filters' default map in front of image kernels: a Gaussian blur
 
 
-def _kmc(rule, features, resample="herding"):
+def _kmc(rule, features, resample="herding", approximation="exact"):
     return lambda system, rng: KernelMonteCarloFilter(system, n_particles=1000, rule=rule, features=features,
-                                                      resample=resample, random_state=rng)
+                                                      resample=resample, approximation=approximation,
+                                                      random_state=rng)
 
 
 def _nn_pf(features):
@@ -142,6 +144,8 @@ CATALOGUE = {m.name: m for m in (
            "Kernel Monte Carlo filter, particles weighted by the posterior-to-prior embedding ratio"),
     Method("kmc-iw-ratio-blur", "tuned", _kmc("iw", _BLURRED, "ratio"), _MONTE_CARLO,
            "Kernel Monte Carlo filter with the embedding ratio, blurred images"),
+    Method("kmc-iw-ratio-blur-nystrom", "tuned", _kmc("iw", _BLURRED, "ratio", "nystrom"), _MONTE_CARLO_SCALABLE,
+           "Kernel Monte Carlo filter with the embedding ratio on Nystrom kernels (long logs), blurred images"),
     Method("nai", "trained", lambda system, rng: NearestImage(features=None),
            description="the state of the nearest training image (no motion model)"),
     Method("nai-blur", "trained", lambda system, rng: NearestImage(features=_BLURRED),

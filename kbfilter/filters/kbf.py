@@ -35,7 +35,8 @@ from ..threads import limited_blas
 from .base import CountedFallbacks, SequentialFilter
 from .compression import kept_transitions
 
-__all__ = ["KernelBayesFilter", "FilterModel", "SharedModel", "fitted_observation_features", "mapped_observation", "scaled_kernel", "IMAGE_FEATURES", "observation_features", "RANK_RTOL", "MAX_RANK", "RFF_RANK"]
+__all__ = ["KernelBayesFilter", "FilterModel", "SharedModel", "fitted_observation_features", "mapped_observation", "scaled_kernel", "IMAGE_FEATURES", "observation_features", "RANK_RTOL", "MAX_RANK", "RFF_RANK",
+           "approximated_kernel", "check_rank_cap"]
 
 #: ``approximation="nystrom"`` with ``rank=None``: landmarks are added until the neglected trace of
 #: each Gram matrix is at most ``RANK_RTOL * n * reg`` for the regulariser ``reg`` it is solved with,
@@ -123,6 +124,60 @@ def mapped_observation(z, obs_shape, features):
     """
     z = check_observation(z, obs_shape)[None, :]
     return z if features is None else np.asarray(features.transform(z), dtype=np.float64)
+
+
+def approximated_kernel(kernel, approximation, rank, reg, rng):
+    """``kernel`` as ``approximation`` represents it, for Gram matrices regularised by ``n reg I``.
+
+    Parameters
+    ----------
+    kernel : Kernel
+        The (unfitted) kernel.
+    approximation : {"exact", "nystrom", "rff"}
+        ``"exact"`` (and any kernel that already has explicit features) keeps ``kernel``.
+    rank : int or None
+        Landmarks (``"nystrom"``) or features (``"rff"``); None: for Nystrom, landmarks until the
+        neglected trace is at most ``RANK_RTOL * n * reg`` (at most ``MAX_RANK``), for Fourier
+        features ``RFF_RANK``.
+    reg : float
+        The smallest regulariser the Gram matrix is solved with.
+    rng : numpy.random.Generator
+        Seeds the Fourier features.
+
+    Returns
+    -------
+    Kernel
+        The kernel to fit.
+    """
+    if approximation == "exact" or kernel.has_features:
+        return kernel
+    if approximation == "nystrom":
+        if rank is None:
+            return NystromKernel(kernel, rank=MAX_RANK, tol=RANK_RTOL * reg)
+        return NystromKernel(kernel, rank=rank, tol=0.0)
+    return RandomFourierKernel(kernel, rank=RFF_RANK if rank is None else rank,
+                               random_state=int(rng.integers(2**31 - 1)))
+
+
+def check_rank_cap(owner, rule, diagnostics):
+    """Count and warn when a Nystrom kernel of ``rule`` stopped at ``MAX_RANK`` before its tolerance.
+
+    Parameters
+    ----------
+    owner : str
+        The class named in the warning.
+    rule : KernelBayesRule
+        The fitted rule whose state and observation kernels are checked.
+    diagnostics : collections.Counter
+        Gets ``"rank_cap"`` counted once when either kernel stopped short.
+    """
+    short = [name for name, k in (("states", rule.kernel_x_), ("observations", rule.kernel_z_))
+             if not getattr(k, "converged_", True)]
+    if short:
+        diagnostics["rank_cap"] += 1
+        warnings.warn(f"{owner}: the {' and '.join(short)} kernel reached MAX_RANK = {MAX_RANK} landmarks before "
+                      f"the rank rule's tolerance; the approximation is coarser than stated (a wider bandwidth or a "
+                      f"larger regulariser needs fewer)", NumericalWarning, stacklevel=4)
 
 
 def scaled_kernel(kernel, name, scale):
@@ -460,17 +515,6 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
         self.features = features
 
     # -- fitting ----------------------------------------------------------------------------------
-    def _approximated(self, kernel, reg, rng):
-        """``kernel`` as the chosen ``approximation`` makes it, for Gram matrices regularised by ``n reg I``."""
-        if self.approximation == "exact" or kernel.has_features:
-            return kernel
-        if self.approximation == "nystrom":
-            if self.rank is None:
-                return NystromKernel(kernel, rank=MAX_RANK, tol=RANK_RTOL * reg)
-            return NystromKernel(kernel, rank=self.rank, tol=0.0)
-        return RandomFourierKernel(kernel, rank=RFF_RANK if self.rank is None else self.rank,
-                                   random_state=int(rng.integers(2**31 - 1)))
-
     @limited_blas
     def fit(self, states, observations, controls=None):
         """Learn the filter from one training sequence or a list of them.
@@ -549,8 +593,8 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
         # the state Gram is solved with eta (projection) and, for the exact transition, lam'
         state_reg = min(reg_prior, reg_transition) if transition_method == "exact" else reg_prior
         rule = KernelBayesRule(
-            method=self.rule, kernel_x=self._approximated(kx, state_reg, rng),
-            kernel_z=self._approximated(kz, reg_update, rng), reg_prior=reg_prior, reg_update=reg_update,
+            method=self.rule, kernel_x=approximated_kernel(kx, self.approximation, self.rank, state_reg, rng),
+            kernel_z=approximated_kernel(kz, self.approximation, self.rank, reg_update, rng), reg_prior=reg_prior, reg_update=reg_update,
         ).fit(X[kept], Z[kept])
         # fallbacks taken while fitting (e.g. jitter on a Gram matrix) stay counted after reset()
         fit_diagnostics = Counter(rule.diagnostics_)
@@ -574,14 +618,7 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
             if controlled.factor.event is not None:
                 fit_diagnostics[f"transition_{controlled.factor.event}"] += 1
         if self.approximation == "nystrom" and self.rank is None:
-            short = [name for name, k in (("states", rule.kernel_x_), ("observations", rule.kernel_z_))
-                     if not getattr(k, "converged_", True)]
-            if short:
-                fit_diagnostics["rank_cap"] += 1
-                warnings.warn(f"KernelBayesFilter: the {' and '.join(short)} kernel reached MAX_RANK = {MAX_RANK} "
-                              f"landmarks before the rank rule's tolerance; the approximation is coarser than "
-                              f"stated (a wider bandwidth or a larger regulariser needs fewer)", NumericalWarning,
-                              stacklevel=3)
+            check_rank_cap("KernelBayesFilter", rule, fit_diagnostics)
         self.model_ = FilterModel(
             obs_shape=obs_shape, states=X[kept], kept=kept, predecessors=pred, features=features, kernel_x=kernel_x,
             rule=rule,

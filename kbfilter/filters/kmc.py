@@ -21,12 +21,18 @@ from .._validation import (
     check_sequences,
 )
 from ..embedding import KernelMean, clipped_weights, herd, normalise_weights, weighted_covariance
-from ..kernels import fitted_kernel
 from ..persistence import Persistent, persistent
 from ..rules.bayes_rule import KernelBayesRule
 from ..threads import limited_blas
 from .base import CountedFallbacks, SequentialFilter, check_transition, sample_next, systematic_resample
-from .kbf import SharedModel, fitted_observation_features, mapped_observation, scaled_kernel
+from .kbf import (
+    SharedModel,
+    approximated_kernel,
+    check_rank_cap,
+    fitted_observation_features,
+    mapped_observation,
+    scaled_kernel,
+)
 
 __all__ = ["KernelMonteCarloFilter", "ObservationModel", "herd_with_particles"]
 
@@ -35,7 +41,7 @@ _FALLBACKS = {"clipped": "posterior weights summed to <= 0; used their clipped, 
               "unsupported": "the posterior embedding was <= 0 at every particle; kept the predicted particles"}
 
 
-@persistent("obs_shape", "states", "features", "rule", "state_gram", "fit_diagnostics")
+@persistent("obs_shape", "states", "features", "rule", "state_gram", "state_features", "fit_diagnostics")
 class ObservationModel(SharedModel):
     """What :meth:`KernelMonteCarloFilter.fit` learns: the observation side only.
 
@@ -52,18 +58,23 @@ class ObservationModel(SharedModel):
         The fitted observation feature map.
     rule : KernelBayesRule
         The fitted observation model.
-    state_gram : ndarray of shape (n, n)
-        The state kernel's Gram matrix of the training states (herding's candidates).
+    state_gram : ndarray of shape (n, n) or None
+        The state kernel's Gram matrix of the training states (herding's candidates); None when
+        the state kernel has explicit features.
+    state_features : ndarray of shape (n, r) or None
+        The training states' features ``U`` (``G_x = U U^T``) for a state kernel with explicit
+        features (``approximation="nystrom"`` or ``"rff"``), else None.
     fit_diagnostics : collections.Counter
         Fallbacks taken while fitting.
     """
 
-    def __init__(self, obs_shape, states, features, rule, state_gram, fit_diagnostics):
+    def __init__(self, obs_shape, states, features, rule, state_gram, fit_diagnostics, state_features=None):
         self.obs_shape = tuple(obs_shape)
         self.states = states
         self.features = features
         self.rule = rule
         self.state_gram = state_gram
+        self.state_features = state_features
         self.fit_diagnostics = fit_diagnostics
 
 
@@ -122,6 +133,18 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
         How the posterior embedding becomes particles (see above).
     candidates : {"both", "training"}, default="both"
         Where herding picks the new particles from (``resample="herding"`` only).
+    approximation : {"exact", "nystrom", "rff"}, default="exact"
+        How the state and observation kernels are represented, as for
+        :class:`~kbfilter.KernelBayesFilter`. ``"exact"`` holds the ``n x n`` Gram matrices and
+        solves the update on them: best up to a few thousand training pairs. ``"nystrom"`` and
+        ``"rff"`` replace both kernels by explicit features of rank ``r``: no ``n x n`` array is
+        formed, the prior's projection and the embedding ratio cost O((n + N) r) and the update
+        O(s r^2) (``s``: the training states the particles cover). Herding then computes each
+        candidate column from the features, O(N (n + N) r) a step: prefer
+        ``resample="ratio"`` there.
+    rank : int or None, default=None
+        Landmarks or features of the approximation; None chooses them as
+        :class:`~kbfilter.KernelBayesFilter` does.
     random_state : int, Generator or None, default=None
         Seeds the initial particles and the transition's draws.
 
@@ -155,7 +178,7 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
 
     def __init__(self, transition=None, n_particles=1000, rule="iw", kernel_x=None, kernel_z=None, scale=1.0,
                  scale_z=None, reg_prior=1e-2, reg_update=1e-2, features="auto", resample="herding",
-                 candidates="both", random_state=None):
+                 candidates="both", approximation="exact", rank=None, random_state=None):
         self.transition = transition
         self.n_particles = n_particles
         self.rule = rule
@@ -168,6 +191,8 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
         self.features = features
         self.resample = resample
         self.candidates = candidates
+        self.approximation = approximation
+        self.rank = rank
         self.random_state = random_state
 
     @limited_blas
@@ -193,6 +218,11 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
         check_choice(self.resample, "resample", ("herding", "ratio"))
         check_choice(self.candidates, "candidates", ("both", "training"))
         check_int(self.n_particles, "n_particles", minimum=2)
+        check_choice(self.approximation, "approximation", ("exact", "nystrom", "rff"))
+        if self.rank is not None:
+            check_int(self.rank, "rank")
+        reg_prior = check_positive(self.reg_prior, "reg_prior")
+        reg_update = check_positive(self.reg_update, "reg_update")
         scale = check_positive(self.scale, "scale")
         scale_z = scale if self.scale_z is None else check_positive(self.scale_z, "scale_z")
         xs, zs, obs_shape = check_sequences(states, observations)
@@ -201,11 +231,23 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
             raise ValueError(f"states: expected at least 3 training pairs, got {X.shape[0]}")
         self.n_features_in_ = X.shape[1]
         features, Z = fitted_observation_features(self.features, obs_shape, Z, X)
-        kx = fitted_kernel(scaled_kernel(self.kernel_x, "kernel_x", scale), "kernel_x", X)
-        rule = KernelBayesRule(method=self.rule, kernel_x=kx, kernel_z=scaled_kernel(self.kernel_z, "kernel_z", scale_z),
-                               reg_prior=check_positive(self.reg_prior, "reg_prior"),
-                               reg_update=check_positive(self.reg_update, "reg_update")).fit(X, Z)
-        self.model_ = ObservationModel(obs_shape, X, features, rule, rule.kernel_x_(X), Counter(rule.diagnostics_))
+        # only the Fourier features draw at fit: a Generator passed as random_state is left as it
+        # was for the other representations
+        rng = check_rng(self.random_state) if self.approximation == "rff" else None
+        kx = approximated_kernel(scaled_kernel(self.kernel_x, "kernel_x", scale), self.approximation, self.rank,
+                                 reg_prior, rng)
+        kz = approximated_kernel(scaled_kernel(self.kernel_z, "kernel_z", scale_z), self.approximation, self.rank,
+                                 reg_update, rng)
+        rule = KernelBayesRule(method=self.rule, kernel_x=kx, kernel_z=kz, reg_prior=reg_prior,
+                               reg_update=reg_update).fit(X, Z)
+        diagnostics = Counter(rule.diagnostics_)
+        if self.approximation == "nystrom" and self.rank is None:
+            check_rank_cap("KernelMonteCarloFilter", rule, diagnostics)
+        if rule.kernel_x_.has_features:
+            gram, state_features = None, rule.kernel_x_.features(X)
+        else:
+            gram, state_features = rule.kernel_x_(X), None
+        self.model_ = ObservationModel(obs_shape, X, features, rule, gram, diagnostics, state_features)
         return self.reset()
 
     @property
@@ -300,9 +342,13 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
             self._keep_prediction()
             return
         z = mapped_observation(z, self.model_.obs_shape, self.features_)
-        rule, X, U = self.rule_, self.states_, self.particles
-        cross = rule.kernel_x_(X, U)                              # k(x_i, u_j), (n, N)
-        mu = rule.projection(cross.mean(axis=1))                  # the particles' embedding, projected
+        rule, X, U, FX = self.rule_, self.states_, self.particles, self.model_.state_features
+        if FX is None:
+            cross, FU = rule.kernel_x_(X, U), None               # k(x_i, u_j), (n, N)
+            mu = rule.projection(cross.mean(axis=1))             # the particles' embedding, projected
+        else:
+            cross, FU = None, rule.kernel_x_.features(U)
+            mu = rule.feature_projection(FU.mean(axis=0))
         W, info = rule.weights_from_projection(mu, rule.observation_vectors(z))
         for kind, message in info.items():
             self._record(kind, message)
@@ -316,9 +362,14 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
         if self.resample == "herding":
             self.x_post = self.x = p @ X
             self.P_post = self.P = weighted_covariance(X, clipped_weights(p))
-            self.particles = self._herd(p, cross)
+            self.particles = self._herd(p, cross, FU)
             return
-        a = np.maximum(cross.T @ p, 0.0) / rule.kernel_x_(U).mean(axis=1)
+        # the posterior and prior embeddings at the particles
+        if FX is None:
+            posterior, prior = cross.T @ p, rule.kernel_x_(U).mean(axis=1)
+        else:
+            posterior, prior = FU @ (FX.T @ p), FU @ FU.mean(axis=0)
+        a = np.maximum(posterior, 0.0) / prior
         if not a.sum() > 0:
             self._record("unsupported", _FALLBACKS["unsupported"])
             self._keep_prediction()
@@ -332,13 +383,21 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
         self.x_post, self.P_post = self.x_prior.copy(), self.P_prior.copy()
         self.x, self.P = self.x_post, self.P_post
 
-    def _herd(self, p, cross):
-        """``n_particles`` herded from ``sum_i p_i k(., x_i)`` among the candidates."""
-        gram, X, U = self.model_.state_gram, self.states_, self.particles
-        if self.candidates == "training":
-            return X[herd(gram @ p, lambda j: gram[:, j], self.n_particles)]
-        picked = herd_with_particles(gram, cross, self.rule_.kernel_x_(U), p, self.n_particles)
-        return np.vstack([X, U])[picked]
+    def _herd(self, p, cross, FU):
+        """``n_particles`` herded from ``sum_i p_i k(., x_i)`` among the candidates.
+
+        ``cross`` is ``k(x_i, u_j)`` for an exact state kernel, ``FU`` the particles' features for
+        one with explicit features (the other is None)."""
+        gram, X, U, FX = self.model_.state_gram, self.states_, self.particles, self.model_.state_features
+        training = self.candidates == "training"
+        if FX is not None:
+            F = FX if training else np.vstack([FX, FU])
+            picked = herd(F @ (FX.T @ p), lambda j: F @ F[j], self.n_particles)
+        elif training:
+            picked = herd(gram @ p, lambda j: gram[:, j], self.n_particles)
+        else:
+            picked = herd_with_particles(gram, cross, self.rule_.kernel_x_(U), p, self.n_particles)
+        return (X if training else np.vstack([X, U]))[picked]
 
 
 def herd_with_particles(state_gram, cross, particle_gram, p, m):

@@ -310,7 +310,32 @@ class KernelBayesRule(Persistent, BaseEstimator):
         check_is_fitted(self, "prior_factor_")
         if not self.kernel_x_.has_features:
             return self.projection(self.prior_values(prior))
-        gamma = self._prior_coefficients(prior)
+        return self.feature_projection(self._prior_coefficients(prior))
+
+    def feature_projection(self, gamma):
+        """:meth:`prior_projection` of the prior whose feature-space mean is ``gamma``.
+
+        For a state kernel with explicit features ``phi`` (``G_x = U U^T``), a prior
+        ``sum_j a_j k(., y_j)`` has prior values ``g = U gamma`` with ``gamma = sum_j a_j phi(y_j)``;
+        then ``mu = n U (U^T U + n eps I)^{-1} gamma``, in O(n r).
+
+        Parameters
+        ----------
+        gamma : ndarray of shape (r,)
+            The prior's mean feature vector.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            ``mu``.
+        """
+        check_is_fitted(self, "prior_factor_")
+        if not self.kernel_x_.has_features:
+            raise ValueError("gamma: feature_projection needs a state kernel with explicit features "
+                             f"(e.g. NystromKernel), got {type(self.kernel_x_).__name__}")
+        gamma = np.asarray(gamma, dtype=np.float64)
+        if gamma.shape != (self.prior_factor_.L.shape[1],):
+            raise ValueError(f"gamma: expected shape ({self.prior_factor_.L.shape[1]},), got {gamma.shape}")
         return self.n_train_ * (self.prior_factor_.L @ self.prior_factor_.inner.solve(gamma))
 
     def projection_operator(self):
