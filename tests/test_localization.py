@@ -146,6 +146,17 @@ def test_scalable_kmc_is_saved_seeded_and_close_to_exact(tmp_path):
     assert np.array_equal(back.batch_filter(test_obs[10:])[0], scalable.batch_filter(test_obs[10:])[0])
 
 
+def test_scalable_kmc_ratio_gives_no_weight_where_the_prior_embedding_vanishes():
+    states, obs = ROTATION.simulate(200, rng=6)
+    kmc = kb.KernelMonteCarloFilter(ROTATION, n_particles=40, resample="ratio", approximation="nystrom", rank=20,
+                                    random_state=0).fit(states, obs)
+    far = np.vstack([states[:20], states[:20] + 100.0])  # half the particles far from every landmark
+    kmc.reset(prior=far)
+    kmc.update(obs[0])
+    assert kmc.diagnostics["undefined_ratio"] == 1
+    assert np.all(np.isfinite(kmc.x)) and np.all(np.abs(kmc.particles) < 50)
+
+
 def test_herding_matches_greedy_brute_force():
     rng = np.random.default_rng(0)
     points = rng.normal(size=(25, 2))

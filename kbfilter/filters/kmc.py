@@ -38,7 +38,9 @@ __all__ = ["KernelMonteCarloFilter", "ObservationModel", "herd_with_particles"]
 
 _FALLBACKS = {"clipped": "posterior weights summed to <= 0; used their clipped, normalised positive part",
               "collapsed": "no posterior weight was positive; kept the predicted particles",
-              "unsupported": "the posterior embedding was <= 0 at every particle; kept the predicted particles"}
+              "unsupported": "the posterior embedding was <= 0 at every particle; kept the predicted particles",
+              "undefined_ratio": "the particles' kernel mean was <= 0 at some particles (an approximated kernel far "
+                                 "from its landmarks); they got weight 0"}
 
 
 @persistent("obs_shape", "states", "features", "rule", "state_gram", "state_features", "fit_diagnostics")
@@ -161,7 +163,8 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
     diagnostics : collections.Counter
         Fallbacks taken at fit and since the last reset: the rule's (see
         :class:`~kbfilter.KernelBayesFilter`) and ``"clipped"`` / ``"collapsed"`` /
-        ``"unsupported"`` (the posterior embedding is not positive at any particle).
+        ``"unsupported"`` (the posterior embedding is not positive at any particle) /
+        ``"undefined_ratio"`` (an approximated prior embedding was not positive at some particles).
 
     Examples
     --------
@@ -369,7 +372,12 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
             posterior, prior = cross.T @ p, rule.kernel_x_(U).mean(axis=1)
         else:
             posterior, prior = FU @ (FX.T @ p), FU @ FU.mean(axis=0)
-        a = np.maximum(posterior, 0.0) / prior
+        # an exact Gaussian kernel mean is positive at its own points; an approximated one can
+        # vanish or turn negative far from the landmarks, where the ratio is undefined: weight 0
+        defined = prior > np.finfo(float).tiny
+        if not defined.all():
+            self._record("undefined_ratio", _FALLBACKS["undefined_ratio"])
+        a = np.where(defined, np.maximum(posterior, 0.0) / np.where(defined, prior, 1.0), 0.0)
         if not a.sum() > 0:
             self._record("unsupported", _FALLBACKS["unsupported"])
             self._keep_prediction()
