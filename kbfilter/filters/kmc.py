@@ -351,7 +351,8 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
             mu = rule.projection(cross.mean(axis=1))             # the particles' embedding, projected
         else:
             cross, FU = None, rule.kernel_x_.features(U)
-            mu = rule.feature_projection(FU.mean(axis=0))
+            gamma = FU.mean(axis=0)                              # the particles' mean feature
+            mu = rule.feature_projection(gamma)
         W, info = rule.weights_from_projection(mu, rule.observation_vectors(z))
         for kind, message in info.items():
             self._record(kind, message)
@@ -371,7 +372,7 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
         if FX is None:
             posterior, prior = cross.T @ p, rule.kernel_x_(U).mean(axis=1)
         else:
-            posterior, prior = FU @ (FX.T @ p), FU @ FU.mean(axis=0)
+            posterior, prior = FU @ (FX.T @ p), FU @ gamma
         # an exact Gaussian kernel mean is positive at its own points; an approximated one can
         # vanish or turn negative far from the landmarks, where the ratio is undefined: weight 0
         defined = prior > np.finfo(float).tiny
