@@ -96,6 +96,14 @@ def check_positive(value, name, *, allow_zero=False):
     return value
 
 
+def check_fraction(value, name):
+    """Return ``value`` as a float in (0, 1], rejecting anything else with a message naming ``name``."""
+    value = check_positive(value, name)
+    if value > 1:
+        raise ValueError(f"{name}: expected a fraction in (0, 1], got {value!r}")
+    return value
+
+
 def check_int(value, name, *, minimum=1, maximum=None):
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise ValueError(f"{name}: expected an integer, got {value!r}")

@@ -120,14 +120,28 @@ def normalise_weights(w):
     return (None, "collapsed") if p is None else (p, "clipped")
 
 
-def weighted_covariance(points, p):
+def weighted_covariance(points, p=None):
     """Covariance of ``points`` (n, d) under probability weights ``p`` (n,) summing to one.
+
+    Parameters
+    ----------
+    points : ndarray of shape (n, d)
+        The points.
+    p : ndarray of shape (n,) or None, default=None
+        Their probability weights; None weighs them equally.
+
+    Returns
+    -------
+    ndarray of shape (d, d)
+        The covariance (normalised by the weights' sum, one: no small-sample correction).
 
     Examples
     --------
     >>> weighted_covariance(np.array([[0.0], [2.0]]), np.array([0.5, 0.5]))
     array([[1.]])
     """
+    if p is None:
+        p = np.full(len(points), 1.0 / len(points))
     centred = points - p @ points
     return (centred * p[:, None]).T @ centred
 

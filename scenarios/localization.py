@@ -10,10 +10,10 @@ images; the raw-pixel variants drop ``-blur``): the pose of the nearest training
 (``nai-blur``), a particle filter with a likelihood voted by the nearest training images
 (``nn-pf-blur``, Vlassis et al. 2002), the kernel Bayes filter with a transition learned given the
 odometry (``kbf-iw-blur``), the Kernel Monte Carlo filter with herding (``kmc-iw-blur``,
-``kmc-original-blur``) and with the embedding-ratio resampling (``kmc-iw-ratio-blur``), and a
-particle filter with the true renderer's pixel likelihood (``pf-pixel``, a reference). The
-position MSE and the mean absolute heading error are reported separately, with paired Wilcoxon
-p-values against ``kmc-iw-blur``. Writes ``results.json``, ``results.csv``, ``mse_boxplot.png``,
+``kmc-original-blur``) and with weighted particles and the embedding ratio
+(``kmc-iw-ratio-blur``), and a particle filter with the true renderer's pixel likelihood
+(``pf-pixel``, a reference). The position MSE and the mean absolute heading error are reported
+separately, with paired Wilcoxon p-values against ``kmc-iw-ratio-blur``. Writes ``results.json``, ``results.csv``, ``mse_boxplot.png``,
 ``trajectory.png`` and ``map.png`` (the room from above: true path, estimates, and the KMC
 particles at a few steps) for each training length.
 

@@ -32,7 +32,7 @@ PROTOCOLS = {"rotation": (30, (500, 1000)), "oscillation": (30, (500, 1000)), "s
 #: the method the others are compared with (Wilcoxon p-values, wins)
 REFERENCE = "kbf-iw"
 #: where the question is another method's: the Kernel Monte Carlo filter on the robot
-_REFERENCES = {"localization": "kmc-iw-blur"}
+_REFERENCES = {"localization": "kmc-iw-ratio-blur"}
 
 
 def reference_method(system):

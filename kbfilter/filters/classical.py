@@ -13,7 +13,14 @@ from filterpy.kalman import ExtendedKalmanFilter, MerweScaledSigmaPoints, Unscen
 from scipy.linalg import LinAlgError
 from scipy.special import logsumexp
 
-from .._validation import check_int, check_matrix, check_observation, check_positive, check_rng, check_vector
+from .._validation import (
+    check_fraction,
+    check_int,
+    check_matrix,
+    check_observation,
+    check_rng,
+    check_vector,
+)
 from ..linalg import NumericalWarning
 from ..systems import System
 from .base import SequentialFilter, WeightedParticles, sample_next, systematic_resample
@@ -350,9 +357,7 @@ class ParticleFilter(WeightedParticles, _StartsFromFirstObservation):
         self.system = _check_system(system)
         self.n_particles = check_int(n_particles, "n_particles", minimum=2)
         self.rng = check_rng(rng)
-        self.ess_threshold = check_positive(ess_threshold, "ess_threshold")
-        if self.ess_threshold > 1:
-            raise ValueError(f"ess_threshold: expected a fraction in (0, 1], got {ess_threshold!r}")
+        self.ess_threshold = check_fraction(ess_threshold, "ess_threshold")
         self.initialized = False
 
     def initialize(self, x0, P0):

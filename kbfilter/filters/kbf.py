@@ -701,8 +701,8 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
         return w @ self.states_
 
     def _cov(self, w):
-        p = clipped_weights(w)
-        return weighted_covariance(self.states_, np.full_like(w, 1.0 / len(w)) if p is None else p)
+        # no positive weight at all: the training states' spread, equally weighted
+        return weighted_covariance(self.states_, clipped_weights(w))
 
     # -- filterpy surface -----------------------------------------------------------------------------
     @limited_blas

@@ -14,6 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._validation import (
     check_choice,
+    check_fraction,
     check_int,
     check_matrix,
     check_positive,
@@ -80,7 +81,8 @@ class ObservationModel(SharedModel):
         self.fit_diagnostics = fit_diagnostics
 
 
-@persistent("model_", "rng_state", "particles", "weights", "x", "P", "x_prior", "P_prior", "x_post", "P_post")
+@persistent("model_", "rng_state", "particles", "particle_weights", "weights", "x", "P", "x_prior", "P_prior",
+            "x_post", "P_post")
 class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEstimator):
     """Kernel Monte Carlo filter: a known, sampled motion model and a learned observation model.
 
@@ -97,14 +99,17 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
     then only sit where a training state lies. With ``candidates="both"`` (the default) the
     predicted particles are candidates too.
 
-    ``"ratio"``: each predicted particle ``u_j`` is weighted by ``max(0, m(u_j)) / m_0(u_j)``,
-    where ``m_0`` is the particles' own kernel mean (the prior). Both embeddings are densities
-    seen through the kernel, so the ratio is the likelihood at the kernel's resolution (exact only
-    as the bandwidth shrinks: on a broad kernel it flattens the likelihood); the estimate is the
-    weighted mean of the predicted particles, which are then resampled systematically. The
-    posterior is no longer confined to the training states, so it keeps the motion model's
-    precision where training states are sparse, which herding loses (see the localization study
-    in the user guide).
+    ``"ratio"``: each predicted particle ``u_j`` has its weight multiplied by
+    ``max(0, m(u_j)) / m_0(u_j)``, where ``m_0`` is the particles' own weighted kernel mean (the
+    prior). Both embeddings are densities seen through the kernel, so the ratio is the likelihood
+    at the kernel's resolution (exact only as the bandwidth shrinks: on a broad kernel it flattens
+    the likelihood); the estimate is the weighted mean of the particles. As in a particle filter,
+    the weights carry over to the next step and the particles are resampled (systematically) only
+    when their effective sample size falls below ``ess_threshold * n_particles``: resampling
+    adds Monte Carlo noise, so it is done only when the weights have degenerated. The posterior is
+    no longer confined to the training states, so it keeps the motion model's precision where
+    training states are sparse, which herding loses (see the localization study in the user
+    guide).
 
     Parameters
     ----------
@@ -135,6 +140,10 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
         How the posterior embedding becomes particles (see above).
     candidates : {"both", "training"}, default="both"
         Where herding picks the new particles from (``resample="herding"`` only).
+    ess_threshold : float in (0, 1], default=0.5
+        With ``resample="ratio"``: resample when the effective sample size ``1 / sum_j a_j^2`` of
+        the particle weights ``a`` falls below this fraction of ``n_particles`` (1: after every
+        update). Herding always returns equally weighted particles.
     approximation : {"exact", "nystrom", "rff"}, default="exact"
         How the state and observation kernels are represented, as for
         :class:`~kbfilter.KernelBayesFilter`. ``"exact"`` holds the ``n x n`` Gram matrices and
@@ -157,7 +166,10 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
         covariance (over the training states with herding, over the predicted particles with the
         ratio), the particles' after a prediction.
     particles : ndarray of shape (n_particles, dim_x)
-        The current particles (equally weighted).
+        The current particles.
+    particle_weights : ndarray of shape (n_particles,)
+        Their normalised weights: equal after herding or a resampling, carried between resamplings
+        with ``resample="ratio"``.
     weights : ndarray of shape (n,)
         The last update's normalised weights over the training states.
     diagnostics : collections.Counter
@@ -181,7 +193,7 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
 
     def __init__(self, transition=None, n_particles=1000, rule="iw", kernel_x=None, kernel_z=None, scale=1.0,
                  scale_z=None, reg_prior=1e-2, reg_update=1e-2, features="auto", resample="herding",
-                 candidates="both", approximation="exact", rank=None, random_state=None):
+                 candidates="both", ess_threshold=0.5, approximation="exact", rank=None, random_state=None):
         self.transition = transition
         self.n_particles = n_particles
         self.rule = rule
@@ -194,6 +206,7 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
         self.features = features
         self.resample = resample
         self.candidates = candidates
+        self.ess_threshold = ess_threshold
         self.approximation = approximation
         self.rank = rank
         self.random_state = random_state
@@ -221,6 +234,7 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
         check_choice(self.resample, "resample", ("herding", "ratio"))
         check_choice(self.candidates, "candidates", ("both", "training"))
         check_int(self.n_particles, "n_particles", minimum=2)
+        check_fraction(self.ess_threshold, "ess_threshold")
         check_choice(self.approximation, "approximation", ("exact", "nystrom", "rff"))
         if self.rank is not None:
             check_int(self.rank, "rank")
@@ -305,14 +319,15 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
             if len(samples) != N:
                 samples = KernelMean(samples, kernel=self.rule_.kernel_x_).herd(N).points
             self.particles = samples
+        self.particle_weights = np.full(N, 1.0 / N)
         self.weights = np.full(X.shape[0], 1.0 / X.shape[0])
         self._from_particles("prior")
         self._from_particles("post")
         return self
 
     def _from_particles(self, which):
-        mean, cov = self.particles.mean(axis=0), weighted_covariance(self.particles, np.full(len(self.particles),
-                                                                                            1.0 / len(self.particles)))
+        a = self.particle_weights
+        mean, cov = a @ self.particles, weighted_covariance(self.particles, a)
         setattr(self, f"x_{which}", mean)
         setattr(self, f"P_{which}", cov)
         self.x, self.P = mean, cov
@@ -346,12 +361,13 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
             return
         z = mapped_observation(z, self.model_.obs_shape, self.features_)
         rule, X, U, FX = self.rule_, self.states_, self.particles, self.model_.state_features
+        a = self.particle_weights
         if FX is None:
             cross, FU = rule.kernel_x_(X, U), None               # k(x_i, u_j), (n, N)
-            mu = rule.projection(cross.mean(axis=1))             # the particles' embedding, projected
+            mu = rule.projection(cross @ a)                      # the particles' embedding, projected
         else:
             cross, FU = None, rule.kernel_x_.features(U)
-            gamma = FU.mean(axis=0)                              # the particles' mean feature
+            gamma = a @ FU                                       # the particles' mean feature
             mu = rule.feature_projection(gamma)
         W, info = rule.weights_from_projection(mu, rule.observation_vectors(z))
         for kind, message in info.items():
@@ -367,26 +383,30 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
             self.x_post = self.x = p @ X
             self.P_post = self.P = weighted_covariance(X, clipped_weights(p))
             self.particles = self._herd(p, cross, FU)
+            self.particle_weights = np.full(self.n_particles, 1.0 / self.n_particles)
             return
         # the posterior and prior embeddings at the particles
         if FX is None:
-            posterior, prior = cross.T @ p, rule.kernel_x_(U).mean(axis=1)
+            posterior, prior = cross.T @ p, rule.kernel_x_(U) @ a
         else:
             posterior, prior = FU @ (FX.T @ p), FU @ gamma
-        # an exact Gaussian kernel mean is positive at its own points; an approximated one can
-        # vanish or turn negative far from the landmarks, where the ratio is undefined: weight 0
+        # an exact Gaussian kernel mean is positive at its own weighted points; an approximated one
+        # can vanish or turn negative far from the landmarks, where the ratio is undefined: weight 0
+        # (at particles that already have weight 0 it does not matter)
         defined = prior > np.finfo(float).tiny
-        if not defined.all():
+        if not defined[a > 0].all():
             self._record("undefined_ratio", _FALLBACKS["undefined_ratio"])
-        a = np.where(defined, np.maximum(posterior, 0.0) / np.where(defined, prior, 1.0), 0.0)
+        a = a * np.where(defined, np.maximum(posterior, 0.0) / np.where(defined, prior, 1.0), 0.0)
         if not a.sum() > 0:
             self._record("unsupported", _FALLBACKS["unsupported"])
             self._keep_prediction()
             return
-        a /= a.sum()
+        self.particle_weights = a = a / a.sum()
         self.x_post = self.x = a @ U
         self.P_post = self.P = weighted_covariance(U, a)
-        self.particles = U[systematic_resample(a, self._rng)]
+        if self.ess_threshold >= 1 or 1.0 / np.sum(a**2) < self.ess_threshold * self.n_particles:
+            self.particles = U[systematic_resample(a, self._rng)]
+            self.particle_weights = np.full(self.n_particles, 1.0 / self.n_particles)
 
     def _keep_prediction(self):
         self.x_post, self.P_post = self.x_prior.copy(), self.P_prior.copy()

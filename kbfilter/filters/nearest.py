@@ -13,7 +13,7 @@ from sklearn.base import BaseEstimator
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_int, check_positive, check_rng, check_sequences
+from .._validation import check_fraction, check_int, check_positive, check_rng, check_sequences
 from ..embedding import weighted_covariance
 from ..kernels import median_distance
 from ..threads import limited_blas
@@ -123,7 +123,7 @@ class NearestImage(_ImageLookup):
             return
         near = self.states_[self._neighbours(z)]
         self.x = self.x_post = near.mean(axis=0)
-        self.P = self.P_post = weighted_covariance(near, np.full(len(near), 1.0 / len(near)))
+        self.P = self.P_post = weighted_covariance(near)
 
 
 class NearestNeighbourParticleFilter(WeightedParticles, _ImageLookup):
@@ -192,8 +192,7 @@ class NearestNeighbourParticleFilter(WeightedParticles, _ImageLookup):
         """
         check_transition(self.transition)
         check_int(self.n_particles, "n_particles", minimum=2)
-        if not 0 < check_positive(self.ess_threshold, "ess_threshold") <= 1:
-            raise ValueError(f"ess_threshold: expected a fraction in (0, 1], got {self.ess_threshold!r}")
+        check_fraction(self.ess_threshold, "ess_threshold")
         self._fit_lookup(states, observations)
         self.width_ = check_positive(self.scale, "scale") * median_distance(self.states_)
         return self.reset()
