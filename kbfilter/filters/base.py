@@ -76,6 +76,25 @@ def sample_next(transition, X, u, rng, name="transition"):
     return out
 
 
+def resampling_due(weights, threshold):
+    """Whether weighted particles are due for resampling (the rule every particle filter here uses).
+
+    Parameters
+    ----------
+    weights : ndarray of shape (n,)
+        Normalised weights.
+    threshold : float in (0, 1]
+        The fraction of ``n`` the effective sample size ``1 / sum_j w_j^2`` must not fall below;
+        1 means after every update.
+
+    Returns
+    -------
+    bool
+        True when the particles should be resampled.
+    """
+    return threshold >= 1 or 1.0 / np.sum(weights**2) < threshold * len(weights)
+
+
 def systematic_resample(weights, rng):
     """Systematic resampling: one uniform draw, ``n`` evenly spaced positions.
 

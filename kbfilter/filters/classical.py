@@ -23,7 +23,7 @@ from .._validation import (
 )
 from ..linalg import NumericalWarning
 from ..systems import System
-from .base import SequentialFilter, WeightedParticles, sample_next, systematic_resample
+from .base import SequentialFilter, WeightedParticles, resampling_due, sample_next, systematic_resample
 
 __all__ = ["ExtendedKalman", "UnscentedKalman", "ParticleFilter"]
 
@@ -449,7 +449,7 @@ class ParticleFilter(WeightedParticles, _StartsFromFirstObservation):
         self.weights = np.exp(logw - self.log_likelihood)
         self.ess = 1.0 / np.sum(self.weights**2)
         self._estimate("post")
-        if self.ess_threshold >= 1 or self.ess < self.ess_threshold * self.n_particles:
+        if resampling_due(self.weights, self.ess_threshold):
             self._resample()
 
     def _resample(self):

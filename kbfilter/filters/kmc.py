@@ -25,7 +25,14 @@ from ..embedding import KernelMean, clipped_weights, herd, normalise_weights, we
 from ..persistence import Persistent, persistent
 from ..rules.bayes_rule import KernelBayesRule
 from ..threads import limited_blas
-from .base import CountedFallbacks, SequentialFilter, check_transition, sample_next, systematic_resample
+from .base import (
+    CountedFallbacks,
+    SequentialFilter,
+    check_transition,
+    resampling_due,
+    sample_next,
+    systematic_resample,
+)
 from .kbf import (
     SharedModel,
     approximated_kernel,
@@ -404,7 +411,7 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
         self.particle_weights = a = a / a.sum()
         self.x_post = self.x = a @ U
         self.P_post = self.P = weighted_covariance(U, a)
-        if self.ess_threshold >= 1 or 1.0 / np.sum(a**2) < self.ess_threshold * self.n_particles:
+        if resampling_due(a, self.ess_threshold):
             self.particles = U[systematic_resample(a, self._rng)]
             self.particle_weights = np.full(self.n_particles, 1.0 / self.n_particles)
 

@@ -17,7 +17,14 @@ from .._validation import check_fraction, check_int, check_positive, check_rng, 
 from ..embedding import weighted_covariance
 from ..kernels import median_distance
 from ..threads import limited_blas
-from .base import SequentialFilter, WeightedParticles, check_transition, sample_next, systematic_resample
+from .base import (
+    SequentialFilter,
+    WeightedParticles,
+    check_transition,
+    resampling_due,
+    sample_next,
+    systematic_resample,
+)
 from .kbf import fitted_observation_features, mapped_observation
 
 __all__ = ["NearestImage", "NearestNeighbourParticleFilter"]
@@ -246,6 +253,6 @@ class NearestNeighbourParticleFilter(WeightedParticles, _ImageLookup):
         logw = np.log(self.weights) + loglik
         self.weights = np.exp(logw - logsumexp(logw))
         self._estimate("post")
-        if 1.0 / np.sum(self.weights**2) < self.ess_threshold * self.n_particles:
+        if resampling_due(self.weights, self.ess_threshold):
             self.particles = self.particles[systematic_resample(self.weights, self._rng)]
             self.weights = np.full(self.n_particles, 1.0 / self.n_particles)
