@@ -19,7 +19,7 @@ QUICK_RUNS = {"sprite": 4, "camera": 4, "localization": 2}
 # the library's argument names, as the command line spells them
 _FLAGS = {"runs": "--runs", "train_length": "--train-length", "test_length": "--test-length",
           "validation_length": "--validation-length", "n_folds": "--folds", "methods": "--methods",
-          "n_jobs": "--jobs", "seed": "--seed", "out": "--out"}
+          "n_jobs": "--jobs", "seed": "--seed", "out": "--out", "filter_seeds": "--filter-seeds"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -59,6 +59,10 @@ def add_bench_arguments(parser, system=None, runs=None, train_lengths=(500,), jo
     parser.add_argument("--folds", type=int, default=1,
                         help="validation blocks of --validation-length steps from the end of training, "
                              "each held out in turn (default 1: the paper protocol)")
+    parser.add_argument("--filter-seeds", type=int, default=1,
+                        help="seeds per particle filter (KMC, NN-PF, PF): each is tuned and tested with every seed "
+                             "and its errors averaged, so that runs compare methods rather than Monte Carlo draws "
+                             "(default 1)")
     parser.add_argument("--search", choices=("coordinate", "grid"), default="coordinate",
                         help="hyperparameter search (default coordinate)")
     parser.add_argument("--jobs", type=int, default=jobs, help="parallel runs (default -1: all cores)")
@@ -152,7 +156,7 @@ def bench_command(args, parser, folder_per_length=False):
     try:
         for T in args.train_lengths:
             check_bench_arguments(args.system, args.runs, T, args.test_length, args.methods,
-                                  validation[T], args.folds, args.seed, args.jobs)
+                                  validation[T], args.folds, args.seed, args.jobs, args.filter_seeds)
         for folder in folders.values():
             writable_folder(folder)
     except ValueError as exc:
@@ -170,7 +174,7 @@ def bench_command(args, parser, folder_per_length=False):
             run_and_report(args.system, folder, runs=args.runs, train_length=T, test_length=args.test_length,
                            methods=args.methods, n_jobs=args.jobs, seed=args.seed, progress=not args.quiet,
                            validation_length=validation[T], search=args.search, n_folds=args.folds,
-                           command=args.command_line)
+                           command=args.command_line, filter_seeds=args.filter_seeds)
     return 0
 
 

@@ -8,6 +8,7 @@ Evaluations run through joblib without a fixed backend: wrap the call in
 ``joblib.parallel_config(backend="dask")`` (or any registered backend) to move it to a cluster.
 """
 
+import copy
 import itertools
 import time
 import warnings
@@ -17,7 +18,7 @@ from joblib import Parallel, delayed
 from sklearn.base import clone
 from tqdm.auto import tqdm
 
-from ._validation import check_choice, check_controls, check_int, check_sequences
+from ._validation import check_choice, check_controls, check_int, check_rng, check_sequences
 from .bandwidth_learning import BandwidthFit, EmbeddingPosterior, bayesian_bandwidth, log_pseudolikelihood, posterior_embedding
 from .features import GaussianBlur
 from .filters.kbf import observation_features
@@ -154,6 +155,18 @@ def _validation_score(estimator, params, train, validation):
     return (mse, None) if np.isfinite(mse) else (np.inf, "the filter's estimates were not finite")
 
 
+def _repeat_seeds(filter, n_repeats):
+    """Parameter overrides, one per validation run: ``[{}]`` for one run, else ``n_repeats`` seeds
+    drawn from the template's ``random_state`` (a Generator passed in is not advanced)."""
+    if n_repeats == 1:
+        return [{}]
+    if "random_state" not in filter.get_params():
+        raise ValueError(f"n_repeats: {type(filter).__name__} draws no random numbers (it has no random_state), "
+                         f"so repeated runs would all agree; expected 1, got {n_repeats}")
+    rng = check_rng(copy.deepcopy(filter.get_params()["random_state"]))
+    return [{"random_state": int(s)} for s in rng.integers(2**63, size=n_repeats)]
+
+
 def validation_mse(estimator, params, train, validation):
     """State MSE of ``estimator`` with ``params`` fitted on ``train``, run on ``validation``.
 
@@ -229,7 +242,7 @@ def _edge_warnings(grid, best):
 
 @limited_blas
 def tune_filter(filter, states, observations, param_grid=None, validation_length=200, n_jobs=None,
-                progress=True, search="coordinate", n_folds=1, controls=None):
+                progress=True, search="coordinate", n_folds=1, controls=None, n_repeats=1):
     """Choose a filter's hyperparameters on held-out training steps; refit on all the data.
 
     Parameters
@@ -260,6 +273,13 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
     controls : array-like or list of arrays, optional
         Training controls, as for the filter's ``fit``; validation runs pass them to
         ``batch_filter(zs, us)``.
+    n_repeats : int
+        Runs of a Monte Carlo filter (one with a ``random_state``) per validation block; the
+        score is the mean over blocks and runs. One run (the default) uses the template's
+        ``random_state``, and on a short block its single draw of the particles can decide
+        between neighbouring settings. With more, run ``i`` has ``random_state`` set to the
+        ``i``-th of ``n_repeats`` integers below ``2**63`` drawn by
+        ``numpy.random.default_rng(random_state)`` (a Generator passed in is not advanced).
 
     Returns
     -------
@@ -299,7 +319,11 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
         if name not in valid:
             raise ValueError(f"param_grid: {name!r} is not a parameter of {type(filter).__name__}")
     n_folds = check_int(n_folds, "n_folds")
+    seeds = _repeat_seeds(filter, check_int(n_repeats, "n_repeats"))
+    if len(seeds) > 1 and "random_state" in grid:
+        raise ValueError("param_grid: random_state cannot be tuned when n_repeats draws the seeds; pass n_repeats=1")
     splits = [validation_split(states, observations, validation_length, fold, controls) for fold in range(n_folds)]
+    runs = [(split, seed) for split in splits for seed in seeds]
     scores, failures = {}, {}
     names = list(grid)
     bar = tqdm(desc="tuning", disable=not progress, leave=False, unit="fit")
@@ -307,25 +331,25 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
     def evaluate(points):
         todo = [p for p in dict.fromkeys(points) if p not in scores]
         results = Parallel(n_jobs=n_jobs)(
-            delayed(_validation_score)(filter, dict(zip(grid, p)), train, validation)
-            for p in todo for train, validation in splits)
+            delayed(_validation_score)(filter, dict(zip(grid, p), **seed), train, validation)
+            for p in todo for (train, validation), seed in runs)
         for i, p in enumerate(todo):
-            mine = results[i * n_folds:(i + 1) * n_folds]
+            mine = results[i * len(runs):(i + 1) * len(runs)]
             scores[p] = float(np.mean([mse for mse, _ in mine]))
             message = next((m for _, m in mine if m is not None), None)
             if message is not None:
                 failures[p] = message
-        bar.update(len(todo) * n_folds)
+        bar.update(len(todo) * len(runs))
 
     if search == "grid":
-        bar.total = int(np.prod([len(v) for v in grid.values()])) * n_folds
+        bar.total = int(np.prod([len(v) for v in grid.values()])) * len(runs)
         evaluate(list(itertools.product(*grid.values())))
     else:
         current = [valid[n] if valid[n] in grid[n] else grid[n][len(grid[n]) // 2] for n in names]
         for _ in range(5):
             before = list(current)
             # the bar's total: what is done, plus at most every new point of this sweep
-            bar.total = (len(scores) + 1 + sum(len(v) - 1 for v in grid.values())) * n_folds
+            bar.total = (len(scores) + 1 + sum(len(v) - 1 for v in grid.values())) * len(runs)
             bar.refresh()
             for i, name in enumerate(names):
                 candidates = [tuple(current[:i] + [v] + current[i + 1:]) for v in grid[name]]

@@ -2,6 +2,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from kbfilter.bench import format_table, run_bench, summarise
@@ -25,6 +26,18 @@ def test_same_seed_gives_identical_tables():
     summary = summarise(a)
     assert summary["ekf"]["wins"] in (0, 1, 2) and summary["kbf-iw"]["wins"] is None
     assert "kbf-iw wins" in format_table(summary, 2)
+
+
+def test_filter_seeds_average_the_particle_filters_and_leave_the_others_alone():
+    one = run_bench("rotation", seed=7, n_jobs=1, **dict(TINY, runs=1))[0]
+    three = run_bench("rotation", seed=7, n_jobs=1, filter_seeds=3, **dict(TINY, runs=1))[0]
+    pf = three["mse_per_seed"]["pf"]
+    assert len(pf) == 3 and len(set(pf)) == 3
+    assert three["mse"]["pf"] == pytest.approx(np.mean(pf), rel=1e-12)
+    assert pf[0] == one["mse"]["pf"]  # the first seed is the single-seed run's
+    for deterministic in ("kbf-iw", "ekf"):
+        assert three["mse_per_seed"][deterministic] == [one["mse"][deterministic]]
+        assert three["mse"][deterministic] == one["mse"][deterministic]
 
 
 def test_dask_local_cluster_gives_the_same_table_as_a_local_run():
@@ -88,6 +101,7 @@ def test_image_bench_writes_frames_with_marks(tmp_path):
     (["bench", "rotation", "--train-length", "0"], "--train-length"),
     (["bench", "rotation", "--train-length", "100", "--validation-length", "200"], "--train-length"),
     (["bench", "rotation", "--folds", "0"], "--folds"),
+    (["bench", "rotation", "--filter-seeds", "0"], "--filter-seeds"),
     (["bench", "rotation", "--folds", "3", "--train-length", "500"], "--folds x --validation-length"),
     (["bench", "rotation", "--methods", "lstm"], "invalid choice"),
     (["bench", "rotation", "--scheduler", "tcp://127.0.0.1:1"], "--scheduler needs --backend dask"),

@@ -228,6 +228,32 @@ def test_blocked_validation_folds_hold_out_consecutive_blocks(rotation_data):
                        n_folds=T // 100, progress=False)
 
 
+def test_repeated_validation_runs_average_a_monte_carlo_filter_over_seeds(rotation_data):
+    from kbfilter.tuning import validation_mse, validation_split
+
+    (states, obs), _ = rotation_data
+    params = {"scale": 1.0, "reg_prior": 1e-2, "reg_update": 1e-2}
+    grid = {k: (v,) for k, v in params.items()}
+    template = kb.KernelMonteCarloFilter(Rotation(), n_particles=50, resample="ratio",
+                                         random_state=np.random.default_rng(5))
+    before = template.random_state.bit_generator.state
+    tuned = kb.tune_filter(template, states, obs, param_grid=grid, validation_length=50, n_repeats=3,
+                           progress=False)
+    assert template.random_state.bit_generator.state == before  # the template's Generator is not advanced
+    seeds = np.random.default_rng(5).integers(2**63, size=3)
+    split = validation_split(states, obs, 50)
+    runs = [validation_mse(template, dict(params, random_state=int(s)), *split) for s in seeds]
+    assert len(set(runs)) == 3  # the runs are different draws
+    assert tuned.search_table_[0]["mse"] == pytest.approx(np.mean(runs), rel=1e-12)
+    # the refitted filter keeps (a copy of) the template's own random_state, not a drawn seed
+    assert isinstance(tuned.random_state, np.random.Generator) and tuned.random_state is not template.random_state
+    with pytest.raises(ValueError, match="n_repeats: NearestImage draws no random numbers"):
+        kb.tune_filter(kb.filters.NearestImage(), states, obs, param_grid={"features": (None,)}, n_repeats=2,
+                       progress=False)
+    with pytest.raises(ValueError, match="n_repeats"):
+        kb.tune_filter(template, states, obs, param_grid=grid, n_repeats=0, progress=False)
+
+
 def test_a_system_missing_part_of_its_model_says_which_class_and_method():
     from kbfilter.systems import System
 

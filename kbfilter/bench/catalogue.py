@@ -74,6 +74,9 @@ class Method:
     grids : dict
         For ``tuned`` methods: ``{"vectors": grid, "images": grid}`` by the kind of observation.
     description : str
+    stochastic : bool
+        Its estimates depend on its random draws (a particle filter): the runner can average it
+        over several seeds (``filter_seeds``).
     """
 
     name: str
@@ -81,6 +84,7 @@ class Method:
     build: Callable
     grids: dict = field(default_factory=dict)
     description: str = ""
+    stochastic: bool = False
 
     def grid(self, system):
         """The tuning grid for ``system`` (None for methods that are not tuned)."""
@@ -131,34 +135,36 @@ CATALOGUE = {m.name: m for m in (
     Method("ekf", "known_model", lambda system, rng: ExtendedKalman(system), description="extended Kalman filter"),
     Method("ukf", "known_model", lambda system, rng: UnscentedKalman(system), description="unscented Kalman filter"),
     Method("pf", "known_model", lambda system, rng: ParticleFilter(system, n_particles=1000, rng=rng),
-           description="bootstrap particle filter, 1,000 particles"),
+           description="bootstrap particle filter, 1,000 particles", stochastic=True),
     Method("pf-pixel", "known_model", lambda system, rng: ParticleFilter(system, n_particles=1000, rng=rng),
-           description="bootstrap particle filter with the pixel likelihood, 1,000 particles"),
+           description="bootstrap particle filter with the pixel likelihood, 1,000 particles", stochastic=True),
     Method("kmc-iw", "tuned", _kmc("iw", None), _MONTE_CARLO,
-           "Kernel Monte Carlo filter (sampled motion, IW-KBR update, herding), 1,000 particles"),
+           "Kernel Monte Carlo filter (sampled motion, IW-KBR update, herding), 1,000 particles", stochastic=True),
     Method("kmc-iw-blur", "tuned", _kmc("iw", _BLURRED), _MONTE_CARLO,
-           "Kernel Monte Carlo filter on blurred images"),
+           "Kernel Monte Carlo filter on blurred images", stochastic=True),
     Method("kmc-original-blur", "tuned", _kmc("original", _BLURRED), _MONTE_CARLO,
-           "Kernel Monte Carlo filter with the original KBR, blurred images"),
+           "Kernel Monte Carlo filter with the original KBR, blurred images", stochastic=True),
     Method("kmc-iw-ratio", "tuned", _kmc("iw", None, "ratio"), _MONTE_CARLO,
-           "Kernel Monte Carlo filter, particles weighted by the posterior-to-prior embedding ratio"),
+           "Kernel Monte Carlo filter, particles weighted by the posterior-to-prior embedding ratio",
+           stochastic=True),
     Method("kmc-iw-ratio-blur", "tuned", _kmc("iw", _BLURRED, "ratio"), _MONTE_CARLO,
-           "Kernel Monte Carlo filter with the embedding ratio, blurred images"),
+           "Kernel Monte Carlo filter with the embedding ratio, blurred images", stochastic=True),
     Method("kmc-iw-ratio-blur-nystrom", "tuned", _kmc("iw", _BLURRED, "ratio", "nystrom"), _MONTE_CARLO_SCALABLE,
-           "Kernel Monte Carlo filter with the embedding ratio on Nystrom kernels (long logs), blurred images"),
+           "Kernel Monte Carlo filter with the embedding ratio on Nystrom kernels (long logs), blurred images",
+           stochastic=True),
     Method("nai", "trained", lambda system, rng: NearestImage(features=None),
            description="the state of the nearest training image (no motion model)"),
     Method("nai-blur", "trained", lambda system, rng: NearestImage(features=_BLURRED),
            description="the state of the nearest training image, blurred images"),
     Method("nn-pf", "tuned", _nn_pf(None), _NEIGHBOURS,
-           "particle filter with a nearest-training-images likelihood (Vlassis et al. 2002)"),
+           "particle filter with a nearest-training-images likelihood (Vlassis et al. 2002)", stochastic=True),
     Method("nn-pf-blur", "tuned", _nn_pf(_BLURRED), _NEIGHBOURS,
-           "nearest-neighbour particle filter on blurred images"),
+           "nearest-neighbour particle filter on blurred images", stochastic=True),
     Method("window-mlp", "trained", lambda system, rng: WindowRegressor(),
            description="MLP on the features of the last 10 frames"),
     Method("oracle-pf", "oracle",
            lambda system, rng: ParticleFilter(system.oracle_system(), n_particles=1000, rng=rng),
-           description="particle filter that sees what generated each image (a reference)"),
+           description="particle filter that sees what generated each image (a reference)", stochastic=True),
 )}
 
 METHODS = tuple(CATALOGUE)

@@ -237,7 +237,7 @@ def write_results(out, system, rows, summary, config, command=None):
 
 def run_and_report(system, out, runs=10, train_length=1000, test_length=200, methods=None, n_jobs=None,
                    seed=0, progress=True, validation_length=200, search="coordinate", n_folds=1, print_fn=print,
-                   command=None):
+                   command=None, filter_seeds=1):
     """:func:`~kbfilter.bench.run_bench`, then print the table and write results and figures to ``out``.
 
     Every argument is checked, and ``out`` is made sure to be writable, before the run starts.
@@ -254,6 +254,8 @@ def run_and_report(system, out, runs=10, train_length=1000, test_length=200, met
         Where the table and the closing line go.
     command : list of str, optional
         The command line recorded in ``results.json``.
+    filter_seeds : int
+        As in :func:`~kbfilter.bench.run_bench`.
 
     Returns
     -------
@@ -263,15 +265,15 @@ def run_and_report(system, out, runs=10, train_length=1000, test_length=200, met
         What :func:`summarise` returns.
     """
     methods = check_bench_arguments(system, runs, train_length, test_length, methods, validation_length, n_folds,
-                                    seed, n_jobs)
+                                    seed, n_jobs, filter_seeds)
     out = writable_folder(out)  # before the run, so that its results cannot be lost at the end
     config = {"runs": runs, "train_length": train_length, "test_length": test_length,
               "validation_length": validation_length, "methods": list(methods), "search": search,
-              "n_folds": n_folds, "seed": seed}
+              "n_folds": n_folds, "seed": seed, "filter_seeds": filter_seeds}
     start = time.perf_counter()
     rows = run_bench(system, runs=runs, train_length=train_length, test_length=test_length, methods=methods,
                      n_jobs=n_jobs, seed=seed, progress=progress, validation_length=validation_length,
-                     search=search, n_folds=n_folds)
+                     search=search, n_folds=n_folds, filter_seeds=filter_seeds)
     reference = reference_method(system)
     summary = summarise(rows, reference)
     print_fn(format_table(summary, runs, reference))

@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 from joblib import Parallel, delayed
+from sklearn.base import clone
 from tqdm.auto import tqdm
 
 from .._validation import check_choice, check_int
@@ -36,7 +37,8 @@ def _fitted(method, system, data, rng, row, tuning):
         filt = tune_filter(method.build(system, rng), *data[:2], param_grid=tuning["param_grid"] or method.grid(system),
                            validation_length=tuning["validation_length"], n_jobs=1, progress=False,
                            search=tuning["search"], n_folds=tuning["n_folds"],
-                           controls=data[2] if len(data) > 2 else None)
+                           controls=data[2] if len(data) > 2 else None,
+                           n_repeats=tuning["filter_seeds"] if method.stochastic else 1)
         row["tune_s"][method.name] = time.perf_counter() - start
         row["fit_s"][method.name] = filt.refit_time_
         row["params"][method.name] = filt.best_params_
@@ -46,6 +48,13 @@ def _fitted(method, system, data, rng, row, tuning):
         row["tune_s"][method.name], row["fit_s"][method.name] = 0.0, time.perf_counter() - start
         return filt
     row["tune_s"][method.name] = row["fit_s"][method.name] = 0.0
+    return method.build(system, rng)
+
+
+def _reseeded(method, system, filt, data, rng):
+    """Another draw of a stochastic method: the same (tuned) settings, its random numbers from ``rng``."""
+    if method.kind in ("tuned", "trained"):
+        return clone(filt).set_params(random_state=rng).fit(*data)
     return method.build(system, rng)
 
 
@@ -68,9 +77,14 @@ def _filtered(filt, zs, us, snapshots=()):
 
 
 def run_trial(system_name, seed, train_length, test_length, methods, validation_length=200,
-              param_grid=None, search="coordinate", keep_estimates=False, n_folds=1):
+              param_grid=None, search="coordinate", keep_estimates=False, n_folds=1, filter_seeds=1):
     """One run: simulate, tune the kernel Bayes filters on validation, filter the test sequence
     with every method. Returns a dict of per-method results (and the test trajectory if asked).
+
+    A stochastic method (a particle filter) is tuned with ``filter_seeds`` seeds per validation
+    block and run on the test sequence once per seed; its errors and time per step are the means
+    over seeds, and ``mse_per_seed`` keeps each one. The first seed is the one a single-seed
+    run uses.
 
     For a controlled system (one with ``dim_u``, e.g. :class:`~kbfilter.systems.RobotInRoom`)
     the controls go to fitting, tuning and filtering. The errors are the system's
@@ -78,6 +92,7 @@ def run_trial(system_name, seed, train_length, test_length, methods, validation_
     system = SYSTEMS[system_name]()
     seed = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     sim_seed, filter_seed = seed.spawn(2)
+    streams = [filter_seed, *filter_seed.spawn(filter_seeds - 1)]
     rng = np.random.default_rng(sim_seed)
     if getattr(system, "dim_u", None) is not None:
         states, controls, obs = system.simulate(train_length, rng)
@@ -88,26 +103,34 @@ def run_trial(system_name, seed, train_length, test_length, methods, validation_
         data = system.simulate(train_length, rng)
         test_states, test_obs, test_latent = system.simulate(test_length, rng, return_latent=True)
         test_controls = None
-    row = {"mse": {}, "errors": {}, "ms_per_step": {}, "fit_s": {}, "tune_s": {}, "params": {}}
+    row = {"mse": {}, "errors": {}, "ms_per_step": {}, "fit_s": {}, "tune_s": {}, "params": {}, "mse_per_seed": {}}
     tuning = {"param_grid": param_grid, "validation_length": validation_length, "search": search,
-              "n_folds": n_folds}
+              "n_folds": n_folds, "filter_seeds": filter_seeds}
     estimates, particles = {}, {}
     for name in methods:
         method = CATALOGUE[name]
         snapshots = SNAPSHOT_STEPS if keep_estimates and name == reference_method(system_name) else ()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NumericalWarning)  # counted in diagnostics, not printed
-            # every method that draws random numbers gets the same fresh stream
-            filt = _fitted(method, system, data, np.random.default_rng(filter_seed), row, tuning)
-            start = time.perf_counter()
-            means, kept = _filtered(filt, test_latent if method.kind == "oracle" else test_obs, test_controls,
-                                    snapshots)
-        row["ms_per_step"][name] = 1000 * (time.perf_counter() - start) / test_length
-        errors = system.errors(means, test_states)
-        row["mse"][name] = errors.pop("mse")
-        for metric, value in errors.items():
-            row["errors"].setdefault(metric, {})[name] = value
+            # every method that draws random numbers gets the same fresh streams
+            rngs = [np.random.default_rng(s) for s in (streams if method.stochastic else streams[:1])]
+            filt = _fitted(method, system, data, rngs[0], row, tuning)
+            draws = []
+            for k, rng in enumerate(rngs):
+                draw = filt if k == 0 else _reseeded(method, system, filt, data, rng)
+                start = time.perf_counter()
+                means, kept = _filtered(draw, test_latent if method.kind == "oracle" else test_obs, test_controls,
+                                        snapshots if k == 0 else ())
+                draws.append((1000 * (time.perf_counter() - start) / test_length, system.errors(means, test_states),
+                              means, kept))
+        row["ms_per_step"][name] = float(np.mean([ms for ms, *_ in draws]))
+        errors = {metric: [e[metric] for _, e, *_ in draws] for metric in draws[0][1]}
+        row["mse_per_seed"][name] = errors["mse"]
+        row["mse"][name] = float(np.mean(errors.pop("mse")))
+        for metric, values in errors.items():
+            row["errors"].setdefault(metric, {})[name] = float(np.mean(values))
         if keep_estimates:
+            _, _, means, kept = draws[0]
             estimates[name] = means
             if kept:
                 particles[name] = kept
@@ -118,7 +141,7 @@ def run_trial(system_name, seed, train_length, test_length, methods, validation_
 
 
 def check_bench_arguments(system, runs=10, train_length=1000, test_length=200, methods=None,
-                          validation_length=200, n_folds=1, seed=0, n_jobs=None):
+                          validation_length=200, n_folds=1, seed=0, n_jobs=None, filter_seeds=1):
     """Validate the arguments of :func:`run_bench` before any work; returns the method names.
 
     Raises ``ValueError`` naming the first bad argument.
@@ -132,6 +155,7 @@ def check_bench_arguments(system, runs=10, train_length=1000, test_length=200, m
     check_int(runs, "runs")
     check_int(test_length, "test_length")
     check_int(seed, "seed", minimum=0)
+    check_int(filter_seeds, "filter_seeds")
     if n_jobs is not None and (check_int(n_jobs, "n_jobs", minimum=-2**31) == 0):
         raise ValueError("n_jobs: expected a positive number of workers, or -1 for all cores, got 0")
     check_validation_length(check_int(train_length, "train_length"), validation_length, n_folds)
@@ -140,7 +164,8 @@ def check_bench_arguments(system, runs=10, train_length=1000, test_length=200, m
 
 @limited_blas
 def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None, n_jobs=None, seed=0,
-              progress=True, validation_length=200, param_grid=None, search="coordinate", n_folds=1):
+              progress=True, validation_length=200, param_grid=None, search="coordinate", n_folds=1,
+              filter_seeds=1):
     """Run the benchmark; returns the per-run rows (the first one keeps its test trajectory).
 
     Every run gets its own spawned seed (``numpy.random.SeedSequence.spawn``), so the same ``seed`` gives the same numbers
@@ -164,17 +189,24 @@ def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None,
         Show a progress bar.
     validation_length, n_folds, param_grid, search
         Passed to :func:`~kbfilter.tune_filter` (``param_grid`` None: each method's own grid).
+    filter_seeds : int
+        Seeds per stochastic method (the particle filters): each is tuned with that many runs per
+        validation block (``n_repeats``) and run on the test sequence once per seed, and its
+        errors are the means over seeds. More seeds make the paired comparison one of methods
+        rather than of Monte Carlo draws, at that many times the cost.
 
     Returns
     -------
     list of dict
-        One row per run: ``mse``, ``ms_per_step``, ``fit_s``, ``tune_s``, ``params`` by method.
+        One row per run: ``mse``, ``ms_per_step``, ``fit_s``, ``tune_s``, ``params`` and
+        ``mse_per_seed`` by method.
     """
     methods = check_bench_arguments(system, runs, train_length, test_length, methods, validation_length,
-                                    n_folds, seed, n_jobs)
+                                    n_folds, seed, n_jobs, filter_seeds)
     seeds = np.random.SeedSequence(seed).spawn(runs)
     jobs = (delayed(run_trial)(system, s, train_length, test_length, methods, validation_length,
-                               param_grid, search, keep_estimates=(i == 0), n_folds=n_folds)
+                               param_grid, search, keep_estimates=(i == 0), n_folds=n_folds,
+                               filter_seeds=filter_seeds)
             for i, s in enumerate(seeds))
     results = Parallel(n_jobs=n_jobs, return_as="generator")(jobs)
     return list(tqdm(results, total=runs, desc=f"bench {system}", disable=not progress))
