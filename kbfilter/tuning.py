@@ -19,7 +19,8 @@ from sklearn.base import clone
 from tqdm.auto import tqdm
 
 from ._validation import check_choice, check_controls, check_int, check_rng, check_sequences
-from .bandwidth_learning import BandwidthFit, EmbeddingPosterior, bayesian_bandwidth, log_pseudolikelihood, posterior_embedding
+from .bandwidth_learning import (BandwidthFit, EmbeddingPosterior, bayesian_bandwidth, log_pseudolikelihood,
+                                 posterior_embedding)
 from .features import GaussianBlur
 from .filters.kbf import observation_features
 from .filters.kmc import KernelMonteCarloFilter
@@ -160,10 +161,11 @@ def _repeat_seeds(filter, n_repeats):
     drawn from the template's ``random_state`` (a Generator passed in is not advanced)."""
     if n_repeats == 1:
         return [{}]
-    if "random_state" not in filter.get_params():
+    params = filter.get_params()
+    if "random_state" not in params:
         raise ValueError(f"n_repeats: {type(filter).__name__} draws no random numbers (it has no random_state), "
                          f"so repeated runs would all agree; expected 1, got {n_repeats}")
-    rng = check_rng(copy.deepcopy(filter.get_params()["random_state"]))
+    rng = check_rng(copy.deepcopy(params["random_state"]))
     return [{"random_state": int(s)} for s in rng.integers(2**63, size=n_repeats)]
 
 

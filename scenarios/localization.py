@@ -13,9 +13,9 @@ odometry (``kbf-iw-blur``), the Kernel Monte Carlo filter with herding (``kmc-iw
 ``kmc-original-blur``) and with weighted particles and the embedding ratio
 (``kmc-iw-ratio-blur``), and a particle filter with the true renderer's pixel likelihood
 (``pf-pixel``, a reference). The position MSE and the mean absolute heading error are reported
-separately, with paired Wilcoxon p-values against ``kmc-iw-ratio-blur``. Writes ``results.json``, ``results.csv``, ``mse_boxplot.png``,
-``trajectory.png`` and ``map.png`` (the room from above: true path, estimates, and the KMC
-particles at a few steps) for each training length.
+separately, with paired Wilcoxon p-values against ``kmc-iw-ratio-blur``. Writes ``results.json``,
+``results.csv``, ``mse_boxplot.png``, ``trajectory.png`` and ``map.png`` (the room from above: true
+path, estimates, and the KMC particles at a few steps) for each training length.
 
 Usage:  python scenarios/localization.py [--runs 10] [--train-lengths 200 1000 5000] [--jobs -1]
         [--methods ...] [--out results/localization]

@@ -35,7 +35,8 @@ from ..threads import limited_blas
 from .base import CountedFallbacks, SequentialFilter
 from .compression import kept_transitions
 
-__all__ = ["KernelBayesFilter", "FilterModel", "SharedModel", "fitted_observation_features", "mapped_observation", "scaled_kernel", "IMAGE_FEATURES", "observation_features", "RANK_RTOL", "MAX_RANK", "RFF_RANK",
+__all__ = ["KernelBayesFilter", "FilterModel", "SharedModel", "fitted_observation_features", "mapped_observation",
+           "scaled_kernel", "IMAGE_FEATURES", "observation_features", "RANK_RTOL", "MAX_RANK", "RFF_RANK",
            "approximated_kernel", "check_rank_cap"]
 
 #: ``approximation="nystrom"`` with ``rank=None``: landmarks are added until the neglected trace of
@@ -594,7 +595,8 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
         state_reg = min(reg_prior, reg_transition) if transition_method == "exact" else reg_prior
         rule = KernelBayesRule(
             method=self.rule, kernel_x=approximated_kernel(kx, self.approximation, self.rank, state_reg, rng),
-            kernel_z=approximated_kernel(kz, self.approximation, self.rank, reg_update, rng), reg_prior=reg_prior, reg_update=reg_update,
+            kernel_z=approximated_kernel(kz, self.approximation, self.rank, reg_update, rng), reg_prior=reg_prior,
+            reg_update=reg_update,
         ).fit(X[kept], Z[kept])
         # fallbacks taken while fitting (e.g. jitter on a Gram matrix) stay counted after reset()
         fit_diagnostics = Counter(rule.diagnostics_)
