@@ -38,7 +38,7 @@ from sklearn.kernel_approximation import Nystroem, RBFSampler
 from sklearn.preprocessing import StandardScaler
 
 FORMAT = "kbfilter"
-VERSION = 6
+VERSION = 7
 
 __all__ = ["FORMAT", "VERSION", "Persistent", "persistent", "registered", "save", "load"]
 

@@ -371,8 +371,8 @@ def test_default_grids_fit_the_filter_they_tune():
 def test_localization_bench_reports_position_and_heading_and_draws_the_map(tmp_path):
     from kbfilter.bench import format_table, run_bench, summarise, write_results
 
-    methods = ("nai-blur", "nn-pf-blur", "kmc-iw-blur", "kmc-iw-ratio-blur")
-    grids = {"nn-pf-blur": {"n_neighbors": (3,), "scale": (0.2,)}}
+    methods = ("nai-blur", "nn-pf-blur-gated", "kmc-iw-blur", "kmc-iw-ratio-blur-gated")
+    grids = {"nn-pf-blur-gated": {"n_neighbors": (3,), "scale": (0.2,)}}
     rows = [run_bench("localization", runs=1, train_length=80, test_length=25, validation_length=20, progress=False,
                       n_jobs=1, methods=(m,), param_grid=grids.get(m, {"scale": (0.2,), "scale_z": (0.5,)}),
                       seed=3)[0] for m in methods]
@@ -380,13 +380,13 @@ def test_localization_bench_reports_position_and_heading_and_draws_the_map(tmp_p
     row["errors"] = {"heading_error_deg": {m: r["errors"]["heading_error_deg"][m] for r, m in zip(rows, methods)}}
     row["trajectory"] = dict(rows[3]["trajectory"], estimates={m: r["trajectory"]["estimates"][m]
                                                                for r, m in zip(rows, methods)})
-    particles = row["trajectory"]["particles"]["kmc-iw-ratio-blur"]  # the reference's particles after a few steps
+    particles = row["trajectory"]["particles"]["kmc-iw-ratio-blur-gated"]  # the reference's particles after a few steps
     assert sorted(particles) == [0, 5, 20] and particles[0].shape == (1000, 4)
-    summary = summarise([row], reference="kmc-iw-ratio-blur")
+    summary = summarise([row], reference="kmc-iw-ratio-blur-gated")
     for m in methods:
         assert 0 <= summary[m]["heading_error_deg_mean"] <= 180
         assert 0 < summary[m]["mse_mean"] < 8  # positions lie in [-1, 1]^2
-    assert "heading_error_deg" in format_table(summary, 1, reference="kmc-iw-ratio-blur")
+    assert "heading_error_deg" in format_table(summary, 1, reference="kmc-iw-ratio-blur-gated")
     paths = write_results(tmp_path, "localization", [row], summary, {})
     assert (tmp_path / "map.png") in paths and (tmp_path / "map.png").stat().st_size > 0
 

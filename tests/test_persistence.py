@@ -8,6 +8,7 @@ from sklearn.preprocessing import StandardScaler
 
 import kbfilter as kb
 from kbfilter.features import GaussianBlur, LearnedFeatures, RandomFourierFeatures
+from kbfilter.filters.outliers import OutlierGate
 from kbfilter.kernel_approximation import NystromKernel, RandomFourierKernel
 from kbfilter.linalg import Woodbury, spd_factor
 from kbfilter.operators import DenseOperator, LowRankOperator, SparseOperator
@@ -58,7 +59,12 @@ CASES = {
     "FilterModel": [(kb.KernelBayesFilter().fit(X, Z).model_, lambda m: m.projection_operator @ np.ones(120))],
     "KernelMonteCarloFilter": [(kb.KernelMonteCarloFilter(ROBOT, n_particles=30, random_state=0, candidates=c)
                                 .fit(POSES[:50], VIEWS[:50]), lambda f: f.batch_filter(VIEWS[50:], us=CONTROLS[50:])[0])
-                               for c in ("both", "training")],
+                               for c in ("both", "training")]
+                              + [(kb.KernelMonteCarloFilter(ROBOT, n_particles=30, random_state=0, resample="ratio",
+                                                            outlier_quantile=0.5).fit(POSES[:50], VIEWS[:50]),
+                                  lambda f: np.append(f.batch_filter(VIEWS[50:], us=CONTROLS[50:])[0],
+                                                      f.diagnostics["outlier"]))],
+    "OutlierGate": [(OutlierGate.from_quantile(Z, 0.9), lambda g: np.append(g.distance(Q), g.radius))],
     "ObservationModel": [(kb.KernelMonteCarloFilter(ROBOT).fit(POSES, VIEWS).model_,
                           lambda m: m.rule.posterior(None, m.features.transform(VIEWS[:1].reshape(1, -1))[0]).weights)],
     "ControlledTransition": [(kb.KernelBayesFilter().fit(X, Z, controls=U).model_.controlled_transition,

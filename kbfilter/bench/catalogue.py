@@ -17,7 +17,7 @@ from ..systems import CameraOrientation, MovingSprite, Oscillation, RobotInRoom,
 from ..tuning import (BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, MONTE_CARLO_IMAGE_GRID,
                       MONTE_CARLO_SCALABLE_IMAGE_GRID, NEIGHBOUR_GRID, SCALABLE_GRID)
 
-__all__ = ["Method", "SYSTEMS", "CATALOGUE", "METHODS", "DEFAULT_METHODS", "PROTOCOLS", "REFERENCE",
+__all__ = ["Method", "SYSTEMS", "CATALOGUE", "METHODS", "DEFAULT_METHODS", "PROTOCOLS", "REFERENCE", "GATE_QUANTILE",
            "observes_images", "reference_method"]
 
 SYSTEMS = {"rotation": Rotation, "oscillation": Oscillation, "sprite": MovingSprite, "camera": CameraOrientation,
@@ -32,7 +32,7 @@ PROTOCOLS = {"rotation": (30, (500, 1000)), "oscillation": (30, (500, 1000)), "s
 #: the method the others are compared with (Wilcoxon p-values, wins)
 REFERENCE = "kbf-iw"
 #: where the question is another method's: the Kernel Monte Carlo filter on the robot
-_REFERENCES = {"localization": "kmc-iw-ratio-blur"}
+_REFERENCES = {"localization": "kmc-iw-ratio-blur-gated"}
 
 
 def reference_method(system):
@@ -107,15 +107,19 @@ _NEIGHBOURS = {"vectors": NEIGHBOUR_GRID, "images": NEIGHBOUR_GRID}
 _BLURRED = "auto"  # the filters' default map in front of image kernels: a Gaussian blur
 
 
-def _kmc(rule, features, resample="herding", approximation="exact"):
+#: the outlier gate of the ``-gated`` methods (``outlier_quantile``)
+GATE_QUANTILE = 0.99
+
+
+def _kmc(rule, features, resample="herding", approximation="exact", outlier_quantile=None):
     return lambda system, rng: KernelMonteCarloFilter(system, n_particles=1000, rule=rule, features=features,
                                                       resample=resample, approximation=approximation,
-                                                      random_state=rng)
+                                                      outlier_quantile=outlier_quantile, random_state=rng)
 
 
-def _nn_pf(features):
+def _nn_pf(features, outlier_quantile=None):
     return lambda system, rng: NearestNeighbourParticleFilter(system, n_particles=1000, features=features,
-                                                              random_state=rng)
+                                                              outlier_quantile=outlier_quantile, random_state=rng)
 
 CATALOGUE = {m.name: m for m in (
     Method("kbf-iw", "tuned", _kbf("iw"), _RAW, "kernel Bayes filter, importance-weighted KBR"),
@@ -126,6 +130,9 @@ CATALOGUE = {m.name: m for m in (
            "scalable IW kernel Bayes filter with the localized kNN transition"),
     Method("kbf-iw-blur", "tuned", _kbf("iw", lambda: GaussianBlur(sigma=3.0, stride=2)), _BLUR,
            "IW kernel Bayes filter on blurred images"),
+    Method("kbf-iw-blur-gated", "tuned", _kbf("iw", lambda: GaussianBlur(sigma=3.0, stride=2),
+                                              outlier_quantile=GATE_QUANTILE), _BLUR,
+           "IW kernel Bayes filter on blurred images, outliers gated"),
     Method("kbf-original-blur", "tuned", _kbf("original", lambda: GaussianBlur(sigma=3.0, stride=2)), _BLUR,
            "original kernel Bayes filter on blurred images"),
     Method("kbf-iw-pca", "tuned", _kbf("iw", lambda: PCA(30, random_state=0)), _FEATURES,
@@ -149,6 +156,9 @@ CATALOGUE = {m.name: m for m in (
            stochastic=True),
     Method("kmc-iw-ratio-blur", "tuned", _kmc("iw", _BLURRED, "ratio"), _MONTE_CARLO,
            "Kernel Monte Carlo filter with the embedding ratio, blurred images", stochastic=True),
+    Method("kmc-iw-ratio-blur-gated", "tuned", _kmc("iw", _BLURRED, "ratio", outlier_quantile=GATE_QUANTILE),
+           _MONTE_CARLO, "Kernel Monte Carlo filter with the embedding ratio, blurred images, outliers gated",
+           stochastic=True),
     Method("kmc-iw-ratio-blur-nystrom", "tuned", _kmc("iw", _BLURRED, "ratio", "nystrom"), _MONTE_CARLO_SCALABLE,
            "Kernel Monte Carlo filter with the embedding ratio on Nystrom kernels (long logs), blurred images",
            stochastic=True),
@@ -160,6 +170,8 @@ CATALOGUE = {m.name: m for m in (
            "particle filter with a nearest-training-images likelihood (Vlassis et al. 2002)", stochastic=True),
     Method("nn-pf-blur", "tuned", _nn_pf(_BLURRED), _NEIGHBOURS,
            "nearest-neighbour particle filter on blurred images", stochastic=True),
+    Method("nn-pf-blur-gated", "tuned", _nn_pf(_BLURRED, GATE_QUANTILE), _NEIGHBOURS,
+           "nearest-neighbour particle filter on blurred images, outliers gated", stochastic=True),
     Method("window-mlp", "trained", lambda system, rng: WindowRegressor(),
            description="MLP on the features of the last 10 frames"),
     Method("oracle-pf", "oracle",
@@ -175,5 +187,5 @@ _IMAGES = ("kbf-iw", "kbf-original", "kbf-iw-blur", "kbf-iw-pca", "kbf-iw-learne
 #: what ``kbfilter bench SYSTEM`` runs when no ``--methods`` are given
 DEFAULT_METHODS = {"rotation": _LOW_DIMENSIONAL, "oscillation": _LOW_DIMENSIONAL, "sprite": _IMAGES,
                    "camera": _IMAGES,
-                   "localization": ("nai-blur", "nn-pf-blur", "kbf-iw-blur", "kmc-iw-blur", "kmc-original-blur",
-                                    "kmc-iw-ratio-blur", "pf-pixel")}
+                   "localization": ("nai-blur", "nn-pf-blur-gated", "kbf-iw-blur-gated", "kmc-iw-blur",
+                                    "kmc-original-blur", "kmc-iw-ratio-blur", "kmc-iw-ratio-blur-gated", "pf-pixel")}

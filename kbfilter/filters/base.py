@@ -119,27 +119,54 @@ def systematic_resample(weights, rng):
     return np.searchsorted(cumulative, positions)
 
 
+class SharedModel:
+    """A fitted model that is read-only once built, so copies of a filter share it.
+
+    ``copy.copy`` and ``copy.deepcopy`` return the object itself: filterpy's ``Saver`` deep-copies
+    a filter every step, and would otherwise copy every ``T x T`` matrix with it.
+    """
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __copy__(self):
+        return self
+
+
 class CountedFallbacks:
     """Mixin: the fallbacks a fitted filter takes, counted since fit and since the last reset.
 
-    The filter keeps what fit counted in ``model_.fit_diagnostics`` and starts ``_events`` afresh
-    in ``reset``; each kind is warned about once per reset.
+    The filter keeps what fit counted in ``model_.fit_diagnostics`` (a filter without a model
+    overrides ``_fit_diagnostics``) and starts ``_events`` afresh in ``reset``; each kind is
+    warned about once per reset.
     """
 
     def _after_load(self):
         self._events = Counter()
 
-    def _record(self, kind, message):
+    def _record(self, kind, message=None):
+        """Count one event of ``kind``; warn on its first with ``message`` (None: count silently)."""
         self._events[kind] += 1
-        if self._events[kind] == 1:
+        if message is not None and self._events[kind] == 1:
             warnings.warn(f"{type(self).__name__}: {message} (reported once until reset; see diagnostics)",
                           NumericalWarning, stacklevel=4)
 
+    def _admitted(self, z, gate):
+        """The mapped observation ``z``, or None when ``gate`` sets it aside as an outlier (counted)."""
+        if gate is not None and not gate.admits(z):
+            self._record("outlier")
+            return None
+        return z
+
     @property
     def diagnostics(self):
-        """Counts of every fallback taken at fit time and since the last reset (algorithms §5.4, §8)."""
-        check_is_fitted(self, "model_")
-        return self.model_.fit_diagnostics + self._events
+        """Counts of every fallback taken at fit time and since the last reset (algorithms §5.4, §8),
+        and of the observations an outlier gate set aside (``"outlier"``)."""
+        check_is_fitted(self)
+        return self._fit_diagnostics() + self._events
+
+    def _fit_diagnostics(self):
+        return self.model_.fit_diagnostics
 
 
 class SequentialFilter:

@@ -14,6 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._validation import (
     check_choice,
+    check_fraction,
     check_int,
     check_matrix,
     check_observation,
@@ -32,10 +33,11 @@ from ..persistence import Persistent, persistent
 from ..rules.bayes_rule import KernelBayesRule
 from ..rules.conditional import ConditionalEmbedding
 from ..threads import limited_blas
-from .base import CountedFallbacks, SequentialFilter
+from .base import CountedFallbacks, SequentialFilter, SharedModel
 from .compression import kept_transitions
+from .outliers import OutlierGate
 
-__all__ = ["KernelBayesFilter", "FilterModel", "SharedModel", "fitted_observation_features", "mapped_observation",
+__all__ = ["KernelBayesFilter", "FilterModel", "fitted_observation_features", "mapped_observation",
            "scaled_kernel", "IMAGE_FEATURES", "observation_features", "RANK_RTOL", "MAX_RANK", "RFF_RANK",
            "approximated_kernel", "check_rank_cap"]
 
@@ -295,22 +297,8 @@ class ControlledTransition:
         return out
 
 
-class SharedModel:
-    """A fitted model that is read-only once built, so copies of a filter share it.
-
-    ``copy.copy`` and ``copy.deepcopy`` return the object itself: filterpy's ``Saver`` deep-copies
-    a filter every step, and would otherwise copy every ``T x T`` matrix with it.
-    """
-
-    def __deepcopy__(self, memo):
-        return self
-
-    def __copy__(self):
-        return self
-
-
 @persistent("obs_shape", "states", "kept", "predecessors", "features", "kernel_x", "rule", "transition",
-            "transition_operator", "projection_operator", "fit_diagnostics", "controlled_transition")
+            "transition_operator", "projection_operator", "fit_diagnostics", "controlled_transition", "gate")
 class FilterModel(SharedModel):
     """What :meth:`KernelBayesFilter.fit` learns: the training states, the fitted kernels, rule and
     transition, and the two operators a step applies.
@@ -346,10 +334,12 @@ class FilterModel(SharedModel):
     controlled_transition : ControlledTransition or None
         The transition given a control, when the filter was fitted with controls (it then
         replaces ``transition`` and ``transition_operator``, which are None).
+    gate : OutlierGate or None
+        The gate the update passes observations through (None: every observation is used).
     """
 
     def __init__(self, obs_shape, states, kept, predecessors, features, kernel_x, rule, transition,
-                 transition_operator, projection_operator, fit_diagnostics, controlled_transition=None):
+                 transition_operator, projection_operator, fit_diagnostics, controlled_transition=None, gate=None):
         self.obs_shape = tuple(obs_shape)
         self.states = states
         self.kept = kept
@@ -362,6 +352,7 @@ class FilterModel(SharedModel):
         self.projection_operator = projection_operator
         self.fit_diagnostics = fit_diagnostics
         self.controlled_transition = controlled_transition
+        self.gate = gate
 
 
 def _learned(name, doc):
@@ -452,6 +443,12 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
         How ``compress`` chooses: kernel herding of the transitions' joint embedding under the
         filter's own (scaled) state and observation kernels (see :mod:`kbfilter.filters.compression`),
         or a random subset seeded by ``random_state``.
+    outlier_quantile : float in (0, 1] or None
+        Gate the observations: one farther from every training observation (after ``features``)
+        than this quantile of the training observations' distances to their nearest neighbour
+        is an outlier, and the update leaves the prediction as it is (counted in
+        ``diagnostics["outlier"]``; see :class:`~kbfilter.filters.outliers.OutlierGate`). None
+        uses every observation.
 
     Attributes
     ----------
@@ -475,7 +472,9 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
         see ``KernelBayesRule``), ``"transition_jitter"`` / ``"transition_lu"`` and ``"rank_cap"``
         (the default rank rule stopped at ``MAX_RANK``) at fit, and the
         filter's own: ``"clipped"`` (weights summing to <= 0 replaced by their normalised positive
-        part) and ``"collapsed"`` (no positive weight at all: the previous belief is kept).
+        part) and ``"collapsed"`` (no positive weight at all: the previous belief is kept);
+        ``"outlier"`` counts the observations the gate set aside (``outlier_quantile``; counted,
+        not warned about).
         Each kind is warned about once per reset. A loaded filter keeps its fit-time counts and
         counts steps from the load on.
 
@@ -495,8 +494,9 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
     def __init__(self, rule="iw", transition="exact", kernel_x=None, kernel_z=None, scale=1.0, scale_z=None,
                  reg_prior=1e-2, reg_update=1e-2, reg_transition=None, n_neighbors=50, estimate="mean",
                  features="auto", approximation="exact", rank=None, random_state=None, kernel_u=None,
-                 compress=None, compression="herding"):
+                 compress=None, compression="herding", outlier_quantile=None):
         self.rule = rule
+        self.outlier_quantile = outlier_quantile
         self.compress = compress
         self.compression = compression
         self.kernel_u = kernel_u
@@ -556,6 +556,8 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
         check_choice(self.compression, "compression", ("herding", "random"))
         if self.compress is not None:
             check_int(self.compress, "compress", minimum=2)
+        if self.outlier_quantile is not None:
+            check_fraction(self.outlier_quantile, "outlier_quantile")
         scale = check_positive(self.scale, "scale")
         scale_z = scale if self.scale_z is None else check_positive(self.scale_z, "scale_z")
         xs, zs, obs_shape = check_sequences(states, observations)
@@ -627,7 +629,8 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
             transition=transition, transition_operator=operator,
             # KuLSIF / KBR projection: mu = K w_pred with K = T (G_x + T eta I)^{-1} G_x
             projection_operator=rule.projection_operator(),
-            fit_diagnostics=fit_diagnostics, controlled_transition=controlled)
+            fit_diagnostics=fit_diagnostics, controlled_transition=controlled,
+            gate=None if self.outlier_quantile is None else OutlierGate.from_quantile(Z[kept], self.outlier_quantile))
         self.reset()
         return self
 
@@ -740,15 +743,18 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
         ----------
         z : array-like of shape (dim_z,) or obs_shape, or None
             The observation, flat or in the training observations' shape. ``None`` is a missing
-            measurement: the posterior is the prediction.
+            measurement: the posterior is the prediction, as it is for an outlier (see
+            ``outlier_quantile``).
         """
         check_is_fitted(self, "model_")
+        if z is not None:
+            z = self._admitted(mapped_observation(z, self.obs_shape_, self.features_), self.model_.gate)
         if z is None:
             self.weights = self.weights_prior
             self.x_post, self.P_post = self.x_prior.copy(), self.P_prior.copy()
             self.x, self.P = self.x_post, self.P_post
             return
-        obs = self.rule_.observation_vectors(mapped_observation(z, self.obs_shape_, self.features_))
+        obs = self.rule_.observation_vectors(z)
         mu = self.projection_operator_ @ self.weights_prior
         W, info = self.rule_.weights_from_projection(mu, obs)
         for kind, message in info.items():

@@ -28,19 +28,20 @@ from ..threads import limited_blas
 from .base import (
     CountedFallbacks,
     SequentialFilter,
+    SharedModel,
     check_transition,
     resampling_due,
     sample_next,
     systematic_resample,
 )
 from .kbf import (
-    SharedModel,
     approximated_kernel,
     check_rank_cap,
     fitted_observation_features,
     mapped_observation,
     scaled_kernel,
 )
+from .outliers import OutlierGate
 
 __all__ = ["KernelMonteCarloFilter", "ObservationModel", "herd_with_particles"]
 
@@ -51,7 +52,7 @@ _FALLBACKS = {"clipped": "posterior weights summed to <= 0; used their clipped, 
                                  "from its landmarks); they got weight 0"}
 
 
-@persistent("obs_shape", "states", "features", "rule", "state_gram", "state_features", "fit_diagnostics")
+@persistent("obs_shape", "states", "features", "rule", "state_gram", "state_features", "fit_diagnostics", "gate")
 class ObservationModel(SharedModel):
     """What :meth:`KernelMonteCarloFilter.fit` learns: the observation side only.
 
@@ -76,9 +77,12 @@ class ObservationModel(SharedModel):
         features (``approximation="nystrom"`` or ``"rff"``), else None.
     fit_diagnostics : collections.Counter
         Fallbacks taken while fitting.
+    gate : OutlierGate or None
+        The gate the update passes observations through (None: every observation is used).
     """
 
-    def __init__(self, obs_shape, states, features, rule, state_gram, fit_diagnostics, state_features=None):
+    def __init__(self, obs_shape, states, features, rule, state_gram, fit_diagnostics, state_features=None,
+                 gate=None):
         self.obs_shape = tuple(obs_shape)
         self.states = states
         self.features = features
@@ -86,6 +90,7 @@ class ObservationModel(SharedModel):
         self.state_gram = state_gram
         self.state_features = state_features
         self.fit_diagnostics = fit_diagnostics
+        self.gate = gate
 
 
 @persistent("model_", "rng_state", "particles", "particle_weights", "weights", "x", "P", "x_prior", "P_prior",
@@ -151,6 +156,13 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
         With ``resample="ratio"``: resample when the effective sample size ``1 / sum_j a_j^2`` of
         the particle weights ``a`` falls below this fraction of ``n_particles`` (1: after every
         update). Herding always returns equally weighted particles.
+    outlier_quantile : float in (0, 1] or None, default=None
+        Gate the observations: one farther from every training observation (after ``features``)
+        than this quantile of the training observations' distances to their nearest neighbour
+        is an outlier, and the update leaves the prediction as it is (counted in
+        ``diagnostics["outlier"]``; see :class:`~kbfilter.filters.outliers.OutlierGate`). The
+        learned likelihood is a guess far from its training data; the known motion model is
+        not. None uses every observation.
     approximation : {"exact", "nystrom", "rff"}, default="exact"
         How the state and observation kernels are represented, as for
         :class:`~kbfilter.KernelBayesFilter`. ``"exact"`` holds the ``n x n`` Gram matrices and
@@ -183,7 +195,8 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
         Fallbacks taken at fit and since the last reset: the rule's (see
         :class:`~kbfilter.KernelBayesFilter`) and ``"clipped"`` / ``"collapsed"`` /
         ``"unsupported"`` (the posterior embedding is not positive at any particle) /
-        ``"undefined_ratio"`` (an approximated prior embedding was not positive at some particles).
+        ``"undefined_ratio"`` (an approximated prior embedding was not positive at some particles);
+        ``"outlier"``: observations the gate set aside (``outlier_quantile``).
 
     Examples
     --------
@@ -200,7 +213,8 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
 
     def __init__(self, transition=None, n_particles=1000, rule="iw", kernel_x=None, kernel_z=None, scale=1.0,
                  scale_z=None, reg_prior=1e-2, reg_update=1e-2, features="auto", resample="herding",
-                 candidates="both", ess_threshold=0.5, approximation="exact", rank=None, random_state=None):
+                 candidates="both", ess_threshold=0.5, outlier_quantile=None, approximation="exact", rank=None,
+                 random_state=None):
         self.transition = transition
         self.n_particles = n_particles
         self.rule = rule
@@ -214,6 +228,7 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
         self.resample = resample
         self.candidates = candidates
         self.ess_threshold = ess_threshold
+        self.outlier_quantile = outlier_quantile
         self.approximation = approximation
         self.rank = rank
         self.random_state = random_state
@@ -242,6 +257,8 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
         check_choice(self.candidates, "candidates", ("both", "training"))
         check_int(self.n_particles, "n_particles", minimum=2)
         check_fraction(self.ess_threshold, "ess_threshold")
+        if self.outlier_quantile is not None:
+            check_fraction(self.outlier_quantile, "outlier_quantile")
         check_choice(self.approximation, "approximation", ("exact", "nystrom", "rff"))
         if self.rank is not None:
             check_int(self.rank, "rank")
@@ -271,7 +288,8 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
             gram, state_features = None, rule.kernel_x_.features(X)
         else:
             gram, state_features = rule.kernel_x_(X), None
-        self.model_ = ObservationModel(obs_shape, X, features, rule, gram, diagnostics, state_features)
+        gate = None if self.outlier_quantile is None else OutlierGate.from_quantile(Z, self.outlier_quantile)
+        self.model_ = ObservationModel(obs_shape, X, features, rule, gram, diagnostics, state_features, gate)
         return self.reset()
 
     @property
@@ -360,13 +378,15 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
         Parameters
         ----------
         z : array-like of shape (dim_z,) or obs_shape, or None
-            The observation; ``None`` (missing) keeps the predicted particles.
+            The observation; ``None`` (missing) and an outlier (see ``outlier_quantile``) keep the
+            predicted particles.
         """
         check_is_fitted(self, "model_")
+        if z is not None:
+            z = self._admitted(mapped_observation(z, self.model_.obs_shape, self.features_), self.model_.gate)
         if z is None:
             self._keep_prediction()
             return
-        z = mapped_observation(z, self.model_.obs_shape, self.features_)
         rule, X, U, FX = self.rule_, self.states_, self.particles, self.model_.state_features
         a = self.particle_weights
         if FX is None:

@@ -7,6 +7,8 @@ model and a likelihood built from the states of the training images nearest to t
 (2016) calls NN.
 """
 
+from collections import Counter
+
 import numpy as np
 from scipy.special import logsumexp
 from sklearn.base import BaseEstimator
@@ -18,6 +20,7 @@ from ..embedding import weighted_covariance
 from ..kernels import median_distance
 from ..threads import limited_blas
 from .base import (
+    CountedFallbacks,
     SequentialFilter,
     WeightedParticles,
     check_transition,
@@ -26,6 +29,7 @@ from .base import (
     systematic_resample,
 )
 from .kbf import fitted_observation_features, mapped_observation
+from .outliers import OutlierGate
 
 __all__ = ["NearestImage", "NearestNeighbourParticleFilter"]
 
@@ -40,10 +44,10 @@ class _ImageLookup(SequentialFilter, BaseEstimator):
         self.features_, Z = fitted_observation_features(self.features, self.obs_shape_, Z, X)
         self.states_ = X
         self.index_ = NearestNeighbors(n_neighbors=min(check_int(self.n_neighbors, "n_neighbors"), len(X))).fit(Z)
+        return Z
 
     def _neighbours(self, z):
-        """Indices of the training observations nearest to ``z``, nearest first."""
-        z = mapped_observation(z, self.obs_shape_, self.features_)
+        """Indices of the training observations nearest to ``z`` (mapped by ``features_``), nearest first."""
         return self.index_.kneighbors(z, return_distance=False)[0]
 
 
@@ -128,12 +132,12 @@ class NearestImage(_ImageLookup):
         if z is None:
             self.x_post, self.P_post = self.x_prior.copy(), self.P_prior.copy()
             return
-        near = self.states_[self._neighbours(z)]
+        near = self.states_[self._neighbours(mapped_observation(z, self.obs_shape_, self.features_))]
         self.x = self.x_post = near.mean(axis=0)
         self.P = self.P_post = weighted_covariance(near)
 
 
-class NearestNeighbourParticleFilter(WeightedParticles, _ImageLookup):
+class NearestNeighbourParticleFilter(CountedFallbacks, WeightedParticles, _ImageLookup):
     """A particle filter whose likelihood comes from the nearest training images (NN).
 
     The ``n_neighbors`` training observations nearest to ``z`` vote with their states: a
@@ -156,8 +160,19 @@ class NearestNeighbourParticleFilter(WeightedParticles, _ImageLookup):
         The map the images are compared through.
     ess_threshold : float in (0, 1], default=0.5
         Resample (systematically) when the effective sample size is below this fraction.
+    outlier_quantile : float in (0, 1] or None, default=None
+        Gate the observations, as :class:`~kbfilter.KernelMonteCarloFilter` does: an observation
+        farther from every training observation than this quantile of their distances to their
+        nearest neighbour leaves the prediction as it is. None uses every observation.
     random_state : int, Generator or None, default=None
         Seeds the particles, the transition's draws and the resampling.
+
+    Attributes
+    ----------
+    gate_ : OutlierGate or None
+        The fitted gate (see :class:`~kbfilter.filters.outliers.OutlierGate`).
+    diagnostics : collections.Counter
+        ``"outlier"``: the observations the gate set aside since the last reset.
 
     Examples
     --------
@@ -170,13 +185,14 @@ class NearestNeighbourParticleFilter(WeightedParticles, _ImageLookup):
     """
 
     def __init__(self, transition=None, n_particles=1000, n_neighbors=10, scale=0.1, features="auto",
-                 ess_threshold=0.5, random_state=None):
+                 ess_threshold=0.5, outlier_quantile=None, random_state=None):
         self.transition = transition
         self.n_particles = n_particles
         self.n_neighbors = n_neighbors
         self.scale = scale
         self.features = features
         self.ess_threshold = ess_threshold
+        self.outlier_quantile = outlier_quantile
         self.random_state = random_state
 
     @limited_blas
@@ -200,9 +216,15 @@ class NearestNeighbourParticleFilter(WeightedParticles, _ImageLookup):
         check_transition(self.transition)
         check_int(self.n_particles, "n_particles", minimum=2)
         check_fraction(self.ess_threshold, "ess_threshold")
-        self._fit_lookup(states, observations)
+        if self.outlier_quantile is not None:
+            check_fraction(self.outlier_quantile, "outlier_quantile")
+        Z = self._fit_lookup(states, observations)
         self.width_ = check_positive(self.scale, "scale") * median_distance(self.states_)
+        self.gate_ = None if self.outlier_quantile is None else OutlierGate.from_quantile(Z, self.outlier_quantile)
         return self.reset()
+
+    def _fit_diagnostics(self):
+        return Counter()  # nothing falls back at fit
 
     def reset(self):
         """Particles drawn uniformly from the training states, with equal weights.
@@ -213,6 +235,7 @@ class NearestNeighbourParticleFilter(WeightedParticles, _ImageLookup):
             The filter.
         """
         check_is_fitted(self, "index_")
+        self._events = Counter()
         self._rng = check_rng(self.random_state)
         n = len(self.states_)
         self.particles = self.states_[self._rng.choice(n, size=self.n_particles, replace=n < self.n_particles)]
@@ -240,9 +263,11 @@ class NearestNeighbourParticleFilter(WeightedParticles, _ImageLookup):
         Parameters
         ----------
         z : array-like or None
-            The observation; None keeps the prediction.
+            The observation; None and an outlier (see ``outlier_quantile``) keep the prediction.
         """
         check_is_fitted(self, "index_")
+        if z is not None:
+            z = self._admitted(mapped_observation(z, self.obs_shape_, self.features_), self.gate_)
         if z is None:
             self._estimate("post")
             return

@@ -1,0 +1,112 @@
+"""A validation gate for learned observation models.
+
+A learned observation model knows the observations it was trained on and little else. Given an
+observation unlike every training observation (a pose the training run never took, a view it never
+saw), kernel Bayes' rule and nearest-neighbour votes still answer, by extrapolating from the least
+unlike training observations, and the normalised posterior weights carry that guess with the
+same confidence as any other. A tracker should rather treat such an observation as telling it
+nothing and let the motion model carry the belief, as a Kalman filter's validation gate drops a
+measurement outside its innovation ellipsoid.
+
+The gate measures "unlike" in the space the observation kernel sees: an observation is an outlier
+when it is farther from every training observation than a chosen quantile of the training
+observations' own distances to their nearest other training observation.
+"""
+
+import numpy as np
+from sklearn.neighbors import NearestNeighbors
+
+from .._validation import check_fraction, check_matrix
+from ..persistence import persistent
+from .base import SharedModel
+
+__all__ = ["OutlierGate"]
+
+_REFERENCE_SIZE = 1000  # training observations whose nearest-neighbour distances set the radius
+
+
+@persistent("observations", "radius")
+class OutlierGate(SharedModel):
+    """Admits an observation when some training observation lies within ``radius`` of it.
+
+    Read-only once built and shared by copies of a filter.
+
+    Parameters
+    ----------
+    observations : array-like of shape (n, d)
+        The training observations, in the space the observation kernel sees.
+    radius : float
+        The largest admitted distance to the nearest training observation.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> gate = OutlierGate.from_quantile(np.arange(10.0)[:, None], quantile=1.0)
+    >>> gate.radius, gate.admits(np.array([[4.5]])), gate.admits(np.array([[12.0]]))
+    (1.0, True, False)
+    """
+
+    def __init__(self, observations, radius):
+        self.observations = check_matrix(observations, "observations", min_samples=2)
+        self.radius = float(radius)
+        self._index = NearestNeighbors(n_neighbors=1).fit(self.observations)
+
+    @classmethod
+    def from_quantile(cls, observations, quantile):
+        """The gate whose radius is the ``quantile`` of the training observations' distances to their
+        nearest other training observation.
+
+        The distances are those of at most 1,000 training observations, evenly spaced through
+        the data (no random draw), each to its nearest neighbour among all of them.
+
+        Parameters
+        ----------
+        observations : array-like of shape (n, d), n >= 2
+            The training observations, in the space the observation kernel sees.
+        quantile : float in (0, 1]
+            1 admits everything within the largest such distance.
+
+        Returns
+        -------
+        OutlierGate
+            The gate.
+        """
+        quantile = check_fraction(quantile, "quantile")
+        observations = check_matrix(observations, "observations", min_samples=2)
+        n = len(observations)
+        reference = np.unique(np.linspace(0, n - 1, min(n, _REFERENCE_SIZE)).astype(int))
+        index = NearestNeighbors(n_neighbors=2).fit(observations)
+        # the nearest neighbour of a training observation among all of them is itself
+        distances = index.kneighbors(observations[reference])[0][:, 1]
+        return cls(observations, np.quantile(distances, quantile))
+
+    def distance(self, Z):
+        """The distance from each row of ``Z`` to its nearest training observation.
+
+        Parameters
+        ----------
+        Z : array-like of shape (q, d)
+            Observations, mapped as the training observations were.
+
+        Returns
+        -------
+        ndarray of shape (q,)
+            The distances.
+        """
+        Z = check_matrix(Z, "Z", n_features=self.observations.shape[1])
+        return self._index.kneighbors(Z)[0][:, 0]
+
+    def admits(self, z):
+        """Whether the observation ``z`` (one row) lies within ``radius`` of a training observation.
+
+        Parameters
+        ----------
+        z : array-like of shape (1, d)
+            One observation, mapped as the training observations were.
+
+        Returns
+        -------
+        bool
+            True when it does (the filter uses it), False for an outlier.
+        """
+        return bool(self.distance(z)[0] <= self.radius)
