@@ -72,13 +72,13 @@ class OutlierGate(SharedModel):
             The gate.
         """
         quantile = check_fraction(quantile, "quantile")
-        observations = check_matrix(observations, "observations", min_samples=2)
-        n = len(observations)
-        reference = np.unique(np.linspace(0, n - 1, min(n, _REFERENCE_SIZE)).astype(int))
-        index = NearestNeighbors(n_neighbors=2).fit(observations)
+        gate = cls(observations, np.inf)
+        X = gate.observations
+        reference = np.unique(np.linspace(0, len(X) - 1, min(len(X), _REFERENCE_SIZE)).astype(int))
         # the nearest neighbour of a training observation among all of them is itself
-        distances = index.kneighbors(observations[reference])[0][:, 1]
-        return cls(observations, np.quantile(distances, quantile))
+        distances = gate._index.kneighbors(X[reference], n_neighbors=2)[0][:, 1]
+        gate.radius = float(np.quantile(distances, quantile))
+        return gate
 
     def distance(self, Z):
         """The distance from each row of ``Z`` to its nearest training observation.
