@@ -69,6 +69,9 @@ CASES = {
                           lambda m: m.rule.posterior(None, m.features.transform(VIEWS[:1].reshape(1, -1))[0]).weights)],
     "ControlledTransition": [(kb.KernelBayesFilter().fit(X, Z, controls=U).model_.controlled_transition,
                               lambda t: t.apply(np.full(120, 1 / 120), np.array([0.3])))],
+    "LowRankControlledTransition": [(kb.KernelBayesFilter(approximation="nystrom", rank=30)
+                                     .fit(X, Z, controls=U).model_.controlled_transition,
+                                     lambda t: t.apply(np.full(120, 1 / 120), np.array([0.3])))],
     "RobotInRoom": [(ROBOT, lambda r: r.render(POSES[:3]))],
     "Rotation": [(kb.systems.Rotation(omega=0.2), lambda s: s.transition_mean(X))],
     "Oscillation": [(kb.systems.Oscillation(b=0.3), lambda s: s.transition_mean(X))],

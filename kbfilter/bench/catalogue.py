@@ -133,6 +133,11 @@ CATALOGUE = {m.name: m for m in (
     Method("kbf-iw-blur-gated", "tuned", _kbf("iw", lambda: GaussianBlur(sigma=3.0, stride=2),
                                               outlier_quantile=GATE_QUANTILE), _BLUR,
            "IW kernel Bayes filter on blurred images, outliers gated"),
+    Method("kbf-iw-blur-nystrom-gated", "tuned",
+           _kbf("iw", lambda: GaussianBlur(sigma=3.0, stride=2), approximation="nystrom",
+                outlier_quantile=GATE_QUANTILE), _BLUR,
+           "IW kernel Bayes filter on Nystrom kernels (long logs; a controlled transition too), blurred images, "
+           "outliers gated"),
     Method("kbf-original-blur", "tuned", _kbf("original", lambda: GaussianBlur(sigma=3.0, stride=2)), _BLUR,
            "original kernel Bayes filter on blurred images"),
     Method("kbf-iw-pca", "tuned", _kbf("iw", lambda: PCA(30, random_state=0)), _FEATURES,

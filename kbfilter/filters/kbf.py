@@ -28,13 +28,14 @@ from ..embedding import KernelMean, clipped_weights, normalise_weights, weighted
 from ..features import GaussianBlur
 from ..kernel_approximation import NystromKernel, RandomFourierKernel
 from ..kernels import as_kernel, fitted_kernel
-from ..linalg import NumericalWarning, spd_factor
+from ..linalg import NumericalWarning
 from ..persistence import Persistent, persistent
 from ..rules.bayes_rule import KernelBayesRule
 from ..rules.conditional import ConditionalEmbedding
 from ..threads import limited_blas
 from .base import CountedFallbacks, SequentialFilter, SharedModel
 from .compression import kept_transitions
+from .controlled import ControlledTransition, LowRankControlledTransition
 from .outliers import OutlierGate
 
 __all__ = ["KernelBayesFilter", "FilterModel", "fitted_observation_features", "mapped_observation",
@@ -162,8 +163,9 @@ def approximated_kernel(kernel, approximation, rank, reg, rng):
                                random_state=int(rng.integers(2**31 - 1)))
 
 
-def check_rank_cap(owner, rule, diagnostics):
-    """Count and warn when a Nystrom kernel of ``rule`` stopped at ``MAX_RANK`` before its tolerance.
+def check_rank_cap(owner, rule, diagnostics, transition=None):
+    """Count and warn when a Nystrom kernel of ``rule`` (or the controlled ``transition``) stopped at
+    ``MAX_RANK`` before its tolerance.
 
     Parameters
     ----------
@@ -172,10 +174,14 @@ def check_rank_cap(owner, rule, diagnostics):
     rule : KernelBayesRule
         The fitted rule whose state and observation kernels are checked.
     diagnostics : collections.Counter
-        Gets ``"rank_cap"`` counted once when either kernel stopped short.
+        Gets ``"rank_cap"`` counted once when any of them stopped short.
+    transition : LowRankControlledTransition, optional
+        A low-rank controlled transition, checked too.
     """
     short = [name for name, k in (("states", rule.kernel_x_), ("observations", rule.kernel_z_))
              if not getattr(k, "converged_", True)]
+    if not getattr(transition, "converged", True):
+        short.append("transition (state x control)")
     if short:
         diagnostics["rank_cap"] += 1
         warnings.warn(f"{owner}: the {' and '.join(short)} kernel reached MAX_RANK = {MAX_RANK} landmarks before "
@@ -212,91 +218,6 @@ _OWN_FALLBACKS = {"clipped": "weights summed to <= 0; used their clipped, normal
                   "collapsed": "no weight was positive; kept the previous belief"}
 
 
-@persistent("cross_gram", "controls", "kernel_u", "factor", "successors", "n_states")
-class ControlledTransition:
-    """The learned transition of a controlled system, ``w_pred = A(u) w`` over the training states.
-
-    The conditional embedding of ``x_{t+1}`` given ``(x_t, u_{t+1})`` with the product kernel
-    ``k_x(x, x') k_u(u, u')`` (algorithms §3, §6). For a belief ``w`` and the control ``u``, the
-    predicted weights on the successors are ``beta = (G + n lam' I)^{-1} (k_u(U, u) * (K w))`` with
-    ``G = G_x(predecessors) * G_u`` (elementwise) and ``K = k_x(predecessors, all states)``, both
-    built once by :meth:`build`: a step costs one ``n x T`` product and one triangular solve pair,
-    as without controls.
-
-    Parameters
-    ----------
-    cross_gram : ndarray of shape (n, T)
-        ``k_x`` between the predecessors and every training state.
-    controls : ndarray of shape (n, dim_u)
-        The control that followed each predecessor.
-    kernel_u : Kernel
-        The fitted control kernel.
-    factor : SPDFactor
-        The factor of ``G + n lam' I``.
-    successors : ndarray of int, shape (n,)
-        The index of each predecessor's successor.
-    n_states : int
-        ``T``.
-    """
-
-    def __init__(self, cross_gram, controls, kernel_u, factor, successors, n_states):
-        self.cross_gram = cross_gram
-        self.controls = controls
-        self.kernel_u = kernel_u
-        self.factor = factor
-        self.successors = successors
-        self.n_states = int(n_states)
-
-    @classmethod
-    def build(cls, X, predecessors, U, kernel_x, kernel_u, reg):
-        """Fit the transition from the training states and controls.
-
-        Parameters
-        ----------
-        X : ndarray of shape (T, dim_x)
-            The training states.
-        predecessors : ndarray of int
-            The states that have a successor.
-        U : ndarray of shape (T, dim_u)
-            ``U[t]`` moved the system to ``X[t]``.
-        kernel_x, kernel_u : Kernel
-            Fitted kernels on states and controls.
-        reg : float
-            ``lam'``.
-
-        Returns
-        -------
-        ControlledTransition
-            The transition; its ``factor.event`` names a fallback the factorisation needed.
-        """
-        Xp, Up = X[predecessors], U[predecessors + 1]
-        n = len(predecessors)
-        G = kernel_x(Xp) * kernel_u(Up)
-        G[np.diag_indices(n)] += n * reg
-        return cls(kernel_x(Xp, X), Up, kernel_u, spd_factor(G, name="transition Gram G_x * G_u + n lam' I"),
-                   predecessors + 1, X.shape[0])
-
-    def apply(self, w, u):
-        """The predicted weights over the training states.
-
-        Parameters
-        ----------
-        w : ndarray of shape (T,)
-            The current weights.
-        u : ndarray of shape (dim_u,)
-            The control.
-
-        Returns
-        -------
-        ndarray of shape (T,)
-            ``A(u) w``; states with no predecessor get 0.
-        """
-        beta = self.factor.solve(self.kernel_u(self.controls, u[None, :])[:, 0] * (self.cross_gram @ w))
-        out = np.zeros(self.n_states)
-        out[self.successors] = beta
-        return out
-
-
 @persistent("obs_shape", "states", "kept", "predecessors", "features", "kernel_x", "rule", "transition",
             "transition_operator", "projection_operator", "fit_diagnostics", "controlled_transition", "gate")
 class FilterModel(SharedModel):
@@ -331,7 +252,7 @@ class FilterModel(SharedModel):
         ``w_pred = A w`` and ``mu = K w_pred`` over the training states.
     fit_diagnostics : collections.Counter
         Fallbacks taken while fitting.
-    controlled_transition : ControlledTransition or None
+    controlled_transition : ControlledTransition, LowRankControlledTransition or None
         The transition given a control, when the filter was fitted with controls (it then
         replaces ``transition`` and ``transition_operator``, which are None).
     gate : OutlierGate or None
@@ -417,8 +338,11 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
           The projection is ``T U (U^T U + T eta I)^{-1} U^T``, the transition the same low-rank
           form (or sparse with ``transition="knn"``), and the update the push-through form
           ``w = D Phi (Phi^T D Phi + T lam I)^{-1} phi(z)`` on the support of ``D``: O(T r)
-          memory, O(T r + s r^2) a step (s: the training states the predicted belief covers), no ``T x T`` array anywhere. The original rule is
-          computed exactly on the same factors (Woodbury).
+          memory, O(T r + s r^2) a step (s: the training states the predicted belief covers),
+          no ``T x T`` array anywhere. The original rule is computed exactly on the same factors
+          (Woodbury). A filter fitted with controls approximates the product kernel of its
+          controlled transition the same way
+          (:class:`~kbfilter.filters.controlled.LowRankControlledTransition`).
         - ``"rff"``: random Fourier features of Gaussian kernels
           (:class:`~kbfilter.kernel_approximation.RandomFourierKernel`), same operators. Unbiased
           but needs many more features than Nystrom for the same accuracy; seeded by
@@ -523,7 +447,8 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
         Transition pairs ``(x_t, x_{t+1})`` are taken inside each sequence only. With
         ``controls``, the transition is learned given the control, from the triples
         ``(x_t, u_{t+1}, x_{t+1})`` with the product kernel ``k_x k_u`` (see
-        :class:`ControlledTransition`), and :meth:`predict` needs a control.
+        :class:`~kbfilter.filters.controlled.ControlledTransition`, and its low-rank form with
+        ``approximation="nystrom"``), and :meth:`predict` needs a control.
 
         Parameters
         ----------
@@ -535,7 +460,8 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
         controls : array-like of shape (T, dim_u), or a list of such arrays, optional
             ``controls[t]`` is the control that moved the system from ``states[t - 1]`` to
             ``states[t]`` (what ``predict(u)`` takes before ``update(z_t)``; the first of each
-            sequence is not used). Needs ``transition="exact"`` and ``approximation="exact"``.
+            sequence is not used). Needs ``transition="exact"`` and ``approximation`` ``"exact"`` or
+            ``"nystrom"``.
 
         Returns
         -------
@@ -573,9 +499,9 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
         if controls is not None:
             if self.compress is not None:
                 raise ValueError("compress: a filter fitted with controls keeps every transition; expected None")
-            if transition_method != "exact" or self.approximation != "exact":
-                raise ValueError(f"controls: a controlled transition needs transition='exact' and "
-                                 f"approximation='exact', got {transition_method!r} and {self.approximation!r}")
+            if transition_method != "exact" or self.approximation == "rff":
+                raise ValueError(f"controls: a controlled transition needs transition='exact' and approximation "
+                                 f"'exact' or 'nystrom', got {transition_method!r} and {self.approximation!r}")
             U = np.vstack(check_controls(controls, xs))
         features, Z = fitted_observation_features(self.features, obs_shape, Z, X)
 
@@ -618,11 +544,16 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
             operator = transition.weights_operator(X[kept]).placed(np.searchsorted(kept, pred + 1), len(kept))
         else:
             kernel_u = fitted_kernel(scaled_kernel(self.kernel_u, "kernel_u", scale), "kernel_u", U[pred + 1])
-            controlled = ControlledTransition.build(X, pred, U, rule.kernel_x_, kernel_u, reg_transition)
+            if self.approximation == "exact":
+                controlled = ControlledTransition.build(X, pred, U, rule.kernel_x_, kernel_u, reg_transition)
+            else:  # the product kernel on Nystrom landmark pairs, at the rank rule of the other kernels
+                controlled = LowRankControlledTransition.build(
+                    X, pred, U, kernel_x, kernel_u, reg_transition, MAX_RANK if self.rank is None else self.rank,
+                    RANK_RTOL * reg_transition if self.rank is None else 0.0)
             if controlled.factor.event is not None:
                 fit_diagnostics[f"transition_{controlled.factor.event}"] += 1
         if self.approximation == "nystrom" and self.rank is None:
-            check_rank_cap("KernelBayesFilter", rule, fit_diagnostics)
+            check_rank_cap("KernelBayesFilter", rule, fit_diagnostics, controlled)
         self.model_ = FilterModel(
             obs_shape=obs_shape, states=X[kept], kept=kept, predecessors=pred, features=features, kernel_x=kernel_x,
             rule=rule,
@@ -726,7 +657,7 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
                 raise ValueError("u: this filter was fitted without controls; expected None")
             w = np.asarray(self.transition_operator_ @ self.weights).ravel()
         else:
-            dim_u = controlled.controls.shape[1]
+            dim_u = controlled.dim_u
             if u is None:
                 raise ValueError(f"u: this filter was fitted with controls; expected a control of shape ({dim_u},)")
             u = check_vector(u, "u", length=dim_u)

@@ -1,0 +1,231 @@
+"""Learned transitions of a controlled system: the belief over the training states moved by a control.
+
+The transition is the conditional embedding of ``x_{t+1}`` given ``(x_t, u_{t+1})`` under the
+product kernel ``k_x(x, x') k_u(u, u')`` (algorithms §3, §6). A belief ``w`` over the ``T``
+training states and a control ``u`` give the predicted weights on the successors of the ``n``
+logged transitions,
+
+    beta = (G + n lam' I)^{-1} (k_u(U, u) * (K w)),
+
+with ``G = G_x * G_u`` the product Gram matrix of the logged ``(x_t, u_{t+1})`` pairs and
+``K = k_x(predecessors, all states)``. :class:`ControlledTransition` holds ``K`` and factors ``G``
+densely (O(n T) memory); :class:`LowRankControlledTransition` replaces the product kernel by its
+Nystrom approximation on landmark pairs, so that nothing indexed by two training states is stored
+(O((n + T) r) memory and a step, for long logs).
+"""
+
+import numpy as np
+from scipy.linalg import solve_triangular
+
+from ..linalg import pivoted_cholesky, spd_factor
+from ..persistence import persistent
+
+__all__ = ["ControlledTransition", "LowRankControlledTransition"]
+
+
+class _SuccessorTransition:
+    """What both controlled transitions share: weights on the logged successors, placed among the
+    ``n_states`` training states."""
+
+    def apply(self, w, u):
+        """The predicted weights over the training states.
+
+        Parameters
+        ----------
+        w : ndarray of shape (T,)
+            The current weights.
+        u : ndarray of shape (dim_u,)
+            The control.
+
+        Returns
+        -------
+        ndarray of shape (T,)
+            ``A(u) w``; states with no predecessor get 0.
+        """
+        out = np.zeros(self.n_states)
+        out[self.successors] = self._successor_weights(w, u)
+        return out
+
+
+@persistent("cross_gram", "controls", "kernel_u", "factor", "successors", "n_states")
+class ControlledTransition(_SuccessorTransition):
+    """The learned transition of a controlled system, ``w_pred = A(u) w`` over the training states.
+
+    The conditional embedding of ``x_{t+1}`` given ``(x_t, u_{t+1})`` with the product kernel
+    ``k_x(x, x') k_u(u, u')`` (algorithms §3, §6). For a belief ``w`` and the control ``u``, the
+    predicted weights on the successors are ``beta = (G + n lam' I)^{-1} (k_u(U, u) * (K w))`` with
+    ``G = G_x(predecessors) * G_u`` (elementwise) and ``K = k_x(predecessors, all states)``, both
+    built once by :meth:`build`: a step costs one ``n x T`` product and one triangular solve pair,
+    as without controls.
+
+    Parameters
+    ----------
+    cross_gram : ndarray of shape (n, T)
+        ``k_x`` between the predecessors and every training state.
+    controls : ndarray of shape (n, dim_u)
+        The control that followed each predecessor.
+    kernel_u : Kernel
+        The fitted control kernel.
+    factor : SPDFactor
+        The factor of ``G + n lam' I``.
+    successors : ndarray of int, shape (n,)
+        The index of each predecessor's successor.
+    n_states : int
+        ``T``.
+    """
+
+    def __init__(self, cross_gram, controls, kernel_u, factor, successors, n_states):
+        self.cross_gram = cross_gram
+        self.controls = controls
+        self.kernel_u = kernel_u
+        self.factor = factor
+        self.successors = successors
+        self.n_states = int(n_states)
+
+    @classmethod
+    def build(cls, X, predecessors, U, kernel_x, kernel_u, reg):
+        """Fit the transition from the training states and controls.
+
+        Parameters
+        ----------
+        X : ndarray of shape (T, dim_x)
+            The training states.
+        predecessors : ndarray of int
+            The states that have a successor.
+        U : ndarray of shape (T, dim_u)
+            ``U[t]`` moved the system to ``X[t]``.
+        kernel_x, kernel_u : Kernel
+            Fitted kernels on states and controls.
+        reg : float
+            ``lam'``.
+
+        Returns
+        -------
+        ControlledTransition
+            The transition; its ``factor.event`` names a fallback the factorisation needed.
+        """
+        Xp, Up = X[predecessors], U[predecessors + 1]
+        n = len(predecessors)
+        G = kernel_x(Xp) * kernel_u(Up)
+        G[np.diag_indices(n)] += n * reg
+        return cls(kernel_x(Xp, X), Up, kernel_u, spd_factor(G, name="transition Gram G_x * G_u + n lam' I"),
+                   predecessors + 1, X.shape[0])
+
+    @property
+    def dim_u(self):
+        """The length of a control."""
+        return self.controls.shape[1]
+
+    def _successor_weights(self, w, u):
+        return self.factor.solve(self.kernel_u(self.controls, u[None, :])[:, 0] * (self.cross_gram @ w))
+
+
+@persistent("state_cross", "landmark_controls", "kernel_u", "landmark_factor", "features", "factor", "successors",
+            "n_states", "converged")
+class LowRankControlledTransition(_SuccessorTransition):
+    """The controlled transition of :class:`ControlledTransition` on a Nystrom product kernel.
+
+    The logged pairs ``(x_t, u_{t+1})`` are factored by pivoted Cholesky of the product kernel,
+    ``G ~ L L^T`` with ``L`` of shape (n, r); the ``r`` pivots are the landmark pairs
+    ``(x_l, u_l)`` and ``R`` (the pivots' rows of ``L``) their lower triangular factor. A belief
+    ``w`` and a control ``u`` have the mean feature
+    ``psi = R^{-1} ((w^T k_x(X, x_L)) * k_u(u_L, u))``, and the predicted successor weights are, in
+    the push-through form, ``beta = L (L^T L + n lam' I)^{-1} psi``. With every pair a landmark this
+    is :class:`ControlledTransition` exactly. Memory and a step are O((n + T) r); no array indexed
+    by two training states is formed.
+
+    Parameters
+    ----------
+    state_cross : ndarray of shape (T, r)
+        ``k_x`` between every training state and the landmark states.
+    landmark_controls : ndarray of shape (r, dim_u)
+        The landmarks' controls.
+    kernel_u : Kernel
+        The fitted control kernel.
+    landmark_factor : ndarray of shape (r, r)
+        ``R``, lower triangular.
+    features : ndarray of shape (n, r)
+        ``L``: the logged pairs' Nystrom features.
+    factor : SPDFactor
+        The factor of ``L^T L + n lam' I``.
+    successors : ndarray of int, shape (n,)
+        The index of each predecessor's successor.
+    n_states : int
+        ``T``.
+    converged : bool
+        False when the rank cap stopped the factorisation before its trace tolerance.
+    """
+
+    def __init__(self, state_cross, landmark_controls, kernel_u, landmark_factor, features, factor, successors,
+                 n_states, converged=True):
+        self.state_cross = state_cross
+        self.landmark_controls = landmark_controls
+        self.kernel_u = kernel_u
+        self.landmark_factor = landmark_factor
+        self.features = features
+        self.factor = factor
+        self.successors = successors
+        self.n_states = int(n_states)
+        self.converged = bool(converged)
+
+    @classmethod
+    def build(cls, X, predecessors, U, kernel_x, kernel_u, reg, max_rank, trace_rtol):
+        """Fit the transition from the training states and controls.
+
+        Parameters
+        ----------
+        X : ndarray of shape (T, dim_x)
+            The training states.
+        predecessors : ndarray of int
+            The states that have a successor.
+        U : ndarray of shape (T, dim_u)
+            ``U[t]`` moved the system to ``X[t]``.
+        kernel_x, kernel_u : Kernel
+            Fitted kernels on states and controls.
+        reg : float
+            ``lam'``.
+        max_rank : int
+            The most landmark pairs.
+        trace_rtol : float
+            Stop adding landmarks once the neglected trace ``tr(G - L L^T)`` is at most
+            ``trace_rtol * tr(G)`` (0: only ``max_rank`` stops it).
+
+        Returns
+        -------
+        LowRankControlledTransition
+            The transition; ``converged`` says whether the tolerance was reached, ``factor.event``
+            names a fallback the factorisation of ``L^T L + n lam' I`` needed.
+        """
+        Xp, Up = X[predecessors], U[predecessors + 1]
+        n = len(predecessors)
+        diag = kernel_x.diag(Xp) * kernel_u.diag(Up)
+        trace = float(diag.sum())
+
+        def column(i):
+            return kernel_x(Xp, Xp[i : i + 1])[:, 0] * kernel_u(Up, Up[i : i + 1])[:, 0]
+
+        L, pivots = pivoted_cholesky(diag, column, max_rank, trace_tol=trace_rtol * trace)
+        if L.shape[1] == 0:
+            raise ValueError("controls: the product kernel's Gram matrix is 0 on the logged transitions")
+        residual = max(trace - float(np.sum(L * L)), 0.0)
+        converged = residual <= trace_rtol * trace or L.shape[1] < min(max_rank, n)
+        M = L.T @ L
+        M[np.diag_indices_from(M)] += n * reg
+        return cls(kernel_x(X, Xp[pivots]), Up[pivots], kernel_u, np.tril(L[pivots]), np.ascontiguousarray(L),
+                   spd_factor(M, name="transition features L^T L + n lam' I"), predecessors + 1, X.shape[0],
+                   converged)
+
+    @property
+    def dim_u(self):
+        """The length of a control."""
+        return self.landmark_controls.shape[1]
+
+    @property
+    def rank(self):
+        """The number of landmark pairs."""
+        return self.landmark_factor.shape[0]
+
+    def _successor_weights(self, w, u):
+        s = (w @ self.state_cross) * self.kernel_u(self.landmark_controls, u[None, :])[:, 0]
+        psi = solve_triangular(self.landmark_factor, s, lower=True, check_finite=False)
+        return self.features @ self.factor.solve(psi)
