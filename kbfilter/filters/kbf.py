@@ -40,7 +40,7 @@ from .outliers import OutlierGate
 
 __all__ = ["KernelBayesFilter", "FilterModel", "fitted_observation_features", "mapped_observation",
            "scaled_kernel", "IMAGE_FEATURES", "observation_features", "RANK_RTOL", "MAX_RANK", "RFF_RANK",
-           "approximated_kernel", "check_rank_cap"]
+           "approximated_kernel", "nystrom_rank_rule", "check_rank_cap"]
 
 #: ``approximation="nystrom"`` with ``rank=None``: landmarks are added until the neglected trace of
 #: each Gram matrix is at most ``RANK_RTOL * n * reg`` for the regulariser ``reg`` it is solved with,
@@ -130,6 +130,28 @@ def mapped_observation(z, obs_shape, features):
     return z if features is None else np.asarray(features.transform(z), dtype=np.float64)
 
 
+def nystrom_rank_rule(rank, reg):
+    """The landmark cap and relative trace tolerance of a Nystrom factorisation solved with ``n reg I``.
+
+    Parameters
+    ----------
+    rank : int or None
+        The filter's ``rank``: that many landmarks exactly (tolerance 0), or None for the default
+        rule, landmarks until the neglected trace is at most ``RANK_RTOL * reg`` times the trace
+        (at most ``MAX_RANK``).
+    reg : float
+        The smallest regulariser the Gram matrix is solved with.
+
+    Returns
+    -------
+    max_rank : int
+        The most landmarks.
+    tol : float
+        The neglected trace allowed, relative to the trace.
+    """
+    return (MAX_RANK, RANK_RTOL * reg) if rank is None else (rank, 0.0)
+
+
 def approximated_kernel(kernel, approximation, rank, reg, rng):
     """``kernel`` as ``approximation`` represents it, for Gram matrices regularised by ``n reg I``.
 
@@ -156,9 +178,8 @@ def approximated_kernel(kernel, approximation, rank, reg, rng):
     if approximation == "exact" or kernel.has_features:
         return kernel
     if approximation == "nystrom":
-        if rank is None:
-            return NystromKernel(kernel, rank=MAX_RANK, tol=RANK_RTOL * reg)
-        return NystromKernel(kernel, rank=rank, tol=0.0)
+        max_rank, tol = nystrom_rank_rule(rank, reg)
+        return NystromKernel(kernel, rank=max_rank, tol=tol)
     return RandomFourierKernel(kernel, rank=RFF_RANK if rank is None else rank,
                                random_state=int(rng.integers(2**31 - 1)))
 
@@ -547,9 +568,8 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
             if self.approximation == "exact":
                 controlled = ControlledTransition.build(X, pred, U, rule.kernel_x_, kernel_u, reg_transition)
             else:  # the product kernel on Nystrom landmark pairs, at the rank rule of the other kernels
-                controlled = LowRankControlledTransition.build(
-                    X, pred, U, kernel_x, kernel_u, reg_transition, MAX_RANK if self.rank is None else self.rank,
-                    RANK_RTOL * reg_transition if self.rank is None else 0.0)
+                controlled = LowRankControlledTransition.build(X, pred, U, kernel_x, kernel_u, reg_transition,
+                                                               *nystrom_rank_rule(self.rank, reg_transition))
             if controlled.factor.event is not None:
                 fit_diagnostics[f"transition_{controlled.factor.event}"] += 1
         if self.approximation == "nystrom" and self.rank is None:
