@@ -19,7 +19,8 @@ QUICK_RUNS = {"sprite": 4, "camera": 4, "localization": 2}
 # the library's argument names, as the command line spells them
 _FLAGS = {"runs": "--runs", "train_length": "--train-length", "test_length": "--test-length",
           "validation_length": "--validation-length", "n_folds": "--folds", "methods": "--methods",
-          "n_jobs": "--jobs", "seed": "--seed", "out": "--out", "filter_seeds": "--filter-seeds"}
+          "n_jobs": "--jobs", "seed": "--seed", "out": "--out", "filter_seeds": "--filter-seeds",
+          "reference": "--reference"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -63,6 +64,9 @@ def add_bench_arguments(parser, system=None, runs=None, train_lengths=(500,), jo
                         help="seeds per particle filter (KMC, NN-PF, PF): each is tuned and tested with every seed "
                              "and its errors averaged, so that runs compare methods rather than Monte Carlo draws "
                              "(default 1)")
+    parser.add_argument("--reference", choices=METHODS, default=None, metavar="METHOD",
+                        help="the method compared with the others (Wilcoxon p-values, wins) and whose particles "
+                             "the figures show; one of --methods (default: the system's, e.g. kbf-iw)")
     parser.add_argument("--search", choices=("coordinate", "grid"), default="coordinate",
                         help="hyperparameter search (default coordinate)")
     parser.add_argument("--jobs", type=int, default=jobs, help="parallel runs (default -1: all cores)")
@@ -156,7 +160,7 @@ def bench_command(args, parser, folder_per_length=False):
     try:
         for T in args.train_lengths:
             check_bench_arguments(args.system, args.runs, T, args.test_length, args.methods,
-                                  validation[T], args.folds, args.seed, args.jobs, args.filter_seeds)
+                                  validation[T], args.folds, args.seed, args.jobs, args.filter_seeds, args.reference)
         for folder in folders.values():
             writable_folder(folder)
     except ValueError as exc:
@@ -174,7 +178,7 @@ def bench_command(args, parser, folder_per_length=False):
             run_and_report(args.system, folder, runs=args.runs, train_length=T, test_length=args.test_length,
                            methods=args.methods, n_jobs=args.jobs, seed=args.seed, progress=not args.quiet,
                            validation_length=validation[T], search=args.search, n_folds=args.folds,
-                           command=args.command_line, filter_seeds=args.filter_seeds)
+                           command=args.command_line, filter_seeds=args.filter_seeds, reference=args.reference)
     return 0
 
 

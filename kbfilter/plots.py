@@ -153,7 +153,7 @@ def plot_frames(frames, titles, marks=None, axes=None):
     return axes[0]
 
 
-def plot_map(system, states, estimates, particles=None, ax=None):
+def plot_map(system, states, estimates, particles=None, ax=None, weights=None):
     """A system's map from above with the true path, each method's estimates and some particles.
 
     Parameters
@@ -168,6 +168,9 @@ def plot_map(system, states, estimates, particles=None, ax=None):
         For some methods, their particles after some steps (``{method: {step: particles}}``).
     ax : matplotlib.axes.Axes, optional
         Where to draw; a new figure when None.
+    weights : dict of str to dict of int to array-like of shape (N,), optional
+        The particles' weights, keyed as ``particles``: a particle's marker area is proportional
+        to its weight (equal markers where none are given).
 
     Returns
     -------
@@ -184,7 +187,14 @@ def plot_map(system, states, estimates, particles=None, ax=None):
     for name, by_step in (particles or {}).items():
         for step, cloud in by_step.items():
             cloud = np.asarray(cloud)
-            ax.scatter(cloud[:, 0], cloud[:, 1], s=2, alpha=0.3, label=f"{name} particles, step {step}")
+            w = (weights or {}).get(name, {}).get(step)
+            # equal weights keep the 2-point marker of an unweighted cloud, one heavy particle does
+            # not hide the map (at most 30 times that), and the heaviest are drawn last, on top
+            size = (np.full(len(cloud), 2.0) if w is None
+                    else np.minimum(2.0 * len(cloud) * np.asarray(w) / np.sum(w), 60.0))
+            order = np.argsort(size)
+            ax.scatter(cloud[order, 0], cloud[order, 1], s=size[order], alpha=0.3,
+                       label=f"{name} particles, step {step}")
     ax.legend(fontsize=6, loc="upper right", framealpha=0.6)
     return ax
 

@@ -30,7 +30,7 @@ from .threads import limited_blas
 
 __all__ = ["bayesian_bandwidth", "log_pseudolikelihood", "BandwidthFit", "posterior_embedding", "EmbeddingPosterior",
            "DEFAULT_GRID", "SCALABLE_GRID", "IMAGE_GRID", "FEATURE_GRID", "BLUR_GRID", "MONTE_CARLO_IMAGE_GRID",
-           "MONTE_CARLO_SCALABLE_IMAGE_GRID",
+           "MONTE_CARLO_SCALABLE_IMAGE_GRID", "SCALABLE_BLUR_GRID",
            "NEIGHBOUR_GRID", "tune_filter", "validation_split",
            "validation_mse", "check_validation_length", "default_grid"]
 
@@ -56,6 +56,10 @@ FEATURE_GRID = dict(IMAGE_GRID, scale_z=(0.25, 0.5, 1.0, 2.0))
 #: blurred images keep less noise in their distances, so the good observation bandwidths sit a
 #: little higher than on raw pixels (0.15-0.2 x median measured), and the grid reaches 2
 BLUR_GRID = dict(IMAGE_GRID, scale_z=(0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0))
+#: ... and on Nystrom kernels (long logs, where every evaluation fits thousands of images): a
+#: coarser grid over the values the exact filter's tuning chose on the robot room at 1,000 poses
+SCALABLE_BLUR_GRID = {"scale": (0.5, 1.0), "scale_z": (0.2, 0.5, 1.0), "reg_prior": (1e-4, 1e-2),
+                      "reg_update": (1e-3, 1e-1)}
 #: the Kernel Monte Carlo filter on images: every evaluation runs a thousand particles, so the
 #: grid is coarser; its observation bandwidths reach down to 0.02 x median, because on the robot
 #: room a sharp image likelihood kept the weighted particles on track where 0.1 x median lost them
@@ -63,7 +67,7 @@ MONTE_CARLO_IMAGE_GRID = {"scale": (0.1, 0.2, 0.5), "scale_z": (0.02, 0.05, 0.1,
                           "reg_prior": (1e-3, 1e-2, 1e-1), "reg_update": (1e-3, 1e-2, 1e-1)}
 #: ... and on Nystrom kernels, for long logs where every evaluation fits thousands of images: the
 #: regulariser of the prior is fixed at the value the exact filter's tuning chose most often
-MONTE_CARLO_SCALABLE_IMAGE_GRID = {"scale": (0.2, 0.5), "scale_z": (0.1, 0.2, 0.5), "reg_prior": (1e-2,),
+MONTE_CARLO_SCALABLE_IMAGE_GRID = {"scale": (0.2, 0.5), "scale_z": (0.05, 0.1, 0.2, 0.5), "reg_prior": (1e-2,),
                                    "reg_update": (1e-2, 1e-1)}
 #: the nearest-neighbour particle filter: neighbours voting, and their bandwidth (x median)
 NEIGHBOUR_GRID = {"n_neighbors": (1, 3, 10, 30), "scale": (0.02, 0.05, 0.1, 0.2, 0.5)}
@@ -210,7 +214,7 @@ def default_grid(filter, observations):
         :data:`DEFAULT_GRID` for vectors; for images :data:`MONTE_CARLO_IMAGE_GRID` for the
         Kernel Monte Carlo filter (:data:`MONTE_CARLO_SCALABLE_IMAGE_GRID` on approximated
         kernels), and for the kernel Bayes filter :data:`BLUR_GRID` when it
-        blurs them (its default), :data:`IMAGE_GRID` on raw pixels (``features=None``) and
+        blurs them (its default; :data:`SCALABLE_BLUR_GRID` on approximated kernels), :data:`IMAGE_GRID` on raw pixels (``features=None``) and
         :data:`FEATURE_GRID` behind any other feature map.
     """
     if isinstance(filter, NearestNeighbourParticleFilter):
@@ -224,7 +228,9 @@ def default_grid(filter, observations):
     features = observation_features(getattr(filter, "features", None), shape)
     if features is None:
         return IMAGE_GRID
-    return BLUR_GRID if isinstance(features, GaussianBlur) else FEATURE_GRID
+    if not isinstance(features, GaussianBlur):
+        return FEATURE_GRID
+    return BLUR_GRID if getattr(filter, "approximation", "exact") == "exact" else SCALABLE_BLUR_GRID
 
 
 def _edge_warnings(grid, best):

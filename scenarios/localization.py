@@ -13,14 +13,17 @@ given the odometry (``kbf-iw-blur-gated``), the Kernel Monte Carlo filter with h
 (``kmc-iw-blur``, ``kmc-original-blur``) and with weighted particles and the embedding ratio
 (``kmc-iw-ratio-blur``, and ``kmc-iw-ratio-blur-gated``), and a particle filter with the true
 renderer's pixel likelihood (``pf-pixel``, a reference). ``-gated``: observations unlike every
-training image are set aside (``outlier_quantile=0.99``, see the user guide). The position MSE and
-the mean absolute heading error are reported separately, with paired Wilcoxon p-values against
-``kmc-iw-ratio-blur-gated``. Writes ``results.json``,
-``results.csv``, ``mse_boxplot.png``, ``trajectory.png`` and ``map.png`` (the room from above: true
-path, estimates, and the KMC particles at a few steps) for each training length.
+training image are set aside (``outlier_quantile=0.99``, see the user guide). For long logs,
+``kmc-iw-ratio-blur-nystrom-gated`` and ``kbf-iw-blur-nystrom-gated`` run on Nystrom kernels (no
+array indexed by two training poses). The position MSE and the mean absolute heading error are
+reported separately, with paired Wilcoxon p-values against ``kmc-iw-ratio-blur-gated`` (or the
+method given by ``--reference``). Writes ``results.json``, ``results.csv``, ``mse_boxplot.png``,
+``trajectory.png`` and ``map.png`` (the room from above: true path, estimates, and the reference
+method's particles at a few steps, each drawn with an area proportional to its weight) for each
+training length.
 
 Usage:  python scenarios/localization.py [--runs 10] [--train-lengths 200 1000 5000] [--jobs -1]
-        [--methods ...] [--out results/localization]
+        [--methods ...] [--reference METHOD] [--filter-seeds 1] [--out results/localization]
 """
 
 from kbfilter.cli import scenario_main

@@ -68,6 +68,20 @@ def test_cli_bench_writes_results(tmp_path, capsys):
     assert record["system"]["class"] == "Rotation" and record["system"]["omega"] > 0
 
 
+def test_cli_bench_compares_with_the_reference_it_is_given(tmp_path, capsys):
+    code = main(["bench", "rotation", "--runs", "2", "--train-length", "50", "--validation-length", "20",
+                 "--test-length", "10", "--methods", "ekf", "ukf", "--reference", "ukf", "--jobs", "1", "--quiet",
+                 "--out", str(tmp_path)])
+    assert code == 0
+    assert "ukf wins" in capsys.readouterr().out
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["config"]["reference"] == "ukf"
+    ekf = [r["mse"]["ekf"] for r in data["runs"]]
+    ukf = [r["mse"]["ukf"] for r in data["runs"]]
+    assert data["summary"]["ekf"]["wins"] == sum(u < e for u, e in zip(ukf, ekf))
+    assert data["summary"]["ukf"]["wins"] is None
+
+
 def test_cli_never_overwrites_results_unless_forced(tmp_path, monkeypatch, capsys):
     args = ["bench", "rotation", "--runs", "1", "--train-length", "50", "--validation-length", "20",
             "--test-length", "5", "--methods", "ekf", "--jobs", "1", "--quiet"]
@@ -111,6 +125,7 @@ def test_image_bench_writes_frames_with_marks(tmp_path):
     (["bench", "rotation", "--seed", "-1"], "--seed"),
     (["bench", "rotation", "--test-length", "0"], "--test-length"),
     (["bench", "rotation", "--backend", "nonexistent"], "Invalid backend: nonexistent"),
+    (["bench", "rotation", "--methods", "ekf", "--reference", "ukf"], "--reference: expected one of ['ekf']"),
     (["bench", "rotation", "--out", "/proc/kbfilter-cannot-write-here"], "--out: cannot write results"),
 ])
 def test_cli_bad_arguments_one_line_and_exit_code_2(args, fragment):
@@ -154,6 +169,21 @@ def test_the_catalogue_builds_every_method_for_every_system_it_runs_on():
             built = method.build(system, np.random.default_rng(0))
             assert hasattr(built, "batch_filter")
             assert (method.grid(system) is None) == (method.kind != "tuned")
+
+
+def test_every_robot_method_builds_and_tunes_only_its_own_parameters():
+    import numpy as np
+
+    from kbfilter.bench import CATALOGUE, SYSTEMS
+
+    robot = SYSTEMS["localization"]()
+    for name, method in CATALOGUE.items():
+        if name in ("ekf", "ukf", "pf", "kbf-iw-pca", "kbf-iw-learned", "window-mlp", "oracle-pf"):
+            continue  # need a model of the observations, or features the robot's images are not made for
+        built = method.build(robot, np.random.default_rng(0))
+        assert hasattr(built, "batch_filter"), name
+        if method.kind == "tuned":
+            assert set(method.grid(robot)) <= set(built.get_params()), name
 
 
 def test_the_scalable_methods_run_in_the_bench():

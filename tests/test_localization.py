@@ -414,6 +414,12 @@ def test_default_grids_fit_the_filter_they_tune():
     scalable = kb.KernelMonteCarloFilter(ROBOT, approximation="nystrom")
     assert kb.tuning.default_grid(scalable, views) == kb.tuning.MONTE_CARLO_SCALABLE_IMAGE_GRID
     assert set(kb.tuning.MONTE_CARLO_SCALABLE_IMAGE_GRID) <= set(scalable.get_params())
+    assert kb.tuning.default_grid(kb.KernelBayesFilter(), views) == kb.tuning.BLUR_GRID
+    low_rank = kb.KernelBayesFilter(approximation="nystrom")
+    assert kb.tuning.default_grid(low_rank, views) == kb.tuning.SCALABLE_BLUR_GRID
+    assert set(kb.tuning.SCALABLE_BLUR_GRID) <= set(low_rank.get_params())
+    assert kb.tuning.default_grid(kb.KernelBayesFilter(approximation="nystrom", features=None), views) == \
+        kb.tuning.IMAGE_GRID
 
 
 def test_localization_bench_reports_position_and_heading_and_draws_the_map(tmp_path):
@@ -430,6 +436,8 @@ def test_localization_bench_reports_position_and_heading_and_draws_the_map(tmp_p
                                                                for r, m in zip(rows, methods)})
     particles = row["trajectory"]["particles"]["kmc-iw-ratio-blur-gated"]  # the reference's particles after a few steps
     assert sorted(particles) == [0, 5, 20] and particles[0].shape == (1000, 4)
+    weights = row["trajectory"]["particle_weights"]["kmc-iw-ratio-blur-gated"]
+    assert sorted(weights) == [0, 5, 20] and weights[5].shape == (1000,) and np.isclose(weights[5].sum(), 1.0)
     summary = summarise([row], reference="kmc-iw-ratio-blur-gated")
     for m in methods:
         assert 0 <= summary[m]["heading_error_deg_mean"] <= 180
@@ -450,3 +458,33 @@ def test_kmc_ratio_keeps_the_prediction_when_the_posterior_misses_every_particle
     assert kmc.diagnostics["unsupported"] == 1
     np.testing.assert_allclose(kmc.x, predicted.mean(axis=0))
     np.testing.assert_array_equal(kmc.particles, predicted)
+
+
+def test_every_particle_filter_gives_its_particle_weights_under_one_name():
+    robot = kb.systems.RobotInRoom()
+    states, controls, obs = robot.simulate(60, rng=1)
+    filters = {"pf": ParticleFilter(robot, n_particles=50, rng=0),
+               "nn-pf": NearestNeighbourParticleFilter(robot, n_particles=50, random_state=0).fit(states, obs),
+               "kmc": kb.KernelMonteCarloFilter(robot, n_particles=50, resample="ratio", random_state=0).fit(states,
+                                                                                                           obs)}
+    for name, filt in filters.items():
+        filt.batch_filter(obs[:3], us=controls[:3])
+        w = filt.particle_weights
+        assert w.shape == (50,) and np.isclose(w.sum(), 1.0) and np.all(w >= 0), name
+
+
+def test_the_map_draws_each_particle_with_an_area_proportional_to_its_weight():
+    from kbfilter.plots import plot_map
+
+    robot = kb.systems.RobotInRoom()
+    states, _, _ = robot.simulate(30, rng=0)
+    cloud, w = states[:4], np.array([0.4, 0.1, 0.3, 0.2])
+    ax = plot_map(robot, states, {"estimate": states}, {"m": {3: cloud}}, weights={"m": {3: w}})
+    drawn = ax.collections[-1]
+    sizes, points = drawn.get_sizes(), drawn.get_offsets()
+    by_point = {tuple(p): size for p, size in zip(np.asarray(points), sizes)}
+    np.testing.assert_allclose([by_point[tuple(p)] for p in cloud[:, :2]], 2.0 * 4 * w)
+    ax = plot_map(robot, states, {}, {"m": {3: states}}, weights={"m": {3: np.eye(30)[0]}})
+    assert ax.collections[-1].get_sizes().max() == 60.0  # one heavy particle does not cover the map
+    ax = plot_map(robot, states, {}, {"m": {3: cloud}})
+    np.testing.assert_array_equal(ax.collections[-1].get_sizes(), 2.0)

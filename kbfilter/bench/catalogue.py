@@ -15,7 +15,7 @@ from ..filters import (ExtendedKalman, KernelBayesFilter, KernelMonteCarloFilter
                        NearestNeighbourParticleFilter, ParticleFilter, UnscentedKalman, WindowRegressor)
 from ..systems import CameraOrientation, MovingSprite, Oscillation, RobotInRoom, Rotation
 from ..tuning import (BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, MONTE_CARLO_IMAGE_GRID,
-                      MONTE_CARLO_SCALABLE_IMAGE_GRID, NEIGHBOUR_GRID, SCALABLE_GRID)
+                      MONTE_CARLO_SCALABLE_IMAGE_GRID, NEIGHBOUR_GRID, SCALABLE_BLUR_GRID, SCALABLE_GRID)
 
 __all__ = ["Method", "SYSTEMS", "CATALOGUE", "METHODS", "DEFAULT_METHODS", "PROTOCOLS", "REFERENCE", "GATE_QUANTILE",
            "observes_images", "reference_method"]
@@ -100,6 +100,7 @@ def _kbf(rule, features=None, **params):
 _RAW = {"vectors": DEFAULT_GRID, "images": IMAGE_GRID}
 _FEATURES = {"vectors": FEATURE_GRID, "images": FEATURE_GRID}
 _BLUR = {"vectors": BLUR_GRID, "images": BLUR_GRID}
+_BLUR_SCALABLE = {"vectors": SCALABLE_GRID, "images": SCALABLE_BLUR_GRID}
 _SCALABLE = {"vectors": SCALABLE_GRID, "images": IMAGE_GRID}
 _MONTE_CARLO = {"vectors": DEFAULT_GRID, "images": MONTE_CARLO_IMAGE_GRID}
 _MONTE_CARLO_SCALABLE = {"vectors": SCALABLE_GRID, "images": MONTE_CARLO_SCALABLE_IMAGE_GRID}
@@ -128,6 +129,8 @@ CATALOGUE = {m.name: m for m in (
            "IW kernel Bayes filter on Nystrom low-rank kernels (the scalable path)"),
     Method("kbf-iw-nystrom-knn", "tuned", _kbf("iw", approximation="nystrom", transition="knn"), _SCALABLE,
            "scalable IW kernel Bayes filter with the localized kNN transition"),
+    Method("kbf-iw-gated", "tuned", _kbf("iw", outlier_quantile=GATE_QUANTILE), _RAW,
+           "IW kernel Bayes filter, outliers gated"),
     Method("kbf-iw-blur", "tuned", _kbf("iw", lambda: GaussianBlur(sigma=3.0, stride=2)), _BLUR,
            "IW kernel Bayes filter on blurred images"),
     Method("kbf-iw-blur-gated", "tuned", _kbf("iw", lambda: GaussianBlur(sigma=3.0, stride=2),
@@ -135,7 +138,7 @@ CATALOGUE = {m.name: m for m in (
            "IW kernel Bayes filter on blurred images, outliers gated"),
     Method("kbf-iw-blur-nystrom-gated", "tuned",
            _kbf("iw", lambda: GaussianBlur(sigma=3.0, stride=2), approximation="nystrom",
-                outlier_quantile=GATE_QUANTILE), _BLUR,
+                outlier_quantile=GATE_QUANTILE), _BLUR_SCALABLE,
            "IW kernel Bayes filter on Nystrom kernels (long logs; a controlled transition too), blurred images, "
            "outliers gated"),
     Method("kbf-original-blur", "tuned", _kbf("original", lambda: GaussianBlur(sigma=3.0, stride=2)), _BLUR,
@@ -154,11 +157,15 @@ CATALOGUE = {m.name: m for m in (
            "Kernel Monte Carlo filter (sampled motion, IW-KBR update, herding), 1,000 particles", stochastic=True),
     Method("kmc-iw-blur", "tuned", _kmc("iw", _BLURRED), _MONTE_CARLO,
            "Kernel Monte Carlo filter on blurred images", stochastic=True),
+    Method("kmc-iw-blur-gated", "tuned", _kmc("iw", _BLURRED, outlier_quantile=GATE_QUANTILE), _MONTE_CARLO,
+           "Kernel Monte Carlo filter on blurred images, outliers gated", stochastic=True),
     Method("kmc-original-blur", "tuned", _kmc("original", _BLURRED), _MONTE_CARLO,
            "Kernel Monte Carlo filter with the original KBR, blurred images", stochastic=True),
     Method("kmc-iw-ratio", "tuned", _kmc("iw", None, "ratio"), _MONTE_CARLO,
            "Kernel Monte Carlo filter, particles weighted by the posterior-to-prior embedding ratio",
            stochastic=True),
+    Method("kmc-iw-ratio-gated", "tuned", _kmc("iw", None, "ratio", outlier_quantile=GATE_QUANTILE), _MONTE_CARLO,
+           "Kernel Monte Carlo filter with the embedding ratio, outliers gated", stochastic=True),
     Method("kmc-iw-ratio-blur", "tuned", _kmc("iw", _BLURRED, "ratio"), _MONTE_CARLO,
            "Kernel Monte Carlo filter with the embedding ratio, blurred images", stochastic=True),
     Method("kmc-iw-ratio-blur-gated", "tuned", _kmc("iw", _BLURRED, "ratio", outlier_quantile=GATE_QUANTILE),
@@ -167,12 +174,18 @@ CATALOGUE = {m.name: m for m in (
     Method("kmc-iw-ratio-blur-nystrom", "tuned", _kmc("iw", _BLURRED, "ratio", "nystrom"), _MONTE_CARLO_SCALABLE,
            "Kernel Monte Carlo filter with the embedding ratio on Nystrom kernels (long logs), blurred images",
            stochastic=True),
+    Method("kmc-iw-ratio-blur-nystrom-gated", "tuned",
+           _kmc("iw", _BLURRED, "ratio", "nystrom", outlier_quantile=GATE_QUANTILE), _MONTE_CARLO_SCALABLE,
+           "Kernel Monte Carlo filter with the embedding ratio on Nystrom kernels, blurred images, outliers gated",
+           stochastic=True),
     Method("nai", "trained", lambda system, rng: NearestImage(features=None),
            description="the state of the nearest training image (no motion model)"),
     Method("nai-blur", "trained", lambda system, rng: NearestImage(features=_BLURRED),
            description="the state of the nearest training image, blurred images"),
     Method("nn-pf", "tuned", _nn_pf(None), _NEIGHBOURS,
            "particle filter with a nearest-training-images likelihood (Vlassis et al. 2002)", stochastic=True),
+    Method("nn-pf-gated", "tuned", _nn_pf(None, GATE_QUANTILE), _NEIGHBOURS,
+           "nearest-neighbour particle filter, outliers gated", stochastic=True),
     Method("nn-pf-blur", "tuned", _nn_pf(_BLURRED), _NEIGHBOURS,
            "nearest-neighbour particle filter on blurred images", stochastic=True),
     Method("nn-pf-blur-gated", "tuned", _nn_pf(_BLURRED, GATE_QUANTILE), _NEIGHBOURS,

@@ -219,7 +219,8 @@ def write_results(out, system, rows, summary, config, command=None):
     system_ = SYSTEMS[system]()
     if hasattr(system_, "top_down"):  # a map: the room from above with the paths and the particles
         paths.append(out / "map.png")
-        ax = plot_map(system_, traj["states"], traj["estimates"], traj.get("particles", {}))
+        ax = plot_map(system_, traj["states"], traj["estimates"], traj.get("particles", {}),
+                      weights=traj.get("particle_weights"))
         ax.set_title(f"{system}: run 0, the test path from above")
         save_figure(ax, paths[-1])
     elif np.asarray(traj["observations"]).ndim > 2:  # images: a row of frames with truth and estimates
@@ -237,7 +238,7 @@ def write_results(out, system, rows, summary, config, command=None):
 
 def run_and_report(system, out, runs=10, train_length=1000, test_length=200, methods=None, n_jobs=None,
                    seed=0, progress=True, validation_length=200, search="coordinate", n_folds=1, print_fn=print,
-                   command=None, filter_seeds=1):
+                   command=None, filter_seeds=1, reference=None):
     """:func:`~kbfilter.bench.run_bench`, then print the table and write results and figures to ``out``.
 
     Every argument is checked, and ``out`` is made sure to be writable, before the run starts.
@@ -254,7 +255,7 @@ def run_and_report(system, out, runs=10, train_length=1000, test_length=200, met
         Where the table and the closing line go.
     command : list of str, optional
         The command line recorded in ``results.json``.
-    filter_seeds : int
+    filter_seeds, reference
         As in :func:`~kbfilter.bench.run_bench`.
 
     Returns
@@ -265,18 +266,18 @@ def run_and_report(system, out, runs=10, train_length=1000, test_length=200, met
         What :func:`summarise` returns.
     """
     methods = check_bench_arguments(system, runs, train_length, test_length, methods, validation_length, n_folds,
-                                    seed, n_jobs, filter_seeds)
+                                    seed, n_jobs, filter_seeds, reference)
     out = writable_folder(out)  # before the run, so that its results cannot be lost at the end
     config = {"runs": runs, "train_length": train_length, "test_length": test_length,
               "validation_length": validation_length, "methods": list(methods), "search": search,
-              "n_folds": n_folds, "seed": seed, "filter_seeds": filter_seeds}
+              "n_folds": n_folds, "seed": seed, "filter_seeds": filter_seeds,
+              "reference": reference_method(system) if reference is None else reference}
     start = time.perf_counter()
     rows = run_bench(system, runs=runs, train_length=train_length, test_length=test_length, methods=methods,
                      n_jobs=n_jobs, seed=seed, progress=progress, validation_length=validation_length,
-                     search=search, n_folds=n_folds, filter_seeds=filter_seeds)
-    reference = reference_method(system)
-    summary = summarise(rows, reference)
-    print_fn(format_table(summary, runs, reference))
+                     search=search, n_folds=n_folds, filter_seeds=filter_seeds, reference=reference)
+    summary = summarise(rows, config["reference"])
+    print_fn(format_table(summary, runs, config["reference"]))
     paths = write_results(out, system, rows, summary, config, command)
     print_fn(f"\n{time.perf_counter() - start:.0f} s; wrote " + ", ".join(str(p) for p in paths))
     return rows, summary

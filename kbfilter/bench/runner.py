@@ -59,8 +59,8 @@ def _reseeded(method, system, filt, data, rng):
 
 
 def _filtered(filt, zs, us, snapshots=()):
-    """The filter's posterior means over ``zs``, and its particles after the steps in ``snapshots``
-    (for the figure; only for filters that have particles)."""
+    """The filter's posterior means over ``zs``, and its particles and their weights after the
+    steps in ``snapshots`` (for the figure; only for filters that have particles)."""
     if not snapshots or not hasattr(filt, "particles"):
         return (filt.batch_filter(zs) if us is None else filt.batch_filter(zs, us=us))[0], {}
     means, kept = [], {}
@@ -72,12 +72,12 @@ def _filtered(filt, zs, us, snapshots=()):
         filt.update(z)
         means.append(filt.x_post.copy())
         if t in snapshots:
-            kept[t] = filt.particles.copy()
+            kept[t] = (filt.particles.copy(), filt.particle_weights.copy())
     return np.array(means), kept
 
 
 def run_trial(system_name, seed, train_length, test_length, methods, validation_length=200,
-              param_grid=None, search="coordinate", keep_estimates=False, n_folds=1, filter_seeds=1):
+              param_grid=None, search="coordinate", keep_estimates=False, n_folds=1, filter_seeds=1, reference=None):
     """One run: simulate, tune the kernel Bayes filters on validation, filter the test sequence
     with every method. Returns a dict of per-method results (and the test trajectory if asked).
 
@@ -88,7 +88,10 @@ def run_trial(system_name, seed, train_length, test_length, methods, validation_
 
     For a controlled system (one with ``dim_u``, e.g. :class:`~kbfilter.systems.RobotInRoom`)
     the controls go to fitting, tuning and filtering. The errors are the system's
-    (:meth:`~kbfilter.systems.System.errors`): ``mse``, and any others under ``"errors"``."""
+    (:meth:`~kbfilter.systems.System.errors`): ``mse``, and any others under ``"errors"``. With
+    ``keep_estimates``, the particles of ``reference`` (default: the system's
+    :func:`~kbfilter.bench.reference_method`) are kept at a few test steps for the figures."""
+    reference = reference_method(system_name) if reference is None else reference
     system = SYSTEMS[system_name]()
     seed = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     sim_seed, filter_seed = seed.spawn(2)
@@ -106,10 +109,10 @@ def run_trial(system_name, seed, train_length, test_length, methods, validation_
     row = {"mse": {}, "errors": {}, "ms_per_step": {}, "fit_s": {}, "tune_s": {}, "params": {}, "mse_per_seed": {}}
     tuning = {"param_grid": param_grid, "validation_length": validation_length, "search": search,
               "n_folds": n_folds, "filter_seeds": filter_seeds}
-    estimates, particles = {}, {}
+    estimates, particles, weights = {}, {}, {}
     for name in methods:
         method = CATALOGUE[name]
-        snapshots = SNAPSHOT_STEPS if keep_estimates and name == reference_method(system_name) else ()
+        snapshots = SNAPSHOT_STEPS if keep_estimates and name == reference else ()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NumericalWarning)  # counted in diagnostics, not printed
             # every method that draws random numbers gets the same fresh streams
@@ -133,15 +136,16 @@ def run_trial(system_name, seed, train_length, test_length, methods, validation_
             _, _, means, kept = draws[0]
             estimates[name] = means
             if kept:
-                particles[name] = kept
+                particles[name] = {t: cloud for t, (cloud, _) in kept.items()}
+                weights[name] = {t: w for t, (_, w) in kept.items()}
     if keep_estimates:
         row["trajectory"] = {"states": test_states, "observations": test_obs, "latent": test_latent,
-                             "estimates": estimates, "particles": particles}
+                             "estimates": estimates, "particles": particles, "particle_weights": weights}
     return row
 
 
 def check_bench_arguments(system, runs=10, train_length=1000, test_length=200, methods=None,
-                          validation_length=200, n_folds=1, seed=0, n_jobs=None, filter_seeds=1):
+                          validation_length=200, n_folds=1, seed=0, n_jobs=None, filter_seeds=1, reference=None):
     """Validate the arguments of :func:`run_bench` before any work; returns the method names.
 
     Raises ``ValueError`` naming the first bad argument.
@@ -159,13 +163,15 @@ def check_bench_arguments(system, runs=10, train_length=1000, test_length=200, m
     if n_jobs is not None and (check_int(n_jobs, "n_jobs", minimum=-2**31) == 0):
         raise ValueError("n_jobs: expected a positive number of workers, or -1 for all cores, got 0")
     check_validation_length(check_int(train_length, "train_length"), validation_length, n_folds)
+    if reference is not None:
+        check_choice(reference, "reference", methods)
     return methods
 
 
 @limited_blas
 def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None, n_jobs=None, seed=0,
               progress=True, validation_length=200, param_grid=None, search="coordinate", n_folds=1,
-              filter_seeds=1):
+              filter_seeds=1, reference=None):
     """Run the benchmark; returns the per-run rows (the first one keeps its test trajectory).
 
     Every run gets its own spawned seed (``numpy.random.SeedSequence.spawn``), so the same ``seed`` gives the same numbers
@@ -194,6 +200,9 @@ def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None,
         validation block (``n_repeats``) and run on the test sequence once per seed, and its
         errors are the means over seeds. More seeds make the paired comparison one of methods
         rather than of Monte Carlo draws, at that many times the cost.
+    reference : str, optional
+        One of ``methods``, the one compared with the others; run 0 keeps its particles at a few
+        test steps for the figures. Default: the system's :func:`~kbfilter.bench.reference_method`.
 
     Returns
     -------
@@ -202,11 +211,11 @@ def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None,
         ``mse_per_seed`` by method.
     """
     methods = check_bench_arguments(system, runs, train_length, test_length, methods, validation_length,
-                                    n_folds, seed, n_jobs, filter_seeds)
+                                    n_folds, seed, n_jobs, filter_seeds, reference)
     seeds = np.random.SeedSequence(seed).spawn(runs)
     jobs = (delayed(run_trial)(system, s, train_length, test_length, methods, validation_length,
                                param_grid, search, keep_estimates=(i == 0), n_folds=n_folds,
-                               filter_seeds=filter_seeds)
+                               filter_seeds=filter_seeds, reference=reference)
             for i, s in enumerate(seeds))
     results = Parallel(n_jobs=n_jobs, return_as="generator")(jobs)
     return list(tqdm(results, total=runs, desc=f"bench {system}", disable=not progress))

@@ -226,6 +226,12 @@ class WeightedParticles:
     records them as ``x_prior``/``P_prior`` or ``x_post``/``P_post``.
     """
 
+    @property
+    def particle_weights(self):
+        """The particles' weights, ``weights`` (the name the Kernel Monte Carlo filter, whose
+        ``weights`` are on training states, gives them too)."""
+        return self.weights
+
     def _estimate(self, which):
         mean, cov = self.weights @ self.particles, weighted_covariance(self.particles, self.weights)
         setattr(self, f"x_{which}", mean)

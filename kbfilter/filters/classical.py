@@ -332,7 +332,8 @@ class ParticleFilter(WeightedParticles, _StartsFromFirstObservation):
         Current weighted mean and covariance of the particles.
     particles : ndarray of shape (n_particles, dim_x)
     weights : ndarray of shape (n_particles,)
-        Normalised weights.
+        Normalised weights (also ``particle_weights``, the name every particle filter here gives
+        them).
     ess : float
         Effective sample size ``1 / sum_i p_i^2`` at the last update, before any resampling.
     log_likelihood : float

@@ -169,6 +169,10 @@ class NearestNeighbourParticleFilter(CountedFallbacks, WeightedParticles, _Image
 
     Attributes
     ----------
+    particles : ndarray of shape (n_particles, dim_x)
+        The current particles.
+    weights : ndarray of shape (n_particles,)
+        Their normalised weights (also ``particle_weights``, as in the other particle filters).
     gate_ : OutlierGate or None
         The fitted gate (see :class:`~kbfilter.filters.outliers.OutlierGate`).
     diagnostics : collections.Counter
