@@ -461,11 +461,10 @@ def test_kmc_ratio_keeps_the_prediction_when_the_posterior_misses_every_particle
 
 
 def test_every_particle_filter_gives_its_particle_weights_under_one_name():
-    robot = kb.systems.RobotInRoom()
-    states, controls, obs = robot.simulate(60, rng=1)
-    filters = {"pf": ParticleFilter(robot, n_particles=50, rng=0),
-               "nn-pf": NearestNeighbourParticleFilter(robot, n_particles=50, random_state=0).fit(states, obs),
-               "kmc": kb.KernelMonteCarloFilter(robot, n_particles=50, resample="ratio", random_state=0).fit(states,
+    states, controls, obs = ROBOT.simulate(60, rng=1)
+    filters = {"pf": ParticleFilter(ROBOT, n_particles=50, rng=0),
+               "nn-pf": NearestNeighbourParticleFilter(ROBOT, n_particles=50, random_state=0).fit(states, obs),
+               "kmc": kb.KernelMonteCarloFilter(ROBOT, n_particles=50, resample="ratio", random_state=0).fit(states,
                                                                                                            obs)}
     for name, filt in filters.items():
         filt.batch_filter(obs[:3], us=controls[:3])
@@ -476,15 +475,14 @@ def test_every_particle_filter_gives_its_particle_weights_under_one_name():
 def test_the_map_draws_each_particle_with_an_area_proportional_to_its_weight():
     from kbfilter.plots import plot_map
 
-    robot = kb.systems.RobotInRoom()
-    states, _, _ = robot.simulate(30, rng=0)
+    states, _, _ = ROBOT.simulate(30, rng=0)
     cloud, w = states[:4], np.array([0.4, 0.1, 0.3, 0.2])
-    ax = plot_map(robot, states, {"estimate": states}, {"m": {3: cloud}}, weights={"m": {3: w}})
+    ax = plot_map(ROBOT, states, {"estimate": states}, {"m": {3: cloud}}, weights={"m": {3: w}})
     drawn = ax.collections[-1]
     sizes, points = drawn.get_sizes(), drawn.get_offsets()
     by_point = {tuple(p): size for p, size in zip(np.asarray(points), sizes)}
     np.testing.assert_allclose([by_point[tuple(p)] for p in cloud[:, :2]], 2.0 * 4 * w)
-    ax = plot_map(robot, states, {}, {"m": {3: states}}, weights={"m": {3: np.eye(30)[0]}})
+    ax = plot_map(ROBOT, states, {}, {"m": {3: states}}, weights={"m": {3: np.eye(30)[0]}})
     assert ax.collections[-1].get_sizes().max() == 60.0  # one heavy particle does not cover the map
-    ax = plot_map(robot, states, {}, {"m": {3: cloud}})
+    ax = plot_map(ROBOT, states, {}, {"m": {3: cloud}})
     np.testing.assert_array_equal(ax.collections[-1].get_sizes(), 2.0)
