@@ -8,8 +8,8 @@ same hyperparameters; the table gives the fit time, the time a step (best of thr
 test run), the peak memory of fit + filtering (tracemalloc, a second fit), the test MSE and the
 ratios against ``exact`` wherever it runs.
 
-Part ``scalar``: x_{t+1} = 0.8 x_t + u_{t+1} + N(0, 0.05), z = x + N(0, 0.2), u uniform on [-1, 1];
-the Kalman filter that knows the model is the floor.
+Part ``scalar``: ``kb.systems.ControlledLinearGaussian``, x_t = 0.8 x_{t-1} + u_t + N(0, 0.05),
+z = x + N(0, 0.2), u uniform on [-1, 1]; the Kalman filter that knows the model is the floor.
 Part ``robot``: the robot in its room (odometry as the control, a 16 x 64 camera image, blurred),
 one training run of each length, the 200-step test run of the same seed.
 
@@ -35,19 +35,14 @@ SCALAR_PARAMS = dict(scale=0.5, reg_prior=1e-3, reg_update=1e-2)
 ROBOT_PARAMS = dict(scale=0.5, scale_z=0.5, reg_prior=1e-3, reg_update=1e-2)
 
 
-def controlled_scalar(T, rng):
-    us = rng.uniform(-1, 1, size=T)
-    xs, x = np.empty(T), 0.0
-    for t in range(T):
-        x = 0.8 * x + us[t] + np.sqrt(0.05) * rng.standard_normal()
-        xs[t] = x
-    return xs[:, None], us[:, None], (xs + np.sqrt(0.2) * rng.standard_normal(T))[:, None]
+#: x_t = 0.8 x_{t-1} + u_t + N(0, 0.05), z = x + N(0, 0.2), u uniform on [-1, 1]
+CONTROLLED = kb.systems.ControlledLinearGaussian(F=[[0.8]], B=[[1.0]], H=[[1.0]], Q=[[0.05]], R=[[0.2]])
 
 
 def kalman_mse(states, controls, obs):
     kf = KalmanFilter(dim_x=1, dim_z=1, dim_u=1)
     kf.F, kf.B, kf.H, kf.Q, kf.R = np.array([[0.8]]), np.array([[1.0]]), np.array([[1.0]]), 0.05, 0.2
-    kf.x, kf.P = np.zeros((1, 1)), np.array([[1.0]])
+    kf.x, kf.P = np.zeros((1, 1)), CONTROLLED.stationary_cov.copy()
     means = []
     for u, z in zip(controls, obs):
         kf.predict(u=u[:, None])
@@ -113,7 +108,7 @@ def compared(sizes, exact_max, simulate, params, test_steps):
 
 
 def scalar_part(sizes, exact_max):
-    rows, tests = compared(sizes, exact_max, controlled_scalar, SCALAR_PARAMS, 300)
+    rows, tests = compared(sizes, exact_max, CONTROLLED.simulate, SCALAR_PARAMS, 300)
     table("controlled scalar system, 300 test steps (the Kalman filter knows the model)", rows,
           {T: kalman_mse(*test) for T, test in tests.items()})
 

@@ -142,7 +142,7 @@ def _unused_folder(out, many, force):
 
 def bench_command(args, parser, folder_per_length=False):
     """Run ``kbfilter bench`` (or a scenario script) from parsed arguments; returns the exit code."""
-    from .bench import check_bench_arguments, run_and_report
+    from .bench import bench_validation_length, check_bench_arguments, run_and_report
     from .bench.report import writable_folder
 
     if args.runs is None:
@@ -155,9 +155,8 @@ def bench_command(args, parser, folder_per_length=False):
             if _holds_results(folder):
                 parser.error(f"argument --out: {folder} already holds results; pass --force to overwrite them "
                              f"or choose another --out")
-    validation = {T: min(200, T // 2) if args.validation_length is None else args.validation_length
-                  for T in args.train_lengths}
     try:
+        validation = {T: bench_validation_length(T, args.validation_length) for T in args.train_lengths}
         for T in args.train_lengths:
             check_bench_arguments(args.system, args.runs, T, args.test_length, args.methods,
                                   validation[T], args.folds, args.seed, args.jobs, args.filter_seeds, args.reference)

@@ -206,3 +206,20 @@ def test_localization_scenario_holds_out_half_of_a_short_log(tmp_path):
     data = json.loads((tmp_path / "train60" / "results.json").read_text())
     assert data["config"]["validation_length"] == 30
     assert set(data["runs"][0]["errors"]["heading_error_deg"]) == {"nai"}
+
+
+def test_the_library_holds_out_what_the_command_line_holds_out(tmp_path):
+    from kbfilter.bench import bench_validation_length, run_and_report
+
+    assert [bench_validation_length(T) for T in (60, 399, 400, 5000)] == [30, 199, 200, 200]
+    assert bench_validation_length(60, 12) == 12
+    small = dict(runs=1, train_length=60, test_length=10, methods=("kbf-iw",), progress=False,
+                 param_grid={"scale": (0.5, 1.0), "reg_prior": (1e-3,), "reg_update": (1e-2,)})
+    implicit = run_bench("rotation", **small)
+    explicit = run_bench("rotation", validation_length=30, **small)
+    assert strip_times(implicit) == strip_times(explicit)
+    run_and_report("rotation", tmp_path, print_fn=lambda *a: None,
+                   **{k: v for k, v in small.items() if k != "param_grid"})
+    assert json.loads((tmp_path / "results.json").read_text())["config"]["validation_length"] == 30
+    with pytest.raises(ValueError, match="train_length"):
+        run_bench("rotation", runs=1, train_length=4, test_length=10, progress=False)

@@ -10,8 +10,8 @@ kernel Bayes filters tuned on the last steps of the training run only.
 
 from .catalogue import CATALOGUE, DEFAULT_METHODS, METHODS, PROTOCOLS, REFERENCE, SYSTEMS, Method
 from .report import format_table, run_and_report, summarise, write_results
-from .runner import check_bench_arguments, run_bench, run_trial
+from .runner import bench_validation_length, check_bench_arguments, run_bench, run_trial
 
 __all__ = ["CATALOGUE", "DEFAULT_METHODS", "METHODS", "PROTOCOLS", "REFERENCE", "SYSTEMS", "Method",
-           "check_bench_arguments", "run_bench", "run_trial", "summarise", "format_table", "write_results",
+           "bench_validation_length", "check_bench_arguments", "run_bench", "run_trial", "summarise", "format_table", "write_results",
            "run_and_report"]

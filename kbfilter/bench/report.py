@@ -13,7 +13,7 @@ import numpy as np
 from scipy.stats import wilcoxon
 
 from .catalogue import REFERENCE, SYSTEMS, reference_method
-from .runner import check_bench_arguments, run_bench
+from .runner import bench_validation_length, check_bench_arguments, run_bench
 
 __all__ = ["summarise", "format_table", "write_results", "run_and_report", "writable_folder", "provenance",
            "system_parameters"]
@@ -237,7 +237,7 @@ def write_results(out, system, rows, summary, config, command=None):
 
 
 def run_and_report(system, out, runs=10, train_length=1000, test_length=200, methods=None, n_jobs=None,
-                   seed=0, progress=True, validation_length=200, search="coordinate", n_folds=1, print_fn=print,
+                   seed=0, progress=True, validation_length=None, search="coordinate", n_folds=1, print_fn=print,
                    command=None, filter_seeds=1, reference=None):
     """:func:`~kbfilter.bench.run_bench`, then print the table and write results and figures to ``out``.
 
@@ -268,6 +268,7 @@ def run_and_report(system, out, runs=10, train_length=1000, test_length=200, met
     methods = check_bench_arguments(system, runs, train_length, test_length, methods, validation_length, n_folds,
                                     seed, n_jobs, filter_seeds, reference)
     out = writable_folder(out)  # before the run, so that its results cannot be lost at the end
+    validation_length = bench_validation_length(train_length, validation_length)
     config = {"runs": runs, "train_length": train_length, "test_length": test_length,
               "validation_length": validation_length, "methods": list(methods), "search": search,
               "n_folds": n_folds, "seed": seed, "filter_seeds": filter_seeds,

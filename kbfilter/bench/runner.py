@@ -76,7 +76,29 @@ def _filtered(filt, zs, us, snapshots=()):
     return np.array(means), kept
 
 
-def run_trial(system_name, seed, train_length, test_length, methods, validation_length=200,
+def bench_validation_length(train_length, validation_length=None):
+    """The bench's tuning block: ``validation_length`` if given, else the last 200 training steps,
+    or half of a shorter training run, so that a short run keeps as much data for the fit as for
+    tuning.
+
+    Parameters
+    ----------
+    train_length : int
+        Steps simulated for training.
+    validation_length : int, optional
+        An explicit block length, returned as it is.
+
+    Returns
+    -------
+    int
+        ``validation_length``, or ``min(200, train_length // 2)`` when it is None.
+    """
+    if validation_length is not None:
+        return validation_length
+    return min(200, check_int(train_length, "train_length") // 2)
+
+
+def run_trial(system_name, seed, train_length, test_length, methods, validation_length=None,
               param_grid=None, search="coordinate", keep_estimates=False, n_folds=1, filter_seeds=1, reference=None):
     """One run: simulate, tune the kernel Bayes filters on validation, filter the test sequence
     with every method. Returns a dict of per-method results (and the test trajectory if asked).
@@ -92,6 +114,7 @@ def run_trial(system_name, seed, train_length, test_length, methods, validation_
     ``keep_estimates``, the particles of ``reference`` (default: the system's
     :func:`~kbfilter.bench.reference_method`) are kept at a few test steps for the figures."""
     reference = reference_method(system_name) if reference is None else reference
+    validation_length = bench_validation_length(train_length, validation_length)
     system = SYSTEMS[system_name]()
     seed = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     sim_seed, filter_seed = seed.spawn(2)
@@ -145,7 +168,7 @@ def run_trial(system_name, seed, train_length, test_length, methods, validation_
 
 
 def check_bench_arguments(system, runs=10, train_length=1000, test_length=200, methods=None,
-                          validation_length=200, n_folds=1, seed=0, n_jobs=None, filter_seeds=1, reference=None):
+                          validation_length=None, n_folds=1, seed=0, n_jobs=None, filter_seeds=1, reference=None):
     """Validate the arguments of :func:`run_bench` before any work; returns the method names.
 
     Raises ``ValueError`` naming the first bad argument.
@@ -162,7 +185,8 @@ def check_bench_arguments(system, runs=10, train_length=1000, test_length=200, m
     check_int(filter_seeds, "filter_seeds")
     if n_jobs is not None and (check_int(n_jobs, "n_jobs", minimum=-2**31) == 0):
         raise ValueError("n_jobs: expected a positive number of workers, or -1 for all cores, got 0")
-    check_validation_length(check_int(train_length, "train_length"), validation_length, n_folds)
+    check_validation_length(check_int(train_length, "train_length"), bench_validation_length(train_length,
+                                                                                             validation_length), n_folds)
     if reference is not None:
         check_choice(reference, "reference", methods)
     return methods
@@ -170,7 +194,7 @@ def check_bench_arguments(system, runs=10, train_length=1000, test_length=200, m
 
 @limited_blas
 def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None, n_jobs=None, seed=0,
-              progress=True, validation_length=200, param_grid=None, search="coordinate", n_folds=1,
+              progress=True, validation_length=None, param_grid=None, search="coordinate", n_folds=1,
               filter_seeds=1, reference=None):
     """Run the benchmark; returns the per-run rows (the first one keeps its test trajectory).
 
@@ -193,7 +217,10 @@ def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None,
         Root seed.
     progress : bool
         Show a progress bar.
-    validation_length, n_folds, param_grid, search
+    validation_length : int, optional
+        Steps held out at the end of each training run to tune on; default
+        :func:`bench_validation_length` (200, or half of a shorter run).
+    n_folds, param_grid, search
         Passed to :func:`~kbfilter.tune_filter` (``param_grid`` None: each method's own grid).
     filter_seeds : int
         Seeds per stochastic method (the particle filters): each is tuned with that many runs per

@@ -3,8 +3,8 @@
 from .base import System
 from .circular import Oscillation, Rotation
 from .camera import CameraOrientation
-from .linear import LinearGaussian
+from .linear import ControlledLinearGaussian, LinearGaussian
 from .robot import RobotInRoom
 from .sprite import MovingSprite
 
-__all__ = ["System", "Rotation", "Oscillation", "LinearGaussian", "MovingSprite", "CameraOrientation", "RobotInRoom"]
+__all__ = ["System", "Rotation", "Oscillation", "LinearGaussian", "ControlledLinearGaussian", "MovingSprite", "CameraOrientation", "RobotInRoom"]

@@ -26,6 +26,78 @@ def pixel_loglik(z, renders, pixel_noise):
     return -0.5 * np.sum(diff * diff, axis=1) / pixel_noise**2
 
 
+def check_control(u, n, dim_u, system, meaning=""):
+    """``u`` as a finite array of shape (n, dim_u); one control of shape (dim_u,) is given to all
+    ``n`` states. ``system`` (its class name) and ``meaning`` (e.g. ``"(forward, turn)"``) go in
+    the error messages.
+
+    Parameters
+    ----------
+    u : array-like of shape (dim_u,) or (n, dim_u)
+        The control.
+    n : int
+        The number of states it applies to.
+    dim_u : int
+        The control's dimension.
+    system : str
+        The system's name, for the messages.
+    meaning : str, default=""
+        What the control's coordinates are, for the messages.
+
+    Returns
+    -------
+    ndarray of shape (n, dim_u)
+        The checked control.
+    """
+    label = f"control {meaning} " if meaning else "control "
+    if u is None:
+        raise ValueError(f"u: {system}'s motion needs a {label}of shape ({dim_u},)")
+    u = np.asarray(u, dtype=np.float64)
+    if u.shape == (dim_u,):
+        u = np.broadcast_to(u, (n, dim_u))
+    if u.shape != (n, dim_u) or not np.all(np.isfinite(u)):
+        raise ValueError(f"u: expected a finite {label}of shape ({dim_u},) or ({n}, {dim_u}), got shape {u.shape}")
+    return u
+
+
+def controlled_run(system, T, rng, burn_in, policy):
+    """A run of a controlled ``system`` driven by ``policy(x, rng) -> u`` from its initial state.
+
+    Parameters
+    ----------
+    system : System
+        With ``dim_u``, ``initial_state``, ``sample_transition(X, rng, u)`` and ``sample_observation``.
+    T : int
+        The number of steps returned.
+    rng : int, numpy.random.Generator or None
+        Seed or generator.
+    burn_in : int
+        Steps driven and discarded first.
+    policy : callable
+        The control to apply in state ``x``.
+
+    Returns
+    -------
+    states : ndarray of shape (T, dim_x)
+        The states.
+    controls : ndarray of shape (T, dim_u)
+        ``controls[t]`` moved the system from ``states[t - 1]`` to ``states[t]``.
+    observations : ndarray
+        The observation at each state.
+    """
+    T = check_int(T, "T")
+    burn_in = check_int(burn_in, "burn_in", minimum=0)
+    rng = check_rng(rng)
+    x = system.initial_state(rng)
+    states, controls = np.empty((T, system.dim_x)), np.empty((T, system.dim_u))
+    for t in range(burn_in + T):
+        u = policy(x, rng)
+        x = system.sample_transition(x, rng, u)[0]
+        if t >= burn_in:
+            states[t - burn_in], controls[t - burn_in] = x, u
+    return states, controls, system.sample_observation(states, rng)
+
+
 class System:
     """A state-space model ``x_{t+1} = f(x_t) + N(0, Q)``, ``z_t = h(x_t) + N(0, R)``.
 

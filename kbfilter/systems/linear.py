@@ -3,11 +3,11 @@
 import numpy as np
 from scipy.linalg import solve_discrete_lyapunov
 
-from .._validation import check_matrix
+from .._validation import check_matrix, check_positive
 from ..persistence import persistent
-from .base import System
+from .base import System, check_control, controlled_run
 
-__all__ = ["LinearGaussian"]
+__all__ = ["LinearGaussian", "ControlledLinearGaussian"]
 
 
 @persistent("F", "H", "Q", "R")
@@ -90,3 +90,114 @@ class LinearGaussian(System):
         S = self.H @ P @ self.H.T + self.R
         K = np.linalg.solve(S, self.H @ P).T
         return K @ np.asarray(z0, dtype=np.float64), P - K @ self.H @ P
+
+
+@persistent("F", "B", "H", "Q", "R", "control_scale")
+class ControlledLinearGaussian(LinearGaussian):
+    """``x_t = F x_{t-1} + B u_t + N(0, Q)``, ``z_t = H x_t + N(0, R)``: a known control input.
+
+    The linear-Gaussian case of a controlled system: the Kalman filter with ``B`` is exact, so
+    the learned filters' use of controls can be checked against it. :meth:`simulate` drives it
+    with independent controls, uniform on ``[-control_scale, control_scale]`` in each
+    coordinate, and starts from the stationary law under them.
+
+    Parameters
+    ----------
+    F : array-like of shape (dim_x, dim_x)
+        The transition matrix, stable (spectral radius below 1).
+    B : array-like of shape (dim_x, dim_u)
+        The control matrix.
+    H : array-like of shape (dim_z, dim_x)
+        The observation matrix.
+    Q : array-like of shape (dim_x, dim_x)
+        The process noise covariance.
+    R : array-like of shape (dim_z, dim_z)
+        The observation noise covariance.
+    control_scale : float, default=1.0
+        The half-width of the simulated controls' uniform law.
+
+    Examples
+    --------
+    >>> system = ControlledLinearGaussian(F=[[0.8]], B=[[1.0]], H=[[1.0]], Q=[[0.05]], R=[[0.2]])
+    >>> states, controls, obs = system.simulate(5, rng=0)
+    >>> states.shape, controls.shape, obs.shape
+    ((5, 1), (5, 1), (5, 1))
+    """
+
+    def __init__(self, F, B, H, Q, R, control_scale=1.0):
+        super().__init__(F, H, Q, R)
+        self.B = check_matrix(B, "B", allow_1d=False)
+        if self.B.shape[0] != self.dim_x:
+            raise ValueError(f"B: expected {self.dim_x} rows (one per state coordinate), got shape {self.B.shape}")
+        self.dim_u = self.B.shape[1]
+        self.control_scale = check_positive(control_scale, "control_scale")
+        control_cov = self.control_scale ** 2 / 3 * self.B @ self.B.T  # a uniform law's variance is (2c)^2 / 12
+        self.stationary_cov = solve_discrete_lyapunov(self.F, self.Q + control_cov)
+
+    def transition_mean(self, X, u=None):
+        """``F x + B u`` for each row of ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, dim_x) or (dim_x,)
+            States.
+        u : array-like of shape (dim_u,) or (n, dim_u)
+            The control; required.
+
+        Returns
+        -------
+        ndarray of shape (n, dim_x)
+            The mean of the next state.
+        """
+        X = np.atleast_2d(X)
+        return X @ self.F.T + check_control(u, X.shape[0], self.dim_u, "ControlledLinearGaussian") @ self.B.T
+
+    def sample_transition(self, X, rng, u=None):
+        """Draw the next state for each row of ``X`` under control ``u``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, dim_x) or (dim_x,)
+            Current states.
+        rng : numpy.random.Generator
+            The random numbers.
+        u : array-like of shape (dim_u,) or (n, dim_u)
+            The control; required.
+
+        Returns
+        -------
+        ndarray of shape (n, dim_x)
+            A draw of the next state given each row.
+        """
+        X = np.atleast_2d(X)
+        mean = self.transition_mean(X, u)
+        return mean + rng.multivariate_normal(np.zeros(self.dim_x), self.Q, size=X.shape[0])
+
+    def simulate(self, T, rng=None, burn_in=0, return_latent=False):
+        """A run driven by random controls.
+
+        Parameters
+        ----------
+        T : int
+            The number of steps.
+        rng : int, numpy.random.Generator or None
+            Seed or generator.
+        burn_in : int, default=0
+            Steps driven and discarded first (the start is already drawn from the stationary law).
+        return_latent : bool, default=False
+            Not used; accepted for the interface.
+
+        Returns
+        -------
+        states : ndarray of shape (T, dim_x)
+            The hidden states.
+        controls : ndarray of shape (T, dim_u)
+            ``controls[t]`` moved the state from ``states[t - 1]`` to ``states[t]`` (the control
+            ``predict(u)`` takes before ``update(observations[t])``).
+        observations : ndarray of shape (T, dim_z)
+            The observations.
+        """
+        return controlled_run(self, T, rng, burn_in, self._random_control)
+
+    def _random_control(self, x, rng):
+        return rng.uniform(-self.control_scale, self.control_scale, size=self.dim_u)

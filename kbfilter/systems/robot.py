@@ -13,9 +13,9 @@ The state is ``(x, y, cos heading, sin heading)``: kernels on it see the heading
 
 import numpy as np
 
-from .._validation import check_int, check_matrix, check_positive, check_rng
+from .._validation import check_int, check_matrix, check_positive
 from ..persistence import persistent
-from .base import System, pixel_loglik
+from .base import System, check_control, controlled_run, pixel_loglik
 
 __all__ = ["RobotInRoom", "heading", "wrapped_angle"]
 
@@ -167,17 +167,6 @@ class RobotInRoom(System):
             ok &= np.hypot(P[:, 0] - c[0], P[:, 1] - c[1]) >= r + self.MARGIN
         return ok
 
-    def _check_control(self, u, n):
-        if u is None:
-            raise ValueError("u: RobotInRoom's motion needs a control (forward, turn)")
-        u = np.asarray(u, dtype=np.float64)
-        if u.shape == (2,):
-            u = np.broadcast_to(u, (n, 2))
-        if u.shape != (n, 2) or not np.all(np.isfinite(u)):
-            raise ValueError(f"u: expected a finite control (forward, turn) of shape (2,) or ({n}, 2), "
-                             f"got shape {u.shape}")
-        return u
-
     def move(self, X, u, forward_noise=0.0, turn_noise=0.0):
         """The motion model with given noise values (the deterministic part of the sampler).
 
@@ -196,7 +185,7 @@ class RobotInRoom(System):
             The next states.
         """
         X = check_matrix(X, "X", n_features=4)
-        u = self._check_control(u, X.shape[0])
+        u = check_control(u, X.shape[0], 2, "RobotInRoom", "(forward, turn)")
         h = heading(X) + u[:, 1] + turn_noise
         step = u[:, 0] + forward_noise
         moved = X[:, :2] + step[:, None] * np.column_stack([np.cos(h), np.sin(h)])
@@ -222,7 +211,7 @@ class RobotInRoom(System):
         """
         X = np.atleast_2d(X)
         n = X.shape[0]
-        u = self._check_control(u, n)
+        u = check_control(u, n, 2, "RobotInRoom", "(forward, turn)")
         return self.move(X, u, self.forward_noise * rng.standard_normal(n), self.turn_noise * rng.standard_normal(n))
 
     def transition_mean(self, X, u=None):
@@ -414,17 +403,7 @@ class RobotInRoom(System):
         images : ndarray of shape (T, height, width, 3)
             The camera's images.
         """
-        T = check_int(T, "T")
-        burn_in = check_int(burn_in, "burn_in", minimum=0)
-        rng = check_rng(rng)
-        x = self.initial_state(rng)
-        states, controls = np.empty((T, 4)), np.empty((T, 2))
-        for t in range(burn_in + T):
-            u = self.explore(x, rng)
-            x = self.sample_transition(x, rng, u)[0]
-            if t >= burn_in:
-                states[t - burn_in], controls[t - burn_in] = x, u
-        return states, controls, self.sample_observation(states, rng)
+        return controlled_run(self, T, rng, burn_in, self.explore)
 
     def errors(self, estimates, states):
         """Position and heading errors, reported separately (the heading is an angle: wrapped).
