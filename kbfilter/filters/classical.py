@@ -23,6 +23,7 @@ from .._validation import (
 )
 from ..linalg import NumericalWarning
 from ..systems import System
+from ..systems.base import check_control
 from .base import SequentialFilter, WeightedParticles, resampling_due, sample_next, systematic_resample
 
 __all__ = ["ExtendedKalman", "UnscentedKalman", "ParticleFilter"]
@@ -57,9 +58,18 @@ def _check_system(system):
     return system
 
 
-def _check_no_control(u):
-    if u is not None:
-        raise ValueError("u: the kbfilter systems take no control input; expected None")
+def _control(system, u):
+    """``u`` checked against ``system``: None for a system without controls, shape (dim_u,) for one with them."""
+    dim_u = getattr(system, "dim_u", None)
+    if dim_u is None:
+        if u is not None:
+            raise ValueError(f"u: {type(system).__name__} takes no control input; expected None")
+        return None
+    return check_control(u, 1, dim_u, type(system).__name__)[0]
+
+
+def _mean_next(system, X, u):
+    return system.transition_mean(X) if u is None else system.transition_mean(X, u)
 
 
 def _covariance(value, name, dim):
@@ -129,12 +139,13 @@ class _GaussianFilter(_StartsFromFirstObservation):
 
         Parameters
         ----------
-        u : None
-            Control input; the systems take none.
+        u : array-like of shape (dim_u,) or None
+            The control, for a controlled system (one with ``dim_u``, e.g.
+            :class:`~kbfilter.systems.ControlledLinearGaussian`); None for the others.
         """
-        _check_no_control(u)
+        u = _control(self.system, u)
         self._check_initialized()
-        self._predict()
+        self._predict(u)
 
     def update(self, z, R=None):
         """Condition the belief on observation ``z``.
@@ -175,8 +186,8 @@ class _TrueDynamicsEKF(ExtendedKalmanFilter):
         super().__init__(system.dim_x, system.dim_z)
         self.system = system
 
-    def predict_x(self, u=0):
-        self.x = self.system.transition_mean(self.x[None, :])[0]
+    def predict_x(self, u=None):
+        self.x = _mean_next(self.system, self.x[None, :], u)[0]
 
 
 class _Transition:
@@ -186,8 +197,8 @@ class _Transition:
     def __init__(self, system):
         self.system = system
 
-    def __call__(self, x, dt=None):
-        return self.system.transition_mean(x[None, :])[0]
+    def __call__(self, x, dt=None, u=None):
+        return _mean_next(self.system, x[None, :], u)[0]
 
 
 class _Observation:
@@ -243,9 +254,9 @@ class ExtendedKalman(_GaussianFilter):
         self.kf = _TrueDynamicsEKF(_check_system(system))
         self._start(system)
 
-    def _predict(self):
+    def _predict(self, u):
         self.kf.F = self.system.transition_jacobian(self.kf.x)
-        self.kf.predict()
+        self.kf.predict(u=u)
 
     def _update(self, z, R):
         if z is None:
@@ -295,16 +306,16 @@ class UnscentedKalman(_GaussianFilter):
         self._start(system)
         self.diagnostics = {"jitter": 0}
 
-    def _predict(self):
+    def _predict(self, u):
         try:
-            self.kf.predict()
+            self.kf.predict(u=u)
         except (LinAlgError, np.linalg.LinAlgError):
             P = 0.5 * (self.kf.P + self.kf.P.T)
             self.kf.P = P + 1e-9 * np.mean(np.abs(np.diag(P))) * np.eye(P.shape[0])
             self.diagnostics["jitter"] += 1
             warnings.warn("UnscentedKalman: covariance not positive definite; symmetrised with jitter",
                           NumericalWarning, stacklevel=3)
-            self.kf.predict()
+            self.kf.predict(u=u)
 
     def _update(self, z, R):
         self.kf.update(z, R=R)  # filterpy: update(None) keeps the prior as the posterior
