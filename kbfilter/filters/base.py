@@ -151,9 +151,10 @@ class CountedFallbacks:
             warnings.warn(f"{type(self).__name__}: {message} (reported once until reset; see diagnostics)",
                           NumericalWarning, stacklevel=4)
 
-    def _admitted(self, z, gate):
-        """The mapped observation ``z``, or None when ``gate`` sets it aside as an outlier (counted)."""
-        if gate is not None and not gate.admits(z):
+    def _admitted(self, z, gate, nearest=None):
+        """The mapped observation ``z``, or None when ``gate`` sets it aside as an outlier (counted);
+        ``nearest``, if known, is its distance to the nearest training observation."""
+        if gate is not None and not (gate.admits(z) if nearest is None else gate.admits_distance(nearest)):
             self._record("outlier")
             return None
         return z

@@ -271,11 +271,13 @@ class NearestNeighbourParticleFilter(CountedFallbacks, WeightedParticles, _Image
         """
         check_is_fitted(self, "index_")
         if z is not None:
-            z = self._admitted(mapped_observation(z, self.obs_shape_, self.features_), self.gate_)
+            z = mapped_observation(z, self.obs_shape_, self.features_)
+            distances, neighbours = self.index_.kneighbors(z)  # the gate's nearest distance comes with the votes
+            z = self._admitted(z, self.gate_, distances[0, 0])
         if z is None:
             self._estimate("post")
             return
-        votes = self.states_[self._neighbours(z)]
+        votes = self.states_[neighbours[0]]
         sq = np.sum((self.particles[:, None, :] - votes[None, :, :]) ** 2, axis=2)
         loglik = logsumexp(-sq / (2 * self.width_**2), axis=1)
         loglik = np.logaddexp(loglik, loglik.max() + np.log(1e-3))

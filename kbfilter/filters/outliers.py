@@ -109,4 +109,20 @@ class OutlierGate(SharedModel):
         bool
             True when it does (the filter uses it), False for an outlier.
         """
-        return bool(self.distance(z)[0] <= self.radius)
+        return self.admits_distance(self.distance(z)[0])
+
+    def admits_distance(self, distance):
+        """Whether an observation that far from its nearest training observation is admitted (for
+        a caller that has measured the distance already, e.g. in its own neighbour search).
+
+        Parameters
+        ----------
+        distance : float
+            The distance to the nearest training observation.
+
+        Returns
+        -------
+        bool
+            True when it is within ``radius``.
+        """
+        return bool(distance <= self.radius)
