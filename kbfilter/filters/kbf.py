@@ -14,7 +14,6 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._validation import (
     check_choice,
-    check_fraction,
     check_int,
     check_matrix,
     check_observation,
@@ -36,7 +35,7 @@ from ..threads import limited_blas
 from .base import CountedFallbacks, SequentialFilter, SharedModel
 from .compression import kept_transitions
 from .controlled import ControlledTransition, LowRankControlledTransition
-from .outliers import OutlierGate
+from .outliers import check_outlier_quantile, outlier_gate
 
 __all__ = ["KernelBayesFilter", "FilterModel", "fitted_observation_features", "mapped_observation",
            "scaled_kernel", "IMAGE_FEATURES", "observation_features", "RANK_RTOL", "MAX_RANK", "RFF_RANK",
@@ -503,8 +502,7 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
         check_choice(self.compression, "compression", ("herding", "random"))
         if self.compress is not None:
             check_int(self.compress, "compress", minimum=2)
-        if self.outlier_quantile is not None:
-            check_fraction(self.outlier_quantile, "outlier_quantile")
+        check_outlier_quantile(self.outlier_quantile)
         scale = check_positive(self.scale, "scale")
         scale_z = scale if self.scale_z is None else check_positive(self.scale_z, "scale_z")
         xs, zs, obs_shape = check_sequences(states, observations)
@@ -581,7 +579,7 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
             # KuLSIF / KBR projection: mu = K w_pred with K = T (G_x + T eta I)^{-1} G_x
             projection_operator=rule.projection_operator(),
             fit_diagnostics=fit_diagnostics, controlled_transition=controlled,
-            gate=None if self.outlier_quantile is None else OutlierGate.from_quantile(Z[kept], self.outlier_quantile))
+            gate=outlier_gate(Z[kept], self.outlier_quantile))
         self.reset()
         return self
 

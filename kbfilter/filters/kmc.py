@@ -41,7 +41,7 @@ from .kbf import (
     mapped_observation,
     scaled_kernel,
 )
-from .outliers import OutlierGate
+from .outliers import check_outlier_quantile, outlier_gate
 
 __all__ = ["KernelMonteCarloFilter", "ObservationModel", "herd_with_particles"]
 
@@ -257,8 +257,7 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
         check_choice(self.candidates, "candidates", ("both", "training"))
         check_int(self.n_particles, "n_particles", minimum=2)
         check_fraction(self.ess_threshold, "ess_threshold")
-        if self.outlier_quantile is not None:
-            check_fraction(self.outlier_quantile, "outlier_quantile")
+        check_outlier_quantile(self.outlier_quantile)
         check_choice(self.approximation, "approximation", ("exact", "nystrom", "rff"))
         if self.rank is not None:
             check_int(self.rank, "rank")
@@ -288,7 +287,7 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
             gram, state_features = None, rule.kernel_x_.features(X)
         else:
             gram, state_features = rule.kernel_x_(X), None
-        gate = None if self.outlier_quantile is None else OutlierGate.from_quantile(Z, self.outlier_quantile)
+        gate = outlier_gate(Z, self.outlier_quantile)
         self.model_ = ObservationModel(obs_shape, X, features, rule, gram, diagnostics, state_features, gate)
         return self.reset()
 

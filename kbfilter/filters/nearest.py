@@ -29,7 +29,7 @@ from .base import (
     systematic_resample,
 )
 from .kbf import fitted_observation_features, mapped_observation
-from .outliers import OutlierGate
+from .outliers import check_outlier_quantile, outlier_gate
 
 __all__ = ["NearestImage", "NearestNeighbourParticleFilter"]
 
@@ -220,11 +220,10 @@ class NearestNeighbourParticleFilter(CountedFallbacks, WeightedParticles, _Image
         check_transition(self.transition)
         check_int(self.n_particles, "n_particles", minimum=2)
         check_fraction(self.ess_threshold, "ess_threshold")
-        if self.outlier_quantile is not None:
-            check_fraction(self.outlier_quantile, "outlier_quantile")
+        check_outlier_quantile(self.outlier_quantile)
         Z = self._fit_lookup(states, observations)
         self.width_ = check_positive(self.scale, "scale") * median_distance(self.states_)
-        self.gate_ = None if self.outlier_quantile is None else OutlierGate.from_quantile(Z, self.outlier_quantile)
+        self.gate_ = outlier_gate(Z, self.outlier_quantile)
         return self.reset()
 
     def _fit_diagnostics(self):

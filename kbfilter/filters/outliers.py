@@ -126,3 +126,37 @@ class OutlierGate(SharedModel):
             True when it is within ``radius``.
         """
         return bool(distance <= self.radius)
+
+
+def check_outlier_quantile(quantile):
+    """A filter's ``outlier_quantile``, checked before any work: None (no gate) or a fraction in (0, 1].
+
+    Parameters
+    ----------
+    quantile : float or None
+        The value given.
+
+    Returns
+    -------
+    float or None
+        The value.
+    """
+    return None if quantile is None else check_fraction(quantile, "outlier_quantile")
+
+
+def outlier_gate(observations, quantile):
+    """The gate a filter with ``outlier_quantile=quantile`` uses: None when it is None.
+
+    Parameters
+    ----------
+    observations : array-like of shape (n, d)
+        The training observations, in the space the observation kernel sees.
+    quantile : float or None
+        The checked ``outlier_quantile``.
+
+    Returns
+    -------
+    OutlierGate or None
+        The gate (:meth:`OutlierGate.from_quantile`), or None.
+    """
+    return None if quantile is None else OutlierGate.from_quantile(observations, quantile)
