@@ -13,5 +13,5 @@ from .report import format_table, run_and_report, summarise, write_results
 from .runner import bench_validation_length, check_bench_arguments, run_bench, run_trial
 
 __all__ = ["CATALOGUE", "DEFAULT_METHODS", "METHODS", "PROTOCOLS", "REFERENCE", "SYSTEMS", "Method",
-           "bench_validation_length", "check_bench_arguments", "run_bench", "run_trial", "summarise", "format_table", "write_results",
-           "run_and_report"]
+           "bench_validation_length", "check_bench_arguments", "run_bench", "run_trial", "summarise", "format_table",
+           "write_results", "run_and_report"]

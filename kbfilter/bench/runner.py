@@ -185,8 +185,8 @@ def check_bench_arguments(system, runs=10, train_length=1000, test_length=200, m
     check_int(filter_seeds, "filter_seeds")
     if n_jobs is not None and (check_int(n_jobs, "n_jobs", minimum=-2**31) == 0):
         raise ValueError("n_jobs: expected a positive number of workers, or -1 for all cores, got 0")
-    check_validation_length(check_int(train_length, "train_length"), bench_validation_length(train_length,
-                                                                                             validation_length), n_folds)
+    train_length = check_int(train_length, "train_length")
+    check_validation_length(train_length, bench_validation_length(train_length, validation_length), n_folds)
     if reference is not None:
         check_choice(reference, "reference", methods)
     return methods

@@ -7,4 +7,5 @@ from .linear import ControlledLinearGaussian, LinearGaussian
 from .robot import RobotInRoom
 from .sprite import MovingSprite
 
-__all__ = ["System", "Rotation", "Oscillation", "LinearGaussian", "ControlledLinearGaussian", "MovingSprite", "CameraOrientation", "RobotInRoom"]
+__all__ = ["System", "Rotation", "Oscillation", "LinearGaussian", "ControlledLinearGaussian", "MovingSprite",
+           "CameraOrientation", "RobotInRoom"]
