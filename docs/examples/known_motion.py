@@ -3,7 +3,7 @@
 The motion model (odometry) can be simulated; nobody can write the density of a camera image.
 The Kernel Monte Carlo filter samples the motion and learns the image likelihood from (pose,
 image) pairs; the particle filter with a nearest-neighbour likelihood and the nearest training
-image are the baselines. Hyperparameters are the ones tuning chose most often for 1,000 poses
+image are the baselines. Each hyperparameter is the value tuning chose most often at 1,000 poses
 (``kb.tune_filter`` finds them for other data; ``kbfilter bench localization`` compares them over
 many runs and draws the room from above).
 """
@@ -16,7 +16,7 @@ test_poses, test_odometry, test_images = robot.simulate(100, rng=1)
 
 filters = {
     "KMC": kb.KernelMonteCarloFilter(robot, resample="ratio", scale=0.2, scale_z=0.1, reg_prior=1e-2,
-                                     reg_update=1e-2, outlier_quantile=0.99, random_state=0),
+                                     reg_update=1e-3, outlier_quantile=0.99, random_state=0),
     "nearest-neighbour PF": kb.filters.NearestNeighbourParticleFilter(robot, n_neighbors=3, scale=0.1,
                                                                       outlier_quantile=0.99, random_state=0),
     "nearest image": kb.filters.NearestImage(),
