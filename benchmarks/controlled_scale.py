@@ -26,7 +26,6 @@ import tracemalloc
 import warnings
 
 import numpy as np
-from filterpy.kalman import KalmanFilter
 from threadpoolctl import threadpool_limits
 
 import kbfilter as kb
@@ -40,15 +39,8 @@ CONTROLLED = kb.systems.ControlledLinearGaussian(F=[[0.8]], B=[[1.0]], H=[[1.0]]
 
 
 def kalman_mse(states, controls, obs):
-    kf = KalmanFilter(dim_x=1, dim_z=1, dim_u=1)
-    kf.F, kf.B, kf.H, kf.Q, kf.R = np.array([[0.8]]), np.array([[1.0]]), np.array([[1.0]]), 0.05, 0.2
-    kf.x, kf.P = np.zeros((1, 1)), CONTROLLED.stationary_cov.copy()
-    means = []
-    for u, z in zip(controls, obs):
-        kf.predict(u=u[:, None])
-        kf.update(z[:, None])
-        means.append(kf.x[:, 0].copy())
-    return _mse(np.array(means), states)
+    kalman = kb.filters.ExtendedKalman(CONTROLLED).initialize(np.zeros(1), CONTROLLED.stationary_cov)
+    return _mse(kalman.batch_filter(obs, us=controls)[0], states)
 
 
 def _mse(means, states):
