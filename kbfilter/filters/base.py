@@ -32,6 +32,37 @@ def check_transition(transition, name="transition"):
     return transition
 
 
+def system_control(system, u):
+    """The control ``u`` for one step of ``system``, checked before any work.
+
+    A system without controls (no ``dim_u``) refuses one; for a controlled system a given control
+    must have shape ``(dim_u,)``, and None is left to the system, which says what it needs.
+
+    Parameters
+    ----------
+    system : System
+        The system the control drives.
+    u : array-like or None
+        The control.
+
+    Returns
+    -------
+    ndarray of shape (dim_u,) or None
+        The control as a float array, or None.
+    """
+    dim_u = getattr(system, "dim_u", None)
+    if dim_u is None:
+        if u is not None:
+            raise ValueError(f"u: {type(system).__name__} takes no control input; expected None")
+        return None
+    if u is None:
+        return None
+    u = np.asarray(u, dtype=np.float64)
+    if u.shape != (dim_u,):
+        raise ValueError(f"u: expected a control of shape ({dim_u},), got shape {u.shape}")
+    return u
+
+
 def sample_next(transition, X, u, rng, name="transition"):
     """Draw the next state of each row of ``X`` from a sampler :func:`check_transition` accepts.
 
@@ -58,15 +89,8 @@ def sample_next(transition, X, u, rng, name="transition"):
         The next states.
     """
     if callable(getattr(transition, "sample_transition", None)):
-        if getattr(transition, "dim_u", None) is None:
-            if u is not None:
-                raise ValueError(f"u: {type(transition).__name__} takes no control input; expected None")
-            out = transition.sample_transition(X, rng)
-        else:
-            u = np.asarray(u, dtype=np.float64) if u is not None else None
-            if u is not None and u.shape != (transition.dim_u,):
-                raise ValueError(f"u: expected a control of shape ({transition.dim_u},), got shape {u.shape}")
-            out = transition.sample_transition(X, rng, u=u)
+        u = system_control(transition, u)
+        out = transition.sample_transition(X, rng) if u is None else transition.sample_transition(X, rng, u=u)
     else:
         out = transition(X, u, rng)
     out = np.asarray(out, dtype=np.float64)

@@ -23,8 +23,15 @@ from .._validation import (
 )
 from ..linalg import NumericalWarning
 from ..systems import System
-from ..systems.base import check_control
-from .base import SequentialFilter, WeightedParticles, resampling_due, sample_next, systematic_resample
+from ..systems.base import transition_mean_given
+from .base import (
+    SequentialFilter,
+    WeightedParticles,
+    resampling_due,
+    sample_next,
+    system_control,
+    systematic_resample,
+)
 
 __all__ = ["ExtendedKalman", "UnscentedKalman", "ParticleFilter"]
 
@@ -56,20 +63,6 @@ def _check_system(system):
     if not isinstance(system, System):
         raise ValueError(f"system: expected a kbfilter System, got {type(system).__name__}")
     return system
-
-
-def _control(system, u):
-    """``u`` checked against ``system``: None for a system without controls, shape (dim_u,) for one with them."""
-    dim_u = getattr(system, "dim_u", None)
-    if dim_u is None:
-        if u is not None:
-            raise ValueError(f"u: {type(system).__name__} takes no control input; expected None")
-        return None
-    return check_control(u, 1, dim_u, type(system).__name__)[0]
-
-
-def _mean_next(system, X, u):
-    return system.transition_mean(X) if u is None else system.transition_mean(X, u)
 
 
 def _covariance(value, name, dim):
@@ -143,7 +136,7 @@ class _GaussianFilter(_StartsFromFirstObservation):
             The control, for a controlled system (one with ``dim_u``, e.g.
             :class:`~kbfilter.systems.ControlledLinearGaussian`); None for the others.
         """
-        u = _control(self.system, u)
+        u = system_control(self.system, u)
         self._check_initialized()
         self._predict(u)
 
@@ -187,7 +180,7 @@ class _TrueDynamicsEKF(ExtendedKalmanFilter):
         self.system = system
 
     def predict_x(self, u=None):
-        self.x = _mean_next(self.system, self.x[None, :], u)[0]
+        self.x = transition_mean_given(self.system, self.x[None, :], u)[0]
 
 
 class _Transition:
@@ -198,7 +191,7 @@ class _Transition:
         self.system = system
 
     def __call__(self, x, dt=None, u=None):
-        return _mean_next(self.system, x[None, :], u)[0]
+        return transition_mean_given(self.system, x[None, :], u)[0]
 
 
 class _Observation:

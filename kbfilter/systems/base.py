@@ -60,6 +60,27 @@ def check_control(u, n, dim_u, system, meaning=""):
     return u
 
 
+def transition_mean_given(system, X, u=None):
+    """``system.transition_mean(X)``, or ``system.transition_mean(X, u)`` when a control is given
+    (only controlled systems take one).
+
+    Parameters
+    ----------
+    system : System
+        The system.
+    X : ndarray of shape (n, dim_x)
+        States.
+    u : array-like or None
+        The control.
+
+    Returns
+    -------
+    ndarray of shape (n, dim_x)
+        The mean of the next state.
+    """
+    return system.transition_mean(X) if u is None else system.transition_mean(X, u)
+
+
 def controlled_run(system, T, rng, burn_in, policy):
     """A run of a controlled ``system`` driven by ``policy(x, rng) -> u`` from its initial state.
 
@@ -194,8 +215,8 @@ class System:
         """
         raise self._missing("observation_jacobian", "the Jacobian of its observation")
 
-    def sample_transition(self, X, rng):
-        """Draw the next state for each row of ``X``.
+    def sample_transition(self, X, rng, u=None):
+        """Draw the next state for each row of ``X``: the transition mean plus ``N(0, process_cov)``.
 
         Parameters
         ----------
@@ -203,6 +224,8 @@ class System:
             Current states.
         rng : numpy.random.Generator
             The random numbers.
+        u : array-like of shape (dim_u,) or (n, dim_u), optional
+            The control, for a controlled system (one with ``dim_u``); None for the others.
 
         Returns
         -------
@@ -210,8 +233,8 @@ class System:
             A draw of ``x_{t+1}`` given each row.
         """
         X = np.atleast_2d(X)
-        noise = rng.multivariate_normal(np.zeros(self.dim_x), self.process_cov, size=X.shape[0])
-        return self.transition_mean(X) + noise
+        mean = transition_mean_given(self, X, u)  # first: a bad control fails before any draw
+        return mean + rng.multivariate_normal(np.zeros(self.dim_x), self.process_cov, size=X.shape[0])
 
     def sample_observation(self, X, rng, return_latent=False):
         """Draw an observation for each row of ``X``.

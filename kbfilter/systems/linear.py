@@ -152,27 +152,6 @@ class ControlledLinearGaussian(LinearGaussian):
         X = np.atleast_2d(X)
         return X @ self.F.T + check_control(u, X.shape[0], self.dim_u, "ControlledLinearGaussian") @ self.B.T
 
-    def sample_transition(self, X, rng, u=None):
-        """Draw the next state for each row of ``X`` under control ``u``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n, dim_x) or (dim_x,)
-            Current states.
-        rng : numpy.random.Generator
-            The random numbers.
-        u : array-like of shape (dim_u,) or (n, dim_u)
-            The control; required.
-
-        Returns
-        -------
-        ndarray of shape (n, dim_x)
-            A draw of the next state given each row.
-        """
-        X = np.atleast_2d(X)
-        mean = self.transition_mean(X, u)
-        return mean + rng.multivariate_normal(np.zeros(self.dim_x), self.Q, size=X.shape[0])
-
     def simulate(self, T, rng=None, burn_in=0, return_latent=False):
         """A run driven by random controls.
 
