@@ -15,7 +15,7 @@ given the odometry (``kbf-iw-blur-gated``), the Kernel Monte Carlo filter with h
 renderer's pixel likelihood (``pf-pixel``, a reference). ``-gated``: observations unlike every
 training image are set aside (``outlier_quantile=0.99``, see the user guide). For long logs,
 ``kmc-iw-ratio-blur-nystrom-gated`` and ``kbf-iw-blur-nystrom-gated`` run on Nystrom kernels (no
-array indexed by two training poses). The position MSE and the mean absolute heading error are
+array indexed by two training poses), and ``kmc-iw-ratio-nystrom-gated`` on raw pixels. The position MSE and the mean absolute heading error are
 reported separately, with paired Wilcoxon p-values against ``kmc-iw-ratio-blur-gated`` (or the
 method given by ``--reference``). Writes ``results.json``, ``results.csv``, ``mse_boxplot.png``,
 ``trajectory.png`` and ``map.png`` (the room from above: true path, estimates, and the reference

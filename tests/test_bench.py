@@ -5,7 +5,7 @@ import sys
 import numpy as np
 import pytest
 
-from kbfilter.bench import format_table, run_bench, summarise
+from kbfilter.bench import format_table, run_bench, run_trial, summarise
 from kbfilter.cli import main
 
 TINY = dict(runs=2, train_length=60, test_length=15, validation_length=20, progress=False,
@@ -26,6 +26,17 @@ def test_same_seed_gives_identical_tables():
     summary = summarise(a)
     assert summary["ekf"]["wins"] in (0, 1, 2) and summary["kbf-iw"]["wins"] is None
     assert "kbf-iw wins" in format_table(summary, 2)
+
+
+def test_a_trial_given_the_same_seed_sequence_twice_simulates_the_same_data():
+    seed = np.random.SeedSequence(7).spawn(2)[0]
+    kwargs = dict(validation_length=20, param_grid=TINY["param_grid"], filter_seeds=2)
+    first = run_trial("rotation", seed, 60, 15, ("kbf-iw", "pf"), **kwargs)
+    second = run_trial("rotation", seed, 60, 15, ("kbf-iw", "pf"), **kwargs)
+    assert strip_times([first]) == strip_times([second])
+    assert first["mse_per_seed"]["pf"] == second["mse_per_seed"]["pf"]
+    bench = run_bench("rotation", seed=7, n_jobs=1, **dict(TINY, methods=("kbf-iw", "pf"), filter_seeds=2))
+    assert strip_times([first]) == strip_times(bench[:1])  # the bench's first run
 
 
 def test_filter_seeds_average_the_particle_filters_and_leave_the_others_alone():

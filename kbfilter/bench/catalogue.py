@@ -35,21 +35,23 @@ REFERENCE = "kbf-iw"
 _REFERENCES = {"localization": "kmc-iw-ratio-blur-gated"}
 
 
-def reference_method(system):
+def reference_method(system, chosen=None):
     """The method a system's benchmark compares the others with.
 
     Parameters
     ----------
     system : str
         A name in :data:`SYSTEMS`.
+    chosen : str or None, default=None
+        The user's choice (``--reference``), which wins when given.
 
     Returns
     -------
     str
-        A name in :data:`CATALOGUE`: :data:`REFERENCE` unless the system's study asks about
-        another method.
+        ``chosen``, or else a name in :data:`CATALOGUE`: :data:`REFERENCE` unless the system's
+        study asks about another method.
     """
-    return _REFERENCES.get(system, REFERENCE)
+    return _REFERENCES.get(system, REFERENCE) if chosen is None else chosen
 
 
 def observes_images(system):
@@ -170,6 +172,10 @@ CATALOGUE = {m.name: m for m in (
            "Kernel Monte Carlo filter with the embedding ratio, blurred images", stochastic=True),
     Method("kmc-iw-ratio-blur-gated", "tuned", _kmc("iw", _BLURRED, "ratio", outlier_quantile=GATE_QUANTILE),
            _MONTE_CARLO, "Kernel Monte Carlo filter with the embedding ratio, blurred images, outliers gated",
+           stochastic=True),
+    Method("kmc-iw-ratio-nystrom-gated", "tuned", _kmc("iw", None, "ratio", "nystrom", outlier_quantile=GATE_QUANTILE),
+           _MONTE_CARLO_SCALABLE,
+           "Kernel Monte Carlo filter with the embedding ratio on Nystrom kernels, raw pixels, outliers gated",
            stochastic=True),
     Method("kmc-iw-ratio-blur-nystrom", "tuned", _kmc("iw", _BLURRED, "ratio", "nystrom"), _MONTE_CARLO_SCALABLE,
            "Kernel Monte Carlo filter with the embedding ratio on Nystrom kernels (long logs), blurred images",

@@ -272,7 +272,7 @@ def run_and_report(system, out, runs=10, train_length=1000, test_length=200, met
     config = {"runs": runs, "train_length": train_length, "test_length": test_length,
               "validation_length": validation_length, "methods": list(methods), "search": search,
               "n_folds": n_folds, "seed": seed, "filter_seeds": filter_seeds,
-              "reference": reference_method(system) if reference is None else reference}
+              "reference": reference_method(system, reference)}
     start = time.perf_counter()
     rows = run_bench(system, runs=runs, train_length=train_length, test_length=test_length, methods=methods,
                      n_jobs=n_jobs, seed=seed, progress=progress, validation_length=validation_length,

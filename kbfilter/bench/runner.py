@@ -98,10 +98,20 @@ def bench_validation_length(train_length, validation_length=None):
     return min(200, check_int(train_length, "train_length") // 2)
 
 
+def _children(seed, n):
+    """The first ``n`` children of a ``SeedSequence``, as ``seed.spawn(n)`` gives them the first
+    time; ``spawn`` itself counts its calls, so a trial given the same sequence twice would
+    otherwise simulate other data the second time."""
+    return [np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, k), pool_size=seed.pool_size)
+            for k in range(n)]
+
+
 def run_trial(system_name, seed, train_length, test_length, methods, validation_length=None,
               param_grid=None, search="coordinate", keep_estimates=False, n_folds=1, filter_seeds=1, reference=None):
     """One run: simulate, tune the kernel Bayes filters on validation, filter the test sequence
     with every method. Returns a dict of per-method results (and the test trajectory if asked).
+    ``seed`` (an int or a ``numpy.random.SeedSequence``) fixes the data and every draw: the same
+    seed gives the same row each time it is passed.
 
     A stochastic method (a particle filter) is tuned with ``filter_seeds`` seeds per validation
     block and run on the test sequence once per seed; its errors and time per step are the means
@@ -113,12 +123,12 @@ def run_trial(system_name, seed, train_length, test_length, methods, validation_
     (:meth:`~kbfilter.systems.System.errors`): ``mse``, and any others under ``"errors"``. With
     ``keep_estimates``, the particles of ``reference`` (default: the system's
     :func:`~kbfilter.bench.reference_method`) are kept at a few test steps for the figures."""
-    reference = reference_method(system_name) if reference is None else reference
+    reference = reference_method(system_name, reference)
     validation_length = bench_validation_length(train_length, validation_length)
     system = SYSTEMS[system_name]()
     seed = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-    sim_seed, filter_seed = seed.spawn(2)
-    streams = [filter_seed, *filter_seed.spawn(filter_seeds - 1)]
+    sim_seed, filter_seed = _children(seed, 2)
+    streams = [filter_seed, *_children(filter_seed, filter_seeds - 1)]
     rng = np.random.default_rng(sim_seed)
     if getattr(system, "dim_u", None) is not None:
         states, controls, obs = system.simulate(train_length, rng)
