@@ -47,8 +47,10 @@ class _ImageLookup(SequentialFilter, BaseEstimator):
         return Z
 
     def _neighbours(self, z):
-        """Indices of the training observations nearest to ``z`` (mapped by ``features_``), nearest first."""
-        return self.index_.kneighbors(z, return_distance=False)[0]
+        """Distances to the training observations nearest to ``z`` (mapped by ``features_``) and
+        their indices, nearest first."""
+        distances, indices = self.index_.kneighbors(z)
+        return distances[0], indices[0]
 
 
 class NearestImage(_ImageLookup):
@@ -132,7 +134,7 @@ class NearestImage(_ImageLookup):
         if z is None:
             self.x_post, self.P_post = self.x_prior.copy(), self.P_prior.copy()
             return
-        near = self.states_[self._neighbours(mapped_observation(z, self.obs_shape_, self.features_))]
+        near = self.states_[self._neighbours(mapped_observation(z, self.obs_shape_, self.features_))[1]]
         self.x = self.x_post = near.mean(axis=0)
         self.P = self.P_post = weighted_covariance(near)
 
@@ -271,12 +273,12 @@ class NearestNeighbourParticleFilter(CountedFallbacks, WeightedParticles, _Image
         check_is_fitted(self, "index_")
         if z is not None:
             z = mapped_observation(z, self.obs_shape_, self.features_)
-            distances, neighbours = self.index_.kneighbors(z)  # the gate's nearest distance comes with the votes
-            z = self._admitted(z, self.gate_, distances[0, 0])
+            distances, neighbours = self._neighbours(z)  # the gate's nearest distance comes with the votes
+            z = self._admitted(z, self.gate_, distances[0])
         if z is None:
             self._estimate("post")
             return
-        votes = self.states_[neighbours[0]]
+        votes = self.states_[neighbours]
         sq = np.sum((self.particles[:, None, :] - votes[None, :, :]) ** 2, axis=2)
         loglik = logsumexp(-sq / (2 * self.width_**2), axis=1)
         loglik = np.logaddexp(loglik, loglik.max() + np.log(1e-3))
