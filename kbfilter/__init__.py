@@ -26,6 +26,19 @@ from .rules import (
 
 __version__ = "0.1.0"
 
+# Loaded on first use: the benchmark brings joblib's workers and tqdm, the plots matplotlib, and a
+# filter needs neither.
+_LAZY_SUBMODULES = ("bench", "plots")
+
+
+def __getattr__(name):
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "features",
     "filters",
