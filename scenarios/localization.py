@@ -20,7 +20,8 @@ reported separately, with paired Wilcoxon p-values against ``kmc-iw-ratio-blur-g
 method given by ``--reference``). Writes ``results.json``, ``results.csv``, ``mse_boxplot.png``,
 ``trajectory.png`` and ``map.png`` (the room from above: true path, estimates, and the reference
 method's particles at a few steps, each drawn with an area proportional to its weight) for each
-training length.
+training length. The measured tables are in the documentation's robot localization study
+(``docs/localization.rst``).
 
 Usage:  python scenarios/localization.py [--runs 10] [--train-lengths 200 1000 5000] [--jobs -1]
         [--methods ...] [--reference METHOD] [--filter-seeds 1] [--out results/localization]

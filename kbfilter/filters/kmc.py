@@ -120,8 +120,8 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
     when their effective sample size falls below ``ess_threshold * n_particles``: resampling
     adds Monte Carlo noise, so it is done only when the weights have degenerated. The posterior is
     no longer confined to the training states, so it keeps the motion model's precision where
-    training states are sparse, which herding loses (see the localization study in the user
-    guide).
+    training states are sparse, which herding loses (see the documentation's robot localization
+    study).
 
     Parameters
     ----------
