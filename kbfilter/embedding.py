@@ -4,12 +4,11 @@ Weights may be negative and need not sum to one: what the kernel rules return is
 measure. Point estimates, expectations, distances and resampling all live here.
 """
 
-import warnings
-
 import numpy as np
 from sklearn.base import clone
 
 from ._validation import check_int, check_matrix, check_vector
+from ._warnings import warn_user
 from .kernels import GaussianKernel, Kernel
 from .linalg import NumericalWarning
 
@@ -320,8 +319,8 @@ class KernelMean:
         if total > 0:
             return (self.weights @ self.points) / total
         p = self.positive_weights()
-        warnings.warn(f"KernelMean.mean: sum of weights is {total:.3g} <= 0; using clipped normalised weights",
-                      NumericalWarning, stacklevel=2)
+        warn_user(f"KernelMean.mean: sum of weights is {total:.3g} <= 0; using clipped normalised weights",
+                  NumericalWarning)
         return p @ self.points
 
     def covariance(self):

@@ -6,13 +6,12 @@ diagonal) with a :class:`NumericalWarning`; if even that fails, an LU factorisat
 warning. The factor records which rule was used, so callers can report it.
 """
 
-import warnings
-
 import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import LinAlgError, cho_factor, lu_factor
 from scipy.linalg.lapack import dgetrs as getrs, dpotrf as potrf, dpotrs as potrs
 
+from ._warnings import warn_user
 from .persistence import persistent
 
 __all__ = ["NumericalWarning", "SPDFactor", "spd_factor", "solve_spd", "Woodbury", "pivoted_cholesky",
@@ -139,7 +138,7 @@ def spd_factor(A, name="matrix", warn=True):
     else:
         factor = SPDFactor("lu", *lu_factor(A))
     if warn:
-        warnings.warn(factor.describe(name), NumericalWarning, stacklevel=2)
+        warn_user(factor.describe(name), NumericalWarning)
     return factor
 
 

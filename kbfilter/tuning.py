@@ -19,6 +19,7 @@ from sklearn.base import clone
 from tqdm.auto import tqdm
 
 from ._validation import check_choice, check_controls, check_int, check_rng, check_sequences
+from ._warnings import warn_user
 from .bandwidth_learning import (BandwidthFit, EmbeddingPosterior, bayesian_bandwidth, log_pseudolikelihood,
                                  posterior_embedding)
 from .features import GaussianBlur
@@ -244,8 +245,8 @@ def _edge_warnings(grid, best):
         low, high = min(values), max(values)
         if best[name] in (low, high):
             side = "smallest" if best[name] == low else "largest"
-            warnings.warn(f"tune_filter: the chosen {name}={best[name]!r} is the {side} value of its grid; the best "
-                          f"value may lie beyond it (extend param_grid[{name!r}])", UserWarning, stacklevel=4)
+            warn_user(f"tune_filter: the chosen {name}={best[name]!r} is the {side} value of its grid; the best "
+                      f"value may lie beyond it (extend param_grid[{name!r}])", UserWarning)
 
 
 @limited_blas
@@ -374,8 +375,8 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
         cause = f"the first, {dict(zip(names, first))}, raised {failures[first]}"
         if not np.isfinite(scores[best]):
             raise ValueError(f"param_grid: every evaluated setting failed on the validation data; {cause}")
-        warnings.warn(f"tune_filter: {len(failures)} of {len(scores)} settings failed and were skipped; {cause}",
-                      NumericalWarning, stacklevel=3)
+        warn_user(f"tune_filter: {len(failures)} of {len(scores)} settings failed and were skipped; {cause}",
+                  NumericalWarning)
     best_params = dict(zip(names, best))
     _edge_warnings(grid, best_params)
     start = time.perf_counter()

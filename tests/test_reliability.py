@@ -191,6 +191,64 @@ def test_failed_cholesky_gets_jitter_and_is_counted():
     assert np.all(np.isfinite(kbr.posterior(None, z[0]).weights))
 
 
+def _far_update(data):
+    (states, obs), _ = data
+    kbf = KernelBayesFilter(kernel_z=GaussianKernel(0.05), reg_prior=1e-3, reg_update=1e-3).fit(states, obs)
+    return lambda: kbf.update([40.0, 40.0])
+
+
+def _far_batch(data):
+    (states, obs), _ = data
+    kbf = KernelBayesFilter(kernel_z=GaussianKernel(0.05), reg_prior=1e-3, reg_update=1e-3).fit(states, obs)
+    return lambda: kbf.batch_filter(np.full((3, 2), 40.0))
+
+
+def _far_reset(data):
+    (states, obs), _ = data
+    kbf = KernelBayesFilter(kernel_x=GaussianKernel(0.3), reg_prior=1e-3, reg_update=1e-3).fit(states, obs)
+    return lambda: kbf.reset(prior=np.full((5, 2), 40.0))
+
+
+def _far_prior_posterior(data):
+    (states, obs), _ = data
+    kbr = KernelBayesRule(kernel_x=GaussianKernel(0.5), reg_prior=1e-2, reg_update=1e-2).fit(states, obs)
+    return lambda: kbr.posterior(kb.KernelMean(np.full((10, 2), 50.0), kernel=GaussianKernel(1.0)), obs[0])
+
+
+def _singular_fit(data):
+    x = np.repeat(np.random.default_rng(1).normal(size=(40, 2)), 3, axis=0)
+    return lambda: KernelBayesRule(kernel_x=GaussianKernel(1.0), reg_prior=1e-300, reg_update=1e-2).fit(x, x)
+
+
+def _negative_mean(data):
+    return lambda: kb.KernelMean([[0.0], [1.0], [5.0]], [0.5, -2.0, 0.5], kernel=GaussianKernel(1.0)).mean()
+
+
+def _grid_edge(data):
+    (states, obs), _ = data
+    return lambda: kb.tune_filter(KernelBayesFilter(), states, obs, param_grid={"scale": [20.0, 40.0, 80.0]},
+                                  validation_length=50, progress=False)
+
+
+def _particles_missed(data):
+    (states, obs), _ = data
+    kmc = kb.KernelMonteCarloFilter(lambda X, u, rng: X + 50.0, n_particles=30, resample="ratio",
+                                    random_state=0).fit(states, obs)
+    return lambda: (kmc.predict(), kmc.update(obs[0]))
+
+
+@pytest.mark.parametrize("call", [_far_update, _far_batch, _far_reset, _far_prior_posterior, _singular_fit,
+                                  _negative_mean, _grid_edge, _particles_missed])
+def test_a_warning_names_the_line_of_the_callers_code(data, call):
+    act = call(data)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        act()
+    assert caught, "the call was expected to warn"
+    for w in caught:
+        assert (w.filename, w.lineno) == (__file__, act.__code__.co_firstlineno), str(w.message)
+
+
 def test_duplicate_training_states_are_fine(data):
     (states, obs), (test_states, test_obs) = data
     kbf = KernelBayesFilter(reg_prior=1e-3, reg_update=1e-3).fit([states, states], [obs, obs])

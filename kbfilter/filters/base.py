@@ -1,11 +1,11 @@
 """What every filter object shares: filterpy's attribute names and ``batch_filter``."""
 
-import warnings
 from collections import Counter
 
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from .._warnings import warn_user
 from ..embedding import weighted_covariance
 from ..linalg import NumericalWarning
 from ..threads import limited_blas
@@ -172,8 +172,8 @@ class CountedFallbacks:
         """Count one event of ``kind``; warn on its first with ``message`` (None: count silently)."""
         self._events[kind] += 1
         if message is not None and self._events[kind] == 1:
-            warnings.warn(f"{type(self).__name__}: {message} (reported once until reset; see diagnostics)",
-                          NumericalWarning, stacklevel=4)
+            warn_user(f"{type(self).__name__}: {message} (reported once until reset; see diagnostics)",
+                      NumericalWarning)
 
     def _admitted(self, z, gate, nearest=None):
         """The mapped observation ``z``, or None when ``gate`` sets it aside as an outlier (counted);

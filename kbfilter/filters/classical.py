@@ -6,8 +6,6 @@ not given an initial belief starts from the first observation: belief ``system.i
 (``N(z_0, R)`` for the circular systems) at t = 0, so ``z_0`` is not used twice.
 """
 
-import warnings
-
 import numpy as np
 from filterpy.kalman import ExtendedKalmanFilter, MerweScaledSigmaPoints, UnscentedKalmanFilter
 from scipy.linalg import LinAlgError
@@ -21,6 +19,7 @@ from .._validation import (
     check_rng,
     check_vector,
 )
+from .._warnings import warn_user
 from ..linalg import NumericalWarning
 from ..systems import System
 from ..systems.base import transition_mean_given
@@ -306,8 +305,8 @@ class UnscentedKalman(_GaussianFilter):
             P = 0.5 * (self.kf.P + self.kf.P.T)
             self.kf.P = P + 1e-9 * np.mean(np.abs(np.diag(P))) * np.eye(P.shape[0])
             self.diagnostics["jitter"] += 1
-            warnings.warn("UnscentedKalman: covariance not positive definite; symmetrised with jitter",
-                          NumericalWarning, stacklevel=3)
+            warn_user("UnscentedKalman: covariance not positive definite; symmetrised with jitter",
+                      NumericalWarning)
             self.kf.predict(u=u)
 
     def _update(self, z, R):

@@ -5,7 +5,6 @@ Learns the transition (kernel sum rule on the training transitions) and the obse
 observations alone. The belief is a weight vector over the training states.
 """
 
-import warnings
 from collections import Counter
 
 import numpy as np
@@ -23,6 +22,7 @@ from .._validation import (
     check_sequences,
     check_vector,
 )
+from .._warnings import warn_user
 from ..embedding import KernelMean, clipped_weights, normalise_weights, weighted_covariance
 from ..features import GaussianBlur
 from ..kernel_approximation import NystromKernel, RandomFourierKernel
@@ -204,9 +204,9 @@ def check_rank_cap(owner, rule, diagnostics, transition=None):
         short.append("transition (state x control)")
     if short:
         diagnostics["rank_cap"] += 1
-        warnings.warn(f"{owner}: the {' and '.join(short)} kernel reached MAX_RANK = {MAX_RANK} landmarks before "
-                      f"the rank rule's tolerance; the approximation is coarser than stated (a wider bandwidth or a "
-                      f"larger regulariser needs fewer)", NumericalWarning, stacklevel=4)
+        warn_user(f"{owner}: the {' and '.join(short)} kernel reached MAX_RANK = {MAX_RANK} landmarks before "
+                  f"the rank rule's tolerance; the approximation is coarser than stated (a wider bandwidth or a "
+                  f"larger regulariser needs fewer)", NumericalWarning)
 
 
 def scaled_kernel(kernel, name, scale):

@@ -19,6 +19,7 @@ from .._validation import (
     check_same_length,
     check_vector,
 )
+from .._warnings import warn_user
 from ..embedding import KernelMean
 from ..kernels import fitted_kernel
 from ..linalg import NumericalWarning, Woodbury, pivoted_cholesky, spd_factor
@@ -199,8 +200,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
             self.prior_factor_ = spd_factor(G, name=name, warn=False)
             event = self.prior_factor_.event
             if event is not None:
-                warnings.warn(f"KernelBayesRule: {self.prior_factor_.describe(name)}", NumericalWarning,
-                              stacklevel=3)
+                warn_user(f"KernelBayesRule: {self.prior_factor_.describe(name)}", NumericalWarning)
         if event is not None:
             self.diagnostics_[event] += 1
         self.features_, self.kernel_z_, self.G_z_ = None, None, None
@@ -596,7 +596,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
     @staticmethod
     def _embeddings(states, W, kernel, info):
         for message in info.values():
-            warnings.warn(f"KernelBayesRule: {message}", NumericalWarning, stacklevel=4)
+            warn_user(f"KernelBayesRule: {message}", NumericalWarning)
         return [KernelMean(states, W[:, j], kernel, info=info) for j in range(W.shape[1])]
 
     @limited_blas

@@ -13,7 +13,6 @@ proximal gradient step (soft thresholding) with Nesterov momentum, in which an i
 raise the objective is not taken, so the objective never increases.
 """
 
-import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -21,6 +20,7 @@ import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 
 from .._validation import check_int, check_positive
+from .._warnings import warn_user
 
 __all__ = ["SparseSolution", "sparse_coefficients", "largest_useful_penalty"]
 
@@ -158,6 +158,6 @@ def sparse_coefficients(gram_in, gram_out, dense, gamma, max_iter=5000, tol=1e-7
             converged = True
             break
     if not converged:
-        warnings.warn(f"sparse_coefficients: FISTA stopped at max_iter={max_iter} before the objective "
-                      f"settled to tol={tol}; raise max_iter", ConvergenceWarning, stacklevel=2)
+        warn_user(f"sparse_coefficients: FISTA stopped at max_iter={max_iter} before the objective "
+                  f"settled to tol={tol}; raise max_iter", ConvergenceWarning)
     return SparseSolution(sp.csr_matrix(x), np.array(path), it, converged)

@@ -1,0 +1,34 @@
+"""Warnings reported at the user's line.
+
+A fixed ``stacklevel`` names the right line for one call path only: the same fallback is reached
+from ``update``, ``batch_filter``, ``reset``, a tuning loop or a thread-limiting wrapper, each at
+another depth. :func:`warn_user` counts the frames instead.
+"""
+
+import os
+import sys
+import warnings
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn_user(message, category):
+    """``warnings.warn`` attributed to the innermost caller outside this package.
+
+    Parameters
+    ----------
+    message : str
+        The warning's text.
+    category : type
+        A ``Warning`` subclass.
+
+    Returns
+    -------
+    None
+    """
+    level, frame = 2, sys._getframe(1)
+    # stop at the outermost frame when every caller is ours (the command line)
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, category, stacklevel=level)
