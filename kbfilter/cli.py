@@ -6,6 +6,7 @@ and exit code 2.
 """
 
 import argparse
+import ast
 import contextlib
 import re
 import sys
@@ -20,7 +21,7 @@ QUICK_RUNS = {"sprite": 4, "camera": 4, "localization": 2}
 _FLAGS = {"runs": "--runs", "train_length": "--train-length", "test_length": "--test-length",
           "validation_length": "--validation-length", "n_folds": "--folds", "methods": "--methods",
           "n_jobs": "--jobs", "seed": "--seed", "out": "--out", "filter_seeds": "--filter-seeds",
-          "reference": "--reference"}
+          "reference": "--reference", "system_params": "--system-param"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -32,6 +33,20 @@ class _Parser(argparse.ArgumentParser):
 def _as_flags(message):
     """A library ``ValueError`` message with its argument names spelled as command-line flags."""
     return re.sub(r"\b(" + "|".join(_FLAGS) + r")\b", lambda m: _FLAGS[m.group(1)], message)
+
+
+def _system_param(text):
+    """``NAME=VALUE`` as a pair; the value read as a Python literal (``true``/``false`` too), else kept as text."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    value = value.strip()
+    if value.lower() in ("true", "false"):
+        return name.strip(), value.lower() == "true"
+    try:
+        return name.strip(), ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return name.strip(), value
 
 
 def add_bench_arguments(parser, system=None, runs=None, train_lengths=(500,), jobs=-1, out=None):
@@ -67,6 +82,10 @@ def add_bench_arguments(parser, system=None, runs=None, train_lengths=(500,), jo
     parser.add_argument("--reference", choices=METHODS, default=None, metavar="METHOD",
                         help="the method compared with the others (Wilcoxon p-values, wins) and whose particles "
                              "the figures show; one of --methods (default: the system's, e.g. kbf-iw)")
+    parser.add_argument("--system-param", dest="system_params", action="append", default=[], metavar="NAME=VALUE",
+                        type=_system_param,
+                        help="a parameter of the system in place of its default, e.g. distinct_walls=False for "
+                             "localization (repeatable; values are Python literals)")
     parser.add_argument("--search", choices=("coordinate", "grid"), default="coordinate",
                         help="hyperparameter search (default coordinate)")
     parser.add_argument("--jobs", type=int, default=jobs, help="parallel runs (default -1: all cores)")
@@ -159,7 +178,8 @@ def bench_command(args, parser, folder_per_length=False):
         validation = {T: bench_validation_length(T, args.validation_length) for T in args.train_lengths}
         for T in args.train_lengths:
             check_bench_arguments(args.system, args.runs, T, args.test_length, args.methods,
-                                  validation[T], args.folds, args.seed, args.jobs, args.filter_seeds, args.reference)
+                                  validation[T], args.folds, args.seed, args.jobs, args.filter_seeds, args.reference,
+                                  dict(args.system_params))
         for folder in folders.values():
             writable_folder(folder)
     except ValueError as exc:
@@ -177,7 +197,8 @@ def bench_command(args, parser, folder_per_length=False):
             run_and_report(args.system, folder, runs=args.runs, train_length=T, test_length=args.test_length,
                            methods=args.methods, n_jobs=args.jobs, seed=args.seed, progress=not args.quiet,
                            validation_length=validation[T], search=args.search, n_folds=args.folds,
-                           command=args.command_line, filter_seeds=args.filter_seeds, reference=args.reference)
+                           command=args.command_line, filter_seeds=args.filter_seeds, reference=args.reference,
+                           system_params=dict(args.system_params))
     return 0
 
 

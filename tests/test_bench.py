@@ -138,6 +138,10 @@ def test_image_bench_writes_frames_with_marks(tmp_path):
     (["bench", "rotation", "--backend", "nonexistent"], "Invalid backend: nonexistent"),
     (["bench", "rotation", "--methods", "ekf", "--reference", "ukf"], "--reference: expected one of ['ekf']"),
     (["bench", "rotation", "--out", "/proc/kbfilter-cannot-write-here"], "--out: cannot write results"),
+    (["bench", "rotation", "--system-param", "noise"], "--system-param: expected NAME=VALUE"),
+    (["bench", "localization", "--system-param", "colour=red"], "RobotInRoom has no parameter 'colour'"),
+    (["bench", "localization", "--system-param", "distinct_walls=maybe"],
+     "--system-param: distinct_walls: expected True or False"),
 ])
 def test_cli_bad_arguments_one_line_and_exit_code_2(args, fragment):
     proc = subprocess.run([sys.executable, "-m", "kbfilter", *args], capture_output=True, text=True)
@@ -217,6 +221,26 @@ def test_localization_scenario_holds_out_half_of_a_short_log(tmp_path):
     data = json.loads((tmp_path / "train60" / "results.json").read_text())
     assert data["config"]["validation_length"] == 30
     assert set(data["runs"][0]["errors"]["heading_error_deg"]) == {"nai"}
+
+
+def test_the_system_is_built_with_the_parameters_given_and_records_them(tmp_path):
+    from kbfilter.bench import run_and_report
+    from kbfilter.cli import scenario_main
+
+    code = scenario_main("localization", ["--runs", "1", "--train-lengths", "60", "--test-length", "5",
+                                          "--methods", "nai", "--jobs", "1", "--quiet", "--out", str(tmp_path),
+                                          "--system-param", "distinct_walls=false", "--system-param", "n_pillars=1"])
+    assert code == 0
+    data = json.loads((tmp_path / "train60" / "results.json").read_text())
+    assert data["config"]["system_params"] == {"distinct_walls": False, "n_pillars": 1}
+    assert data["provenance"]["system"]["distinct_walls"] is False
+    assert data["provenance"]["system"]["n_pillars"] == 1
+    small = dict(runs=1, train_length=60, test_length=5, methods=("nai",), progress=False, print_fn=lambda *a: None)
+    alike = run_and_report("localization", tmp_path / "a", system_params={"distinct_walls": False}, **small)[0]
+    distinct = run_and_report("localization", tmp_path / "d", **small)[0]
+    assert alike[0]["mse"]["nai"] != distinct[0]["mse"]["nai"]  # same seed, another room
+    with pytest.raises(ValueError, match="system_params: Rotation has no parameter 'walls'"):
+        run_bench("rotation", runs=1, train_length=60, system_params={"walls": 1})
 
 
 def test_the_library_holds_out_what_the_command_line_holds_out(tmp_path):

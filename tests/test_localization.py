@@ -373,6 +373,22 @@ def test_room_is_deterministic_under_its_seed():
         np.testing.assert_array_equal(x, y)
 
 
+def test_alike_walls_repeat_the_view_a_quarter_turn_away_and_keep_the_pillars():
+    def quarter_turn(X):  # the pose rotated by 90 degrees about the room's centre
+        x, y, c, s = X.T
+        return np.c_[-y, x, -s, c]
+
+    poses = np.array([[0.3, -0.5, np.cos(0.4), np.sin(0.4)], [-0.6, 0.2, np.cos(2.5), np.sin(2.5)]])
+    alike = kb.systems.RobotInRoom(n_pillars=0, distinct_walls=False, rays_per_column=2)
+    np.testing.assert_allclose(alike.render(quarter_turn(poses)), alike.render(poses), atol=1e-12)
+    distinct = kb.systems.RobotInRoom(n_pillars=0, rays_per_column=2)
+    assert np.abs(distinct.render(quarter_turn(poses)) - distinct.render(poses)).max() > 0.1
+    with_pillars = kb.systems.RobotInRoom(room_seed=2, distinct_walls=False)
+    np.testing.assert_array_equal(with_pillars.pillar_centres, kb.systems.RobotInRoom(room_seed=2).pillar_centres)
+    with pytest.raises(ValueError, match="distinct_walls"):
+        kb.systems.RobotInRoom(distinct_walls="no")
+
+
 def test_view_changes_smoothly_with_a_small_turn():
     pose = np.array([0.2, -0.3])
     h = 0.7

@@ -5,11 +5,13 @@ runner treats it), and, for the kernel Bayes filters, the grid it is tuned on. A
 is adding one entry here; nothing elsewhere parses method names.
 """
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Callable
 
 from sklearn.decomposition import PCA
 
+from .._validation import check_choice
 from ..features import GaussianBlur, LearnedFeatures
 from ..filters import (ExtendedKalman, KernelBayesFilter, KernelMonteCarloFilter, NearestImage,
                        NearestNeighbourParticleFilter, ParticleFilter, UnscentedKalman, WindowRegressor)
@@ -18,10 +20,47 @@ from ..tuning import (BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, MONTE_C
                       MONTE_CARLO_SCALABLE_IMAGE_GRID, NEIGHBOUR_GRID, SCALABLE_BLUR_GRID, SCALABLE_GRID)
 
 __all__ = ["Method", "SYSTEMS", "CATALOGUE", "METHODS", "DEFAULT_METHODS", "PROTOCOLS", "REFERENCE", "GATE_QUANTILE",
-           "observes_images", "reference_method"]
+           "observes_images", "reference_method", "make_system"]
 
 SYSTEMS = {"rotation": Rotation, "oscillation": Oscillation, "sprite": MovingSprite, "camera": CameraOrientation,
            "localization": RobotInRoom}
+
+
+def make_system(name, params=None):
+    """The benchmark system ``name``, built with ``params`` in place of its defaults.
+
+    Parameters
+    ----------
+    name : str
+        A name in :data:`SYSTEMS`.
+    params : dict, optional
+        Keyword arguments of the system's class, e.g. ``{"distinct_walls": False}`` for
+        ``localization``.
+
+    Returns
+    -------
+    System
+        A new instance.
+
+    Raises
+    ------
+    ValueError
+        Naming ``system_params`` when a parameter is not one of the class's or its value is refused.
+    """
+    cls = SYSTEMS[check_choice(name, "system", tuple(SYSTEMS))]
+    params = {} if params is None else params
+    if not isinstance(params, dict):
+        raise ValueError(f"system_params: expected a dict of {cls.__name__}'s parameters, got {params!r}")
+    accepted = [p for p in inspect.signature(cls).parameters if p != "self"]
+    unknown = sorted(set(params) - set(accepted))
+    if unknown:
+        raise ValueError(f"system_params: {cls.__name__} has no parameter {unknown[0]!r}; it takes "
+                         f"{', '.join(accepted) or 'none'}")
+    try:
+        return cls(**params)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"system_params: {exc}") from exc
+
 
 #: the studies' protocols: (runs, training lengths). Rotation and oscillation follow Xu et al.
 #: (2022, section 6.2); the image systems use 10 runs of 1,000 training steps; localization

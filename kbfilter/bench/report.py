@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import wilcoxon
 
-from .catalogue import REFERENCE, SYSTEMS, reference_method
+from .catalogue import REFERENCE, make_system, reference_method
 from .runner import bench_validation_length, check_bench_arguments, run_bench
 
 __all__ = ["summarise", "format_table", "write_results", "run_and_report", "writable_folder", "provenance",
@@ -91,7 +91,7 @@ def provenance(system, command=None):
     return {"command": list(command),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "python": platform.python_version(), "platform": platform.platform(), "versions": versions,
-            "system": system_parameters(SYSTEMS[system]() if isinstance(system, str) else system)}
+            "system": system_parameters(make_system(system) if isinstance(system, str) else system)}
 
 
 def summarise(rows, reference=REFERENCE):
@@ -182,7 +182,8 @@ def write_results(out, system, rows, summary, config, command=None):
     summary : dict
         What :func:`summarise` returns.
     config : dict
-        The run's settings, recorded in ``results.json``.
+        The run's settings, recorded in ``results.json``; its ``system_params``, if any, build the
+        system whose parameters are recorded and whose room the map shows.
     command : list of str, optional
         The command line that asked for the run, recorded with the package versions, the date and
         the system's parameters (see :func:`provenance`).
@@ -196,9 +197,10 @@ def write_results(out, system, rows, summary, config, command=None):
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    system_ = make_system(system, config.get("system_params"))
     runs = [{k: v for k, v in r.items() if k != "trajectory"} for r in rows]
     with open(out / "results.json", "w") as fh:
-        json.dump({"system": system, "provenance": provenance(system, command), "config": config, "summary": summary,
+        json.dump({"system": system, "provenance": provenance(system_, command), "config": config, "summary": summary,
                    "runs": runs}, fh, indent=1)
     with open(out / "results.csv", "w", newline="") as fh:
         writer = csv.writer(fh)
@@ -216,7 +218,6 @@ def write_results(out, system, rows, summary, config, command=None):
     ax = plot_trajectory(traj["states"], traj["estimates"])
     ax.figure.suptitle(f"{system}: run 0, first 100 test steps")
     save_figure(ax, paths[3])
-    system_ = SYSTEMS[system]()
     if hasattr(system_, "top_down"):  # a map: the room from above with the paths and the particles
         paths.append(out / "map.png")
         ax = plot_map(system_, traj["states"], traj["estimates"], traj.get("particles", {}),
@@ -238,7 +239,7 @@ def write_results(out, system, rows, summary, config, command=None):
 
 def run_and_report(system, out, runs=10, train_length=1000, test_length=200, methods=None, n_jobs=None,
                    seed=0, progress=True, validation_length=None, search="coordinate", n_folds=1, print_fn=print,
-                   command=None, filter_seeds=1, reference=None):
+                   command=None, filter_seeds=1, reference=None, system_params=None):
     """:func:`~kbfilter.bench.run_bench`, then print the table and write results and figures to ``out``.
 
     Every argument is checked, and ``out`` is made sure to be writable, before the run starts.
@@ -255,7 +256,7 @@ def run_and_report(system, out, runs=10, train_length=1000, test_length=200, met
         Where the table and the closing line go.
     command : list of str, optional
         The command line recorded in ``results.json``.
-    filter_seeds, reference
+    filter_seeds, reference, system_params
         As in :func:`~kbfilter.bench.run_bench`.
 
     Returns
@@ -266,17 +267,18 @@ def run_and_report(system, out, runs=10, train_length=1000, test_length=200, met
         What :func:`summarise` returns.
     """
     methods = check_bench_arguments(system, runs, train_length, test_length, methods, validation_length, n_folds,
-                                    seed, n_jobs, filter_seeds, reference)
+                                    seed, n_jobs, filter_seeds, reference, system_params)
     out = writable_folder(out)  # before the run, so that its results cannot be lost at the end
     validation_length = bench_validation_length(train_length, validation_length)
     config = {"runs": runs, "train_length": train_length, "test_length": test_length,
               "validation_length": validation_length, "methods": list(methods), "search": search,
               "n_folds": n_folds, "seed": seed, "filter_seeds": filter_seeds,
-              "reference": reference_method(system, reference)}
+              "reference": reference_method(system, reference), "system_params": dict(system_params or {})}
     start = time.perf_counter()
     rows = run_bench(system, runs=runs, train_length=train_length, test_length=test_length, methods=methods,
                      n_jobs=n_jobs, seed=seed, progress=progress, validation_length=validation_length,
-                     search=search, n_folds=n_folds, filter_seeds=filter_seeds, reference=reference)
+                     search=search, n_folds=n_folds, filter_seeds=filter_seeds, reference=reference,
+                     system_params=system_params)
     summary = summarise(rows, config["reference"])
     print_fn(format_table(summary, runs, config["reference"]))
     paths = write_results(out, system, rows, summary, config, command)

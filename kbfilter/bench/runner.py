@@ -19,7 +19,7 @@ from .._validation import check_choice, check_int
 from ..linalg import NumericalWarning
 from ..threads import limited_blas
 from ..tuning import check_validation_length, tune_filter
-from .catalogue import CATALOGUE, DEFAULT_METHODS, SYSTEMS, reference_method
+from .catalogue import CATALOGUE, DEFAULT_METHODS, SYSTEMS, make_system, reference_method
 
 __all__ = ["run_trial", "run_bench", "check_bench_arguments"]
 
@@ -107,7 +107,8 @@ def _children(seed, n):
 
 
 def run_trial(system_name, seed, train_length, test_length, methods, validation_length=None,
-              param_grid=None, search="coordinate", keep_estimates=False, n_folds=1, filter_seeds=1, reference=None):
+              param_grid=None, search="coordinate", keep_estimates=False, n_folds=1, filter_seeds=1, reference=None,
+              system_params=None):
     """One run: simulate, tune the kernel Bayes filters on validation, filter the test sequence
     with every method. Returns a dict of per-method results (and the test trajectory if asked).
     ``seed`` (an int or a ``numpy.random.SeedSequence``) fixes the data and every draw: the same
@@ -122,10 +123,11 @@ def run_trial(system_name, seed, train_length, test_length, methods, validation_
     the controls go to fitting, tuning and filtering. The errors are the system's
     (:meth:`~kbfilter.systems.System.errors`): ``mse``, and any others under ``"errors"``. With
     ``keep_estimates``, the particles of ``reference`` (default: the system's
-    :func:`~kbfilter.bench.reference_method`) are kept at a few test steps for the figures."""
+    :func:`~kbfilter.bench.reference_method`) are kept at a few test steps for the figures.
+    ``system_params`` builds the system (:func:`~kbfilter.bench.make_system`)."""
     reference = reference_method(system_name, reference)
     validation_length = bench_validation_length(train_length, validation_length)
-    system = SYSTEMS[system_name]()
+    system = make_system(system_name, system_params)
     seed = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     sim_seed, filter_seed = _children(seed, 2)
     streams = [filter_seed, *_children(filter_seed, filter_seeds - 1)]
@@ -178,12 +180,14 @@ def run_trial(system_name, seed, train_length, test_length, methods, validation_
 
 
 def check_bench_arguments(system, runs=10, train_length=1000, test_length=200, methods=None,
-                          validation_length=None, n_folds=1, seed=0, n_jobs=None, filter_seeds=1, reference=None):
+                          validation_length=None, n_folds=1, seed=0, n_jobs=None, filter_seeds=1, reference=None,
+                          system_params=None):
     """Validate the arguments of :func:`run_bench` before any work; returns the method names.
 
     Raises ``ValueError`` naming the first bad argument.
     """
     check_choice(system, "system", tuple(SYSTEMS))
+    make_system(system, system_params)
     methods = tuple(DEFAULT_METHODS[system] if methods is None else methods)
     if not methods:
         raise ValueError("methods: expected at least one method")
@@ -205,7 +209,7 @@ def check_bench_arguments(system, runs=10, train_length=1000, test_length=200, m
 @limited_blas
 def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None, n_jobs=None, seed=0,
               progress=True, validation_length=None, param_grid=None, search="coordinate", n_folds=1,
-              filter_seeds=1, reference=None):
+              filter_seeds=1, reference=None, system_params=None):
     """Run the benchmark; returns the per-run rows (the first one keeps its test trajectory).
 
     Every run gets its own spawned seed (``numpy.random.SeedSequence.spawn``), so the same ``seed`` gives the same numbers
@@ -240,6 +244,9 @@ def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None,
     reference : str, optional
         One of ``methods``, the one compared with the others; run 0 keeps its particles at a few
         test steps for the figures. Default: the system's :func:`~kbfilter.bench.reference_method`.
+    system_params : dict, optional
+        The system's parameters in place of its defaults, e.g. ``{"distinct_walls": False}`` for
+        ``localization`` (see :func:`~kbfilter.bench.make_system`).
 
     Returns
     -------
@@ -248,11 +255,11 @@ def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None,
         ``mse_per_seed`` by method.
     """
     methods = check_bench_arguments(system, runs, train_length, test_length, methods, validation_length,
-                                    n_folds, seed, n_jobs, filter_seeds, reference)
+                                    n_folds, seed, n_jobs, filter_seeds, reference, system_params)
     seeds = np.random.SeedSequence(seed).spawn(runs)
     jobs = (delayed(run_trial)(system, s, train_length, test_length, methods, validation_length,
                                param_grid, search, keep_estimates=(i == 0), n_folds=n_folds,
-                               filter_seeds=filter_seeds, reference=reference)
+                               filter_seeds=filter_seeds, reference=reference, system_params=system_params)
             for i, s in enumerate(seeds))
     results = Parallel(n_jobs=n_jobs, return_as="generator")(jobs)
     return list(tqdm(results, total=runs, desc=f"bench {system}", disable=not progress))

@@ -58,7 +58,7 @@ def _pose(position, h):
 
 
 @persistent("room_seed", "n_pillars", "height", "width", "fov_deg", "rays_per_column", "pixel_noise",
-            "forward_noise", "turn_noise")
+            "forward_noise", "turn_noise", "distinct_walls")
 class RobotInRoom(System):
     """A robot with odometry and a camera in a seeded room (known motion, unknown image density).
 
@@ -85,6 +85,11 @@ class RobotInRoom(System):
         Standard deviation of the forward step's noise.
     turn_noise : float, default=0.05
         Standard deviation of the turn's noise (radians).
+    distinct_walls : bool, default=True
+        Four walls of different colours and stripe frequencies. False paints all four alike (the
+        first wall's colour and stripes; the pillars are those of the same ``room_seed``), so
+        that only the pillars tell the room's quarter turns apart: views that repeat across the
+        room, as in corridors and offices (perceptual aliasing).
 
     Examples
     --------
@@ -104,7 +109,7 @@ class RobotInRoom(System):
     CAMERA_HEIGHT = 0.15
 
     def __init__(self, room_seed=0, n_pillars=3, height=16, width=64, fov_deg=90.0, rays_per_column=4,
-                 pixel_noise=0.05, forward_noise=0.01, turn_noise=0.05):
+                 pixel_noise=0.05, forward_noise=0.01, turn_noise=0.05, distinct_walls=True):
         self.room_seed = check_int(room_seed, "room_seed", minimum=0)
         self.n_pillars = check_int(n_pillars, "n_pillars", minimum=0)
         self.height = check_int(height, "height")
@@ -116,14 +121,20 @@ class RobotInRoom(System):
         self.pixel_noise = check_positive(pixel_noise, "pixel_noise")
         self.forward_noise = check_positive(forward_noise, "forward_noise")
         self.turn_noise = check_positive(turn_noise, "turn_noise")
+        if not isinstance(distinct_walls, (bool, np.bool_)):
+            raise ValueError(f"distinct_walls: expected True or False, got {distinct_walls!r}")
+        self.distinct_walls = bool(distinct_walls)
         self.obs_shape = (self.height, self.width, 3)
         self.dim_z = self.height * self.width * 3
         rng = np.random.default_rng(self.room_seed)
         # walls: +x, +y, -x, -y; saturated colours far apart, stripes of different frequencies
         hues = rng.permutation(np.array([[0.85, 0.25, 0.2], [0.2, 0.65, 0.3], [0.25, 0.35, 0.85],
                                          [0.9, 0.8, 0.25]]))
+        stripes = rng.uniform(1.5, 4.5, size=4)
+        if not self.distinct_walls:  # drawn all the same, so that the pillars match the distinct room's
+            hues, stripes = np.tile(hues[:1], (4, 1)), np.full(4, stripes[0])
         self.wall_colours = hues
-        self.wall_stripes = rng.uniform(1.5, 4.5, size=4)
+        self.wall_stripes = stripes
         centres, radii = [], []
         for _ in range(200 * max(self.n_pillars, 1)):
             if len(centres) == self.n_pillars:
@@ -145,7 +156,8 @@ class RobotInRoom(System):
         self._row_top, self._row_bottom = edges[:-1], edges[1:]
 
     def __repr__(self):
-        return f"RobotInRoom(room_seed={self.room_seed}, n_pillars={self.n_pillars})"
+        alike = "" if self.distinct_walls else ", distinct_walls=False"
+        return f"RobotInRoom(room_seed={self.room_seed}, n_pillars={self.n_pillars}{alike})"
 
     # -- motion ------------------------------------------------------------------------------------
     def free(self, positions):
