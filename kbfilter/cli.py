@@ -174,12 +174,13 @@ def bench_command(args, parser, folder_per_length=False):
             if _holds_results(folder):
                 parser.error(f"argument --out: {folder} already holds results; pass --force to overwrite them "
                              f"or choose another --out")
+    system_params = dict(args.system_params)
     try:
         validation = {T: bench_validation_length(T, args.validation_length) for T in args.train_lengths}
         for T in args.train_lengths:
             check_bench_arguments(args.system, args.runs, T, args.test_length, args.methods,
                                   validation[T], args.folds, args.seed, args.jobs, args.filter_seeds, args.reference,
-                                  dict(args.system_params))
+                                  system_params)
         for folder in folders.values():
             writable_folder(folder)
     except ValueError as exc:
@@ -198,7 +199,7 @@ def bench_command(args, parser, folder_per_length=False):
                            methods=args.methods, n_jobs=args.jobs, seed=args.seed, progress=not args.quiet,
                            validation_length=validation[T], search=args.search, n_folds=args.folds,
                            command=args.command_line, filter_seeds=args.filter_seeds, reference=args.reference,
-                           system_params=dict(args.system_params))
+                           system_params=system_params)
     return 0
 
 

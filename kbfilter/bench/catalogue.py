@@ -51,7 +51,7 @@ def make_system(name, params=None):
     params = {} if params is None else params
     if not isinstance(params, dict):
         raise ValueError(f"system_params: expected a dict of {cls.__name__}'s parameters, got {params!r}")
-    accepted = [p for p in inspect.signature(cls).parameters if p != "self"]
+    accepted = list(inspect.signature(cls).parameters)
     unknown = sorted(set(params) - set(accepted))
     if unknown:
         raise ValueError(f"system_params: {cls.__name__} has no parameter {unknown[0]!r}; it takes "
