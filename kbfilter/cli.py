@@ -112,6 +112,8 @@ def build_parser():
                                        "filters on validation data, run every method, print a table and "
                                        "write results.json, results.csv and figures.")
     add_bench_arguments(bench)
+    # errors found after parsing are reported by the subcommand's parser, as argparse reports its own
+    bench.set_defaults(command_parser=bench)
     return parser
 
 
@@ -225,4 +227,4 @@ def main(argv=None):
         parser.print_help(sys.stderr)
         return 2
     args.command_line = ["kbfilter", *(sys.argv[1:] if argv is None else argv)]
-    return bench_command(args, parser)
+    return bench_command(args, args.command_parser)
