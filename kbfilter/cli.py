@@ -37,16 +37,15 @@ def _as_flags(message):
 
 def _system_param(text):
     """``NAME=VALUE`` as a pair; the value read as a Python literal (``true``/``false`` too), else kept as text."""
-    name, sep, value = text.partition("=")
-    if not sep or not name.strip():
+    name, sep, value = (part.strip() for part in text.partition("="))
+    if not sep or not name:
         raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
-    value = value.strip()
     if value.lower() in ("true", "false"):
-        return name.strip(), value.lower() == "true"
+        return name, value.lower() == "true"
     try:
-        return name.strip(), ast.literal_eval(value)
+        return name, ast.literal_eval(value)
     except (ValueError, SyntaxError):
-        return name.strip(), value
+        return name, value
 
 
 def add_bench_arguments(parser, system=None, runs=None, train_lengths=(500,), jobs=-1, out=None):
