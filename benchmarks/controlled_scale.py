@@ -66,7 +66,7 @@ def measure(approximation, params, train, test):
         again.batch_filter(Zt[:5], us=Ut[:5])
         peak = tracemalloc.get_traced_memory()[1] / 2**20
         tracemalloc.stop()
-    rank = getattr(kbf.model_.controlled_transition, "rank", None)
+    rank = getattr(kbf.model_.transition, "rank", None)
     return dict(fit_s=fit_s, ms=1e3 * min(passes) / len(Zt), mse=_mse(means, Xt), rank=rank, mb=peak)
 
 

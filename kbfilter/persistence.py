@@ -38,7 +38,7 @@ from sklearn.kernel_approximation import Nystroem, RBFSampler
 from sklearn.preprocessing import StandardScaler
 
 FORMAT = "kbfilter"
-VERSION = 7
+VERSION = 8
 
 __all__ = ["FORMAT", "VERSION", "Persistent", "persistent", "registered", "save", "load"]
 

@@ -5,7 +5,7 @@ matrix-vector products), too small for threads to pay for their start-up, and tu
 one fit per joblib worker. With OpenBLAS's default of one thread per core, the threads spin and
 contend with the other workers and with whatever else the machine runs. Measured on a 2-core
 machine with another process busy on one core (``benchmarks/threads.py --busy 1 --tune``), the
-README's tracking example took 299 s with the default threads and 50 s with one, and an exact
+front page's tracking example took 299 s with the default threads and 50 s with one, and an exact
 step at ``T = 4,000`` 117 ms against 18 ms; on the idle machine one thread costs up to 1.5x on a
 large exact fit and saves 2.4x on its steps. So kbfilter's public entry points (fitting,
 filtering, tuning, benchmarking) run with **one BLAS thread** by default and restore the

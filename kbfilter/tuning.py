@@ -22,10 +22,8 @@ from ._validation import check_choice, check_controls, check_int, check_rng, che
 from ._warnings import warn_user
 from .bandwidth_learning import (BandwidthFit, EmbeddingPosterior, bayesian_bandwidth, log_pseudolikelihood,
                                  posterior_embedding)
-from .features import GaussianBlur
-from .filters.kbf import observation_features
-from .filters.kmc import KernelMonteCarloFilter
-from .filters.nearest import NearestNeighbourParticleFilter
+from .filters.grids import (BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, MONTE_CARLO_IMAGE_GRID,
+                            MONTE_CARLO_SCALABLE_IMAGE_GRID, NEIGHBOUR_GRID, SCALABLE_BLUR_GRID, SCALABLE_GRID)
 from .linalg import NumericalWarning
 from .threads import limited_blas
 
@@ -34,45 +32,6 @@ __all__ = ["bayesian_bandwidth", "log_pseudolikelihood", "BandwidthFit", "poster
            "MONTE_CARLO_SCALABLE_IMAGE_GRID", "SCALABLE_BLUR_GRID",
            "NEIGHBOUR_GRID", "tune_filter", "validation_split",
            "validation_mse", "check_validation_length", "default_grid"]
-
-#: vector observations: bandwidth scale 0.1-4, both regularisers 1e-6-1
-DEFAULT_GRID = {
-    "scale": (0.1, 0.25, 0.5, 1.0, 2.0, 4.0),
-    "reg_prior": (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0),
-    "reg_update": (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0),
-}
-#: the scalable (low-rank) filter on long training runs: the narrowest bandwidth of DEFAULT_GRID
-#: (0.1 x median) needs more than a thousand landmarks at T >= 10^4, so this grid starts at 0.25
-SCALABLE_GRID = dict(DEFAULT_GRID, scale=(0.25, 0.5, 1.0, 2.0, 4.0))
-#: raw pixels want a narrow observation kernel (image noise puts a floor under image distances)
-#: and the validation error is not monotone in it, so the image grid is finer and reaches 0.05
-IMAGE_GRID = {
-    "scale": (0.1, 0.2, 0.35, 0.5, 1.0),
-    "scale_z": (0.05, 0.075, 0.1, 0.125, 0.15, 0.2, 0.3, 0.5, 1.0),
-    "reg_prior": (1e-5, 1e-4, 1e-3, 1e-2, 1e-1),
-    "reg_update": (1e-5, 1e-4, 1e-3, 1e-2, 1e-1),
-}
-#: images through PCA or learned features
-FEATURE_GRID = dict(IMAGE_GRID, scale_z=(0.25, 0.5, 1.0, 2.0))
-#: blurred images keep less noise in their distances, so the good observation bandwidths sit a
-#: little higher than on raw pixels (0.15-0.2 x median measured), and the grid reaches 2
-BLUR_GRID = dict(IMAGE_GRID, scale_z=(0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0))
-#: ... and on Nystrom kernels (long logs, where every evaluation fits thousands of images): a
-#: coarser grid over the values the exact filter's tuning chose on the robot room at 1,000 poses
-SCALABLE_BLUR_GRID = {"scale": (0.5, 1.0), "scale_z": (0.2, 0.5, 1.0), "reg_prior": (1e-4, 1e-2),
-                      "reg_update": (1e-3, 1e-1)}
-#: the Kernel Monte Carlo filter on images: every evaluation runs a thousand particles, so the
-#: grid is coarser; its observation bandwidths reach down to 0.02 x median, because on the robot
-#: room a sharp image likelihood kept the weighted particles on track where 0.1 x median lost them
-MONTE_CARLO_IMAGE_GRID = {"scale": (0.1, 0.2, 0.5), "scale_z": (0.02, 0.05, 0.1, 0.2, 0.5, 1.0),
-                          "reg_prior": (1e-3, 1e-2, 1e-1), "reg_update": (1e-3, 1e-2, 1e-1)}
-#: ... and on Nystrom kernels, for long logs where every evaluation fits thousands of images: the
-#: regulariser of the prior is fixed at the value the exact filter's tuning chose most often
-MONTE_CARLO_SCALABLE_IMAGE_GRID = {"scale": (0.2, 0.5), "scale_z": (0.05, 0.1, 0.2, 0.5), "reg_prior": (1e-2,),
-                                   "reg_update": (1e-2, 1e-1)}
-#: the nearest-neighbour particle filter: neighbours voting, and their bandwidth (x median)
-NEIGHBOUR_GRID = {"n_neighbors": (1, 3, 10, 30), "scale": (0.02, 0.05, 0.1, 0.2, 0.5)}
-
 
 def check_validation_length(n_steps, validation_length, n_folds=1, name="train_length"):
     """Check that ``n_steps`` training steps leave room for ``n_folds`` validation blocks.
@@ -198,40 +157,25 @@ def validation_mse(estimator, params, train, validation):
 
 
 def default_grid(filter, observations):
-    """The grid :func:`tune_filter` searches when given none.
+    """The grid :func:`tune_filter` searches when given none: the filter's own ``default_grid``.
 
     Parameters
     ----------
-    filter : KernelBayesFilter, KernelMonteCarloFilter or another filter estimator
-        The template.
+    filter : LearnedFilter
+        The template (any filter of :mod:`kbfilter.filters` that learns from data).
     observations : array-like or list of array-like
-        The training observations: images (more than one axis per observation) get the image
-        grids, whose observation bandwidths reach down to 0.05 x median.
+        The training observations (images may get other grids than vectors).
 
     Returns
     -------
     dict
-        :data:`NEIGHBOUR_GRID` for the nearest-neighbour particle filter. Otherwise
-        :data:`DEFAULT_GRID` for vectors; for images :data:`MONTE_CARLO_IMAGE_GRID` for the
-        Kernel Monte Carlo filter (:data:`MONTE_CARLO_SCALABLE_IMAGE_GRID` on approximated
-        kernels), and for the kernel Bayes filter :data:`BLUR_GRID` when it
-        blurs them (its default; :data:`SCALABLE_BLUR_GRID` on approximated kernels), :data:`IMAGE_GRID` on raw pixels (``features=None``) and
-        :data:`FEATURE_GRID` behind any other feature map.
+        ``filter.default_grid(observations)``; the grids themselves are in
+        :mod:`kbfilter.filters.grids`.
     """
-    if isinstance(filter, NearestNeighbourParticleFilter):
-        return NEIGHBOUR_GRID
-    first = observations[0] if isinstance(observations, (list, tuple)) else observations
-    shape = np.shape(first)[1:]
-    if len(shape) <= 1:
-        return DEFAULT_GRID
-    if isinstance(filter, KernelMonteCarloFilter):
-        return MONTE_CARLO_IMAGE_GRID if filter.approximation == "exact" else MONTE_CARLO_SCALABLE_IMAGE_GRID
-    features = observation_features(getattr(filter, "features", None), shape)
-    if features is None:
-        return IMAGE_GRID
-    if not isinstance(features, GaussianBlur):
-        return FEATURE_GRID
-    return BLUR_GRID if getattr(filter, "approximation", "exact") == "exact" else SCALABLE_BLUR_GRID
+    grid = getattr(filter, "default_grid", None)
+    if not callable(grid):
+        raise ValueError(f"param_grid: {type(filter).__name__} has no default grid; pass one")
+    return grid(observations)
 
 
 def _edge_warnings(grid, best):

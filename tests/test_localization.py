@@ -315,7 +315,7 @@ def test_low_rank_controlled_kbf_keeps_no_state_by_state_array_and_tracks():
     # measured: Kalman 0.049, exact 0.0564, low rank 0.0565 with 152 landmark pairs
     assert abs(mse_low - mse_exact) < 0.02 * mse_exact
     assert mse_low < 1.3 * kalman_mse
-    assert low.model_.controlled_transition.rank < 200
+    assert low.model_.transition.rank < 200
 
 
 def _controlled_fit_peak(T):

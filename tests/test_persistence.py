@@ -9,6 +9,7 @@ from sklearn.preprocessing import StandardScaler
 import kbfilter as kb
 from kbfilter.features import GaussianBlur, LearnedFeatures, RandomFourierFeatures
 from kbfilter.filters.outliers import OutlierGate
+from kbfilter.filters.particles import ParticleBelief
 from kbfilter.kernel_approximation import NystromKernel, RandomFourierKernel
 from kbfilter.linalg import Woodbury, spd_factor
 from kbfilter.operators import DenseOperator, LowRankOperator, SparseOperator
@@ -65,12 +66,21 @@ CASES = {
                                   lambda f: np.append(f.batch_filter(VIEWS[50:], us=CONTROLS[50:])[0],
                                                       f.diagnostics["outlier"]))],
     "OutlierGate": [(OutlierGate.from_quantile(Z, 0.9), lambda g: np.append(g.distance(Q), g.radius))],
-    "ObservationModel": [(kb.KernelMonteCarloFilter(ROBOT).fit(POSES, VIEWS).model_,
-                          lambda m: m.rule.posterior(None, m.features.transform(VIEWS[:1].reshape(1, -1))[0]).weights)],
-    "ControlledTransition": [(kb.KernelBayesFilter().fit(X, Z, controls=U).model_.controlled_transition,
+    "KernelMonteCarloModel": [(kb.KernelMonteCarloFilter(ROBOT).fit(POSES, VIEWS).model_,
+                               lambda m: m.observation.posterior_weights(np.ones(len(POSES)),
+                                                                         m.observation.admit(VIEWS[0]))[0])],
+    "LearnedObservationModel": [(kb.KernelBayesFilter(outlier_quantile=0.5).fit(X, Z).observation_model_,
+                                 lambda m: np.append(m.posterior_weights(np.ones(120), m.admit(Q[0]))[0],
+                                                     [m.admit(q) is None for q in Q]))],
+    "ObservationSpace": [(kb.KernelBayesFilter(outlier_quantile=0.5).fit(X[:40], IMAGES.reshape(40, 6, 5))
+                          .observation_model_.space, lambda s: np.append(s.map(IMAGES[0]), s.admits(s.map(IMAGES[1]))))],
+    "LearnedTransition": [(kb.KernelBayesFilter().fit(X, Z).model_.transition,
+                           lambda t: t.apply(np.full(120, 1 / 120)))],
+    "ParticleBelief": [(ParticleBelief(X[:10], np.arange(1.0, 11.0) / 55), lambda b: np.append(*b.estimate()))],
+    "ControlledTransition": [(kb.KernelBayesFilter().fit(X, Z, controls=U).model_.transition,
                               lambda t: t.apply(np.full(120, 1 / 120), np.array([0.3])))],
     "LowRankControlledTransition": [(kb.KernelBayesFilter(approximation="nystrom", rank=30)
-                                     .fit(X, Z, controls=U).model_.controlled_transition,
+                                     .fit(X, Z, controls=U).model_.transition,
                                      lambda t: t.apply(np.full(120, 1 / 120), np.array([0.3])))],
     "RobotInRoom": [(ROBOT, lambda r: r.render(POSES[:3]))],
     "Rotation": [(kb.systems.Rotation(omega=0.2), lambda s: s.transition_mean(X))],

@@ -233,10 +233,10 @@ def test_a_tiny_regulariser_stays_finite_on_the_low_rank_path(data):
 
 
 def test_a_rank_rule_stopped_by_its_cap_is_reported(data, monkeypatch):
-    import kbfilter.filters.kbf as kbf_module
+    import kbfilter.filters.observation as observation_module
 
     (x, z), _ = data
-    monkeypatch.setattr(kbf_module, "MAX_RANK", 5)
+    monkeypatch.setattr(observation_module, "MAX_RANK", 5)
     with pytest.warns(NumericalWarning, match="MAX_RANK = 5"):
         kbf = kb.KernelBayesFilter(approximation="nystrom", scale=0.3, reg_prior=1e-6).fit(x, z)
     assert kbf.diagnostics["rank_cap"] == 1

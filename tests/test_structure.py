@@ -86,3 +86,46 @@ def test_the_benchmark_and_the_plots_load_on_first_use():
             "try:\n    kb.no_such_name\nexcept AttributeError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "no attribute 'no_such_name'" in out
+
+
+# the modules that define a filter (a class the user runs), as opposed to the components they compose
+FILTER_MODULES = {"kbfilter.filters.kbf", "kbfilter.filters.kmc", "kbfilter.filters.nearest",
+                  "kbfilter.filters.classical", "kbfilter.filters.window"}
+
+
+def test_the_filter_modules_are_the_ones_defining_filters():
+    import inspect
+
+    from kbfilter.filters.base import Filter
+
+    defining = {cls.__module__ for name in kbfilter.filters.__all__
+                for cls in [getattr(kbfilter.filters, name)] if inspect.isclass(cls) and issubclass(cls, Filter)}
+    assert defining == FILTER_MODULES
+
+
+def test_no_filter_module_imports_another_and_the_kbf_module_exports_only_its_filter():
+    import kbfilter.filters.kbf as kbf_module
+
+    graph = _graph()
+    for name in FILTER_MODULES:
+        assert not graph[name] & (FILTER_MODULES - {name}), name
+    assert sorted(kbf_module.__all__) == ["FilterModel", "KernelBayesFilter"]
+
+
+def test_the_filters_stand_on_at_most_three_floors():
+    graph = _graph()
+    inside = {name for name in graph if name.startswith("kbfilter.filters.")}
+
+    def floor(name):
+        below = [floor(m) for m in graph[name] if m in inside]
+        return 1 + max(below, default=0)
+
+    floors = {name: floor(name) for name in inside}
+    assert max(floors.values()) <= 3, floors
+
+
+def test_tuning_asks_the_filter_for_its_grid_and_imports_no_filter():
+    graph = _graph()
+    assert not graph["kbfilter.tuning"] & FILTER_MODULES
+    source = (ROOT / "tuning.py").read_text()
+    assert "isinstance(filter" not in source

@@ -1,12 +1,14 @@
-"""What every filter object shares: filterpy's attribute names and ``batch_filter``."""
+"""The filter contract: what every filter object provides, and what they share (filterpy's attribute
+names, ``batch_filter``, the fallback counts)."""
 
 from collections import Counter
 
 import numpy as np
+from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from .._validation import check_sequences
 from .._warnings import warn_user
-from ..embedding import weighted_covariance
 from ..linalg import NumericalWarning
 from ..threads import limited_blas
 
@@ -100,49 +102,6 @@ def sample_next(transition, X, u, rng, name="transition"):
     return out
 
 
-def resampling_due(weights, threshold):
-    """Whether weighted particles are due for resampling (the rule every particle filter here uses).
-
-    Parameters
-    ----------
-    weights : ndarray of shape (n,)
-        Normalised weights.
-    threshold : float in (0, 1]
-        The fraction of ``n`` the effective sample size ``1 / sum_j w_j^2`` must not fall below;
-        1 means after every update.
-
-    Returns
-    -------
-    bool
-        True when the particles should be resampled.
-    """
-    return threshold >= 1 or 1.0 / np.sum(weights**2) < threshold * len(weights)
-
-
-def systematic_resample(weights, rng):
-    """Systematic resampling: one uniform draw, ``n`` evenly spaced positions.
-
-    (filterpy's ``systematic_resample`` draws from numpy's global state; this one takes ``rng``.)
-
-    Parameters
-    ----------
-    weights : ndarray of shape (n,)
-        Normalised weights.
-    rng : numpy.random.Generator
-        The random numbers.
-
-    Returns
-    -------
-    ndarray of int, shape (n,)
-        The indices of the particles kept, each as often as it is drawn.
-    """
-    n = len(weights)
-    positions = (rng.uniform() + np.arange(n)) / n
-    cumulative = np.cumsum(weights)
-    cumulative[-1] = 1.0
-    return np.searchsorted(cumulative, positions)
-
-
 class SharedModel:
     """A fitted model that is read-only once built, so copies of a filter share it.
 
@@ -160,9 +119,9 @@ class SharedModel:
 class CountedFallbacks:
     """Mixin: the fallbacks a fitted filter takes, counted since fit and since the last reset.
 
-    The filter keeps what fit counted in ``model_.fit_diagnostics`` (a filter without a model
-    overrides ``_fit_diagnostics``) and starts ``_events`` afresh in ``reset``; each kind is
-    warned about once per reset.
+    What fit counted comes from :meth:`_fit_diagnostics` (by default the fitted model's
+    ``fit_diagnostics``); ``_events`` starts afresh in ``reset``, and each kind is warned about
+    once per reset.
     """
 
     def _after_load(self):
@@ -175,13 +134,10 @@ class CountedFallbacks:
             warn_user(f"{type(self).__name__}: {message} (reported once until reset; see diagnostics)",
                       NumericalWarning)
 
-    def _admitted(self, z, gate, nearest=None):
-        """The mapped observation ``z``, or None when ``gate`` sets it aside as an outlier (counted);
-        ``nearest``, if known, is its distance to the nearest training observation."""
-        if gate is not None and not (gate.admits(z) if nearest is None else gate.admits_distance(nearest)):
-            self._record("outlier")
-            return None
-        return z
+    def _record_all(self, info):
+        """Count every kind in ``info`` (kind -> message), as :meth:`_record` does."""
+        for kind, message in info.items():
+            self._record(kind, message)
 
     @property
     def diagnostics(self):
@@ -194,13 +150,52 @@ class CountedFallbacks:
         return self.model_.fit_diagnostics
 
 
-class SequentialFilter:
-    """Mixin: ``batch_filter`` as a ``predict(); update(z)`` loop, filterpy's return convention.
+class Filter:
+    """The filter contract: a belief moved by ``predict`` and corrected by ``update``.
 
-    Subclasses provide ``predict()``, ``update(z)`` and the attributes ``x_prior``, ``P_prior``,
-    ``x_post``, ``P_post``; they may override :meth:`_start_batch` to handle the first step
-    differently (e.g. starting from the first observation).
+    Every filter in kbfilter provides
+
+    - ``predict(u=None)``: the belief one step ahead (``u``: the control, for a controlled system);
+    - ``update(z)``: the belief given the observation ``z`` (``None``: a missing measurement, and
+      the posterior is the prediction);
+    - ``batch_filter(zs, us=None)``: the loop over a sequence, filterpy's return convention;
+    - the estimate ``x``, ``P`` and its two halves ``x_prior``, ``P_prior`` (after ``predict``)
+      and ``x_post``, ``P_post`` (after ``update``), filterpy's names; ``x`` is 1-D.
+
+    A filter learned from data is a :class:`LearnedFilter`. Subclasses may override
+    :meth:`_start_batch` to handle the first step differently (e.g. starting from the first
+    observation).
     """
+
+    def predict(self, u=None):  # pragma: no cover - the contract
+        """Move the belief one step ahead; sets ``x_prior``, ``P_prior`` (and ``x``, ``P``).
+
+        Parameters
+        ----------
+        u : array-like of shape (dim_u,) or None, default=None
+            The control, for a controlled system.
+        """
+        raise NotImplementedError
+
+    def update(self, z):  # pragma: no cover - the contract
+        """Correct the belief with the observation ``z``; sets ``x_post``, ``P_post`` (and ``x``, ``P``).
+
+        Parameters
+        ----------
+        z : array-like or None
+            The observation; None is a missing measurement (the posterior is the prediction).
+        """
+        raise NotImplementedError
+
+    def _set_estimate(self, which, mean, cov):
+        """Record ``mean``, ``cov`` as the ``"prior"`` or ``"post"`` estimate, and as ``x``, ``P``."""
+        setattr(self, f"x_{which}", mean)
+        setattr(self, f"P_{which}", cov)
+        self.x, self.P = mean, cov
+
+    def _keep_prediction(self):
+        """The posterior is the prediction (a missing or set-aside observation)."""
+        self._set_estimate("post", self.x_prior.copy(), self.P_prior.copy())
 
     def _start_batch(self, zs):
         return 0, []
@@ -244,21 +239,119 @@ class SequentialFilter:
         return means, covs, means_p, covs_p
 
 
-class WeightedParticles:
-    """Mixin for particle filters: the estimate of the particles ``particles`` with ``weights``.
+class LearnedFilter(CountedFallbacks, Filter, BaseEstimator):
+    """The contract of a filter learned from example trajectories (a scikit-learn estimator).
 
-    :meth:`_estimate` sets ``x`` to the weighted mean and ``P`` to the weighted covariance, and
-    records them as ``x_prior``/``P_prior`` or ``x_post``/``P_post``.
+    Besides the :class:`Filter` surface it provides
+
+    - ``fit(states, observations, controls=None)``, returning the filter with a fresh belief
+      (hyperparameters only in ``__init__``, learned state in attributes ending in ``_``);
+    - ``reset()``: the belief :meth:`fit` starts from, the fallback counts since reset cleared;
+    - ``diagnostics``: the fallbacks counted at fit and since the last reset;
+    - :meth:`default_grid`: the hyperparameter grid :func:`~kbfilter.tune_filter` searches
+      when given none.
+
+    A new filter is one subclass that composes the components of :mod:`kbfilter.filters`
+    (the learned observation model, the particle belief); tuning and the benchmark need nothing
+    else from it.
     """
 
-    @property
-    def particle_weights(self):
-        """The particles' weights, ``weights`` (the name the Kernel Monte Carlo filter, whose
-        ``weights`` are on training states, gives them too)."""
-        return self.weights
+    def fit(self, states, observations, controls=None):  # pragma: no cover - the contract
+        """Learn from example trajectories.
 
-    def _estimate(self, which):
-        mean, cov = self.weights @ self.particles, weighted_covariance(self.particles, self.weights)
-        setattr(self, f"x_{which}", mean)
-        setattr(self, f"P_{which}", cov)
-        self.x, self.P = mean, cov
+        Parameters
+        ----------
+        states : array-like of shape (T, dim_x), or a list of such arrays
+            The hidden states of the training trajectories.
+        observations : array-like of shape (T, dim_z) or (T, rows, columns[, channels]), or a list
+            The observation at each training state.
+        controls : array-like of shape (T, dim_u), or a list, optional
+            The controls, for filters that learn a controlled transition (others ignore them).
+
+        Returns
+        -------
+        self
+            The fitted filter, its belief reset.
+        """
+        raise NotImplementedError
+
+    def reset(self):  # pragma: no cover - the contract
+        """Restart the belief from where :meth:`fit` starts it, the fallback counts cleared.
+
+        Returns
+        -------
+        self
+            The filter.
+        """
+        raise NotImplementedError
+
+    def _fit_diagnostics(self):
+        model = getattr(self, "model_", None)
+        return Counter() if model is None else model.fit_diagnostics
+
+    def default_grid(self, observations):
+        """The grid :func:`~kbfilter.tune_filter` searches when given none.
+
+        Parameters
+        ----------
+        observations : array-like or list of array-like
+            The training observations (the grid may depend on whether they are images).
+
+        Returns
+        -------
+        dict
+            Parameter name -> candidate values.
+
+        Raises
+        ------
+        ValueError
+            For a filter with no default grid (pass ``param_grid`` to :func:`~kbfilter.tune_filter`).
+        """
+        grid = self._grid_for(observation_shape(observations))
+        if grid is None:
+            raise ValueError(f"param_grid: {type(self).__name__} has no default grid; pass one")
+        return grid
+
+    def _grid_for(self, obs_shape):
+        """The default grid for observations of shape ``obs_shape`` (None: no default)."""
+        return None
+
+
+def observation_shape(observations):
+    """The shape of one observation in ``observations`` (one sequence, or a list of sequences).
+
+    Parameters
+    ----------
+    observations : array-like or list of array-like
+        The training observations.
+
+    Returns
+    -------
+    tuple of int
+        ``()`` for scalars, ``(dim_z,)`` for vectors, the image shape for images.
+    """
+    first = observations[0] if isinstance(observations, (list, tuple)) else observations
+    return tuple(np.shape(first)[1:])
+
+
+def training_pairs(states, observations):
+    """The training pairs ``(x_i, z_i)`` of one sequence or a list of them, checked and stacked.
+
+    Parameters
+    ----------
+    states : array-like of shape (T, dim_x), or a list of such arrays
+        The training states.
+    observations : array-like of shape (T, dim_z) or (T, rows, columns[, channels]), or a list
+        The observation at each state.
+
+    Returns
+    -------
+    X : ndarray of shape (n, dim_x)
+        The states, stacked.
+    Z : ndarray of shape (n, dim_z)
+        The observations, flattened and stacked.
+    obs_shape : tuple of int
+        The shape of one observation.
+    """
+    xs, zs, obs_shape = check_sequences(states, observations)
+    return np.vstack(xs), np.vstack(zs), obs_shape

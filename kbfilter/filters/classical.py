@@ -23,19 +23,13 @@ from .._warnings import warn_user
 from ..linalg import NumericalWarning
 from ..systems import System
 from ..systems.base import transition_mean_given
-from .base import (
-    SequentialFilter,
-    WeightedParticles,
-    resampling_due,
-    sample_next,
-    system_control,
-    systematic_resample,
-)
+from .base import Filter, sample_next, system_control
+from .particles import HoldsParticles, ParticleBelief, ParticleWeightsAlias
 
 __all__ = ["ExtendedKalman", "UnscentedKalman", "ParticleFilter"]
 
 
-class _StartsFromFirstObservation(SequentialFilter):
+class _StartsFromFirstObservation(Filter):
     """``batch_filter`` on a filter given no belief starts from ``system.initial_belief(z_0)`` at
     t = 0 (so ``z_0`` is not used twice), or, for systems with no belief from one observation
     (images), from :meth:`_start_without_belief`."""
@@ -313,7 +307,7 @@ class UnscentedKalman(_GaussianFilter):
         self.kf.update(z, R=R)  # filterpy: update(None) keeps the prior as the posterior
 
 
-class ParticleFilter(WeightedParticles, _StartsFromFirstObservation):
+class ParticleFilter(HoldsParticles, ParticleWeightsAlias, _StartsFromFirstObservation):
     """Bootstrap particle filter with the true model and systematic resampling.
 
     Parameters
@@ -334,9 +328,8 @@ class ParticleFilter(WeightedParticles, _StartsFromFirstObservation):
     x, P : ndarray
         Current weighted mean and covariance of the particles.
     particles : ndarray of shape (n_particles, dim_x)
-    weights : ndarray of shape (n_particles,)
-        Normalised weights (also ``particle_weights``, the name every particle filter here gives
-        them).
+    particle_weights : ndarray of shape (n_particles,)
+        Normalised weights (``weights`` is a deprecated name for them).
     ess : float
         Effective sample size ``1 / sum_i p_i^2`` at the last update, before any resampling.
     log_likelihood : float
@@ -384,11 +377,10 @@ class ParticleFilter(WeightedParticles, _StartsFromFirstObservation):
         return self._start_from(self.rng.multivariate_normal(x0, P0, size=self.n_particles))
 
     def _start_from(self, particles):
-        self.particles = particles
-        self.weights = np.full(self.n_particles, 1.0 / self.n_particles)
+        self.belief = ParticleBelief(particles)
         self.ess, self.log_likelihood, self.resampled = float(self.n_particles), 0.0, False
-        self._estimate("prior")
-        self._estimate("post")
+        self._set_estimate("prior", *self.belief.estimate())
+        self._set_estimate("post", *self.belief.estimate())
         self.initialized = True
         return self
 
@@ -431,8 +423,8 @@ class ParticleFilter(WeightedParticles, _StartsFromFirstObservation):
             :class:`~kbfilter.systems.RobotInRoom`); None for the others.
         """
         self._check_initialized()
-        self.particles = sample_next(self.system, self.particles, u, self.rng, name="system")
-        self._estimate("prior")
+        self.belief.particles = sample_next(self.system, self.belief.particles, u, self.rng, name="system")
+        self._set_estimate("prior", *self.belief.estimate())
 
     def update(self, z):
         """Weight the particles by the likelihood of ``z``, then resample if the ESS is low.
@@ -446,17 +438,9 @@ class ParticleFilter(WeightedParticles, _StartsFromFirstObservation):
         self._check_initialized()
         self.resampled = False
         if z is None:
-            self._estimate("post")
+            self._keep_prediction()
             return
-        logw = np.log(self.weights) + self.system.observation_loglik(z, self.particles)
-        self.log_likelihood = float(logsumexp(logw))
-        self.weights = np.exp(logw - self.log_likelihood)
-        self.ess = 1.0 / np.sum(self.weights**2)
-        self._estimate("post")
-        if resampling_due(self.weights, self.ess_threshold):
-            self._resample()
-
-    def _resample(self):
-        self.particles = self.particles[systematic_resample(self.weights, self.rng)]
-        self.weights = np.full(self.n_particles, 1.0 / self.n_particles)
-        self.resampled = True
+        self.log_likelihood = self.belief.reweight_log(self.system.observation_loglik(z, self.belief.particles))
+        self.ess = self.belief.ess
+        self._set_estimate("post", *self.belief.estimate())
+        self.resampled = self.belief.resample_if_due(self.ess_threshold, self.rng)

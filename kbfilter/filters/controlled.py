@@ -17,6 +17,7 @@ Nystrom approximation on landmark pairs, so that nothing indexed by two training
 import numpy as np
 from scipy.linalg import solve_triangular
 
+from .._validation import check_vector
 from ..linalg import pivoted_cholesky, spd_factor
 from ..persistence import persistent
 
@@ -27,6 +28,18 @@ class _SuccessorTransition:
     """What both controlled transitions share: weights on the logged successors, placed among the
     ``n_states`` training states."""
 
+    @property
+    def fit_diagnostics(self):
+        """The fallback the factorisation needed at fit, named ``transition_<kind>`` (empty if none)."""
+        event = self.factor.event
+        return {} if event is None else {f"transition_{event}": 1}
+
+    @property
+    def short_kernels(self):
+        """The product kernel, when its Nystrom factorisation stopped at the landmark cap before its
+        tolerance (see :func:`~kbfilter.filters.observation.report_rank_cap`)."""
+        return [] if getattr(self, "converged", True) else ["transition (state x control)"]
+
     def apply(self, w, u):
         """The predicted weights over the training states.
 
@@ -34,14 +47,17 @@ class _SuccessorTransition:
         ----------
         w : ndarray of shape (T,)
             The current weights.
-        u : ndarray of shape (dim_u,)
-            The control.
+        u : array-like of shape (dim_u,)
+            The control (required; checked here).
 
         Returns
         -------
         ndarray of shape (T,)
             ``A(u) w``; states with no predecessor get 0.
         """
+        if u is None:
+            raise ValueError(f"u: this filter was fitted with controls; expected a control of shape ({self.dim_u},)")
+        u = check_vector(u, "u", length=self.dim_u)
         out = np.zeros(self.n_states)
         out[self.successors] = self._successor_weights(w, u)
         return out

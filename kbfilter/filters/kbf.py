@@ -8,241 +8,34 @@ observations alone. The belief is a weight vector over the training states.
 from collections import Counter
 
 import numpy as np
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import (
-    check_choice,
-    check_int,
-    check_matrix,
-    check_observation,
-    check_positive,
-    check_rng,
-    check_controls,
-    check_sequences,
-    check_vector,
-)
-from .._warnings import warn_user
+from .._validation import check_choice, check_controls, check_int, check_matrix, check_positive, check_rng, \
+    check_sequences
 from ..embedding import KernelMean, clipped_weights, normalise_weights, weighted_covariance
-from ..features import GaussianBlur
-from ..kernel_approximation import NystromKernel, RandomFourierKernel
-from ..kernels import as_kernel, fitted_kernel
-from ..linalg import NumericalWarning
+from ..kernels import fitted_kernel
 from ..persistence import Persistent, persistent
-from ..rules.bayes_rule import KernelBayesRule
 from ..rules.conditional import ConditionalEmbedding
 from ..threads import limited_blas
-from .base import CountedFallbacks, SequentialFilter, SharedModel
+from .base import LearnedFilter, SharedModel
 from .compression import kept_transitions
 from .controlled import ControlledTransition, LowRankControlledTransition
-from .outliers import check_outlier_quantile, outlier_gate
+from .observation import ObservationSettings, ObservationSpace, nystrom_rank_rule, observation_grid, report_rank_cap, scaled_kernel
+from .transitions import LearnedTransition
 
-__all__ = ["KernelBayesFilter", "FilterModel", "fitted_observation_features", "mapped_observation",
-           "scaled_kernel", "IMAGE_FEATURES", "observation_features", "RANK_RTOL", "MAX_RANK", "RFF_RANK",
-           "approximated_kernel", "nystrom_rank_rule", "check_rank_cap"]
-
-#: ``approximation="nystrom"`` with ``rank=None``: landmarks are added until the neglected trace of
-#: each Gram matrix is at most ``RANK_RTOL * n * reg`` for the regulariser ``reg`` it is solved with,
-#: which bounds the relative change of each regularised solve by ``RANK_RTOL``
-RANK_RTOL = 1e-1
-#: ... and at most this many
-MAX_RANK = 1000
-#: ``approximation="rff"`` with ``rank=None``: this many random Fourier features
-RFF_RANK = 1000
-#: ``features="auto"`` on image observations: on the moving sprite and the camera a blur of 3 pixels
-#: beat raw pixels (0.0084 against 0.0117 MSE, 10 runs) and PCA / learned features
-IMAGE_FEATURES = GaussianBlur(sigma=3.0, stride=2)
-
-
-def observation_features(features, obs_shape):
-    """The feature map a filter's ``features`` parameter puts in front of observations.
-
-    Parameters
-    ----------
-    features : "auto", transformer or None
-        The parameter.
-    obs_shape : tuple of int
-        The shape of one observation.
-
-    Returns
-    -------
-    transformer or None
-        ``"auto"``: :data:`IMAGE_FEATURES` for images (more than one axis), None for vectors;
-        otherwise ``features`` itself (unfitted, not cloned).
-    """
-    if isinstance(features, str):
-        check_choice(features, "features", ("auto",))
-        return IMAGE_FEATURES if len(obs_shape) > 1 else None
-    return features
-
-
-def fitted_observation_features(features, obs_shape, Z, X):
-    """Fit the feature map a filter's ``features`` parameter asks for, and map the observations.
-
-    Parameters
-    ----------
-    features : "auto", transformer or None
-        The parameter (see :func:`observation_features`); a map with an ``image_shape`` parameter
-        left at None is given ``obs_shape``.
-    obs_shape : tuple of int
-        The shape of one observation.
-    Z : ndarray of shape (T, dim_z)
-        The flattened training observations.
-    X : ndarray of shape (T, dim_x)
-        The training states (some maps learn from them).
-
-    Returns
-    -------
-    features : transformer or None
-        The fitted clone, or None.
-    Z : ndarray of shape (T, n_features)
-        The observations in the space the observation kernel sees.
-    """
-    features = observation_features(features, obs_shape)
-    if features is None:
-        return None, Z
-    features = clone(features)
-    if "image_shape" in features.get_params() and features.image_shape is None:
-        features.set_params(image_shape=obs_shape)  # e.g. GaussianBlur
-    features.fit(Z, X)
-    return features, np.asarray(features.transform(Z), dtype=np.float64)
-
-
-def mapped_observation(z, obs_shape, features):
-    """One test observation as a (1, d) row in the space the observation kernel sees.
-
-    Parameters
-    ----------
-    z : array-like
-        The observation, in the training observations' shape or flattened.
-    obs_shape : tuple of int
-        The shape of one training observation.
-    features : transformer or None
-        The fitted map of :func:`fitted_observation_features`.
-
-    Returns
-    -------
-    ndarray of shape (1, d)
-        The observation after ``features``.
-    """
-    z = check_observation(z, obs_shape)[None, :]
-    return z if features is None else np.asarray(features.transform(z), dtype=np.float64)
-
-
-def nystrom_rank_rule(rank, reg):
-    """The landmark cap and relative trace tolerance of a Nystrom factorisation solved with ``n reg I``.
-
-    Parameters
-    ----------
-    rank : int or None
-        The filter's ``rank``: that many landmarks exactly (tolerance 0), or None for the default
-        rule, landmarks until the neglected trace is at most ``RANK_RTOL * reg`` times the trace
-        (at most ``MAX_RANK``).
-    reg : float
-        The smallest regulariser the Gram matrix is solved with.
-
-    Returns
-    -------
-    max_rank : int
-        The most landmarks.
-    tol : float
-        The neglected trace allowed, relative to the trace.
-    """
-    return (MAX_RANK, RANK_RTOL * reg) if rank is None else (rank, 0.0)
-
-
-def approximated_kernel(kernel, approximation, rank, reg, rng):
-    """``kernel`` as ``approximation`` represents it, for Gram matrices regularised by ``n reg I``.
-
-    Parameters
-    ----------
-    kernel : Kernel
-        The (unfitted) kernel.
-    approximation : {"exact", "nystrom", "rff"}
-        ``"exact"`` (and any kernel that already has explicit features) keeps ``kernel``.
-    rank : int or None
-        Landmarks (``"nystrom"``) or features (``"rff"``); None: for Nystrom, landmarks until the
-        neglected trace is at most ``RANK_RTOL * n * reg`` (at most ``MAX_RANK``), for Fourier
-        features ``RFF_RANK``.
-    reg : float
-        The smallest regulariser the Gram matrix is solved with.
-    rng : numpy.random.Generator
-        Seeds the Fourier features.
-
-    Returns
-    -------
-    Kernel
-        The kernel to fit.
-    """
-    if approximation == "exact" or kernel.has_features:
-        return kernel
-    if approximation == "nystrom":
-        max_rank, tol = nystrom_rank_rule(rank, reg)
-        return NystromKernel(kernel, rank=max_rank, tol=tol)
-    return RandomFourierKernel(kernel, rank=RFF_RANK if rank is None else rank,
-                               random_state=int(rng.integers(2**31 - 1)))
-
-
-def check_rank_cap(owner, rule, diagnostics, transition=None):
-    """Count and warn when a Nystrom kernel of ``rule`` (or the controlled ``transition``) stopped at
-    ``MAX_RANK`` before its tolerance.
-
-    Parameters
-    ----------
-    owner : str
-        The class named in the warning.
-    rule : KernelBayesRule
-        The fitted rule whose state and observation kernels are checked.
-    diagnostics : collections.Counter
-        Gets ``"rank_cap"`` counted once when any of them stopped short.
-    transition : LowRankControlledTransition, optional
-        A low-rank controlled transition, checked too.
-    """
-    short = [name for name, k in (("states", rule.kernel_x_), ("observations", rule.kernel_z_))
-             if not getattr(k, "converged_", True)]
-    if not getattr(transition, "converged", True):
-        short.append("transition (state x control)")
-    if short:
-        diagnostics["rank_cap"] += 1
-        warn_user(f"{owner}: the {' and '.join(short)} kernel reached MAX_RANK = {MAX_RANK} landmarks before "
-                  f"the rank rule's tolerance; the approximation is coarser than stated (a wider bandwidth or a "
-                  f"larger regulariser needs fewer)", NumericalWarning)
-
-
-def scaled_kernel(kernel, name, scale):
-    """An unfitted clone of ``kernel`` (see :func:`~kbfilter.kernels.as_kernel`) with its
-    bandwidth multiplied by ``scale`` (kernels without a ``scale`` parameter are left as they are).
-
-    Parameters
-    ----------
-    kernel : Kernel or None
-        The kernel; None is the Gaussian kernel with the median heuristic.
-    name : str
-        The argument's name, for error messages.
-    scale : float
-        The multiplier.
-
-    Returns
-    -------
-    Kernel
-        The scaled clone.
-    """
-    kernel = as_kernel(kernel, name)
-    if "scale" in kernel.get_params():
-        kernel.set_params(scale=kernel.scale * scale)
-    return kernel
-
+__all__ = ["KernelBayesFilter", "FilterModel"]
 
 # What the filter does itself when its weights cannot be normalised (see ``embedding.normalise_weights``).
 _OWN_FALLBACKS = {"clipped": "weights summed to <= 0; used their clipped, normalised positive part",
                   "collapsed": "no weight was positive; kept the previous belief"}
 
 
-@persistent("obs_shape", "states", "kept", "predecessors", "features", "kernel_x", "rule", "transition",
-            "transition_operator", "projection_operator", "fit_diagnostics", "controlled_transition", "gate")
+@persistent("states", "kept", "predecessors", "kernel_x", "observation", "transition", "projection_operator",
+            "estimate", "fit_diagnostics")
 class FilterModel(SharedModel):
-    """What :meth:`KernelBayesFilter.fit` learns: the training states, the fitted kernels, rule and
-    transition, and the two operators a step applies.
+    """What :meth:`KernelBayesFilter.fit` learns: the training states, the fitted state kernel, the
+    learned observation model and transition, the projection a step applies, and the point estimate.
 
     It is read-only once built, so a copy of a filter shares it: ``copy.deepcopy`` returns the
     model itself. filterpy's ``Saver`` deep-copies a filter every step, and would otherwise copy
@@ -250,8 +43,6 @@ class FilterModel(SharedModel):
 
     Parameters
     ----------
-    obs_shape : tuple of int
-        The shape of one training observation.
     states : ndarray of shape (n, dim_x)
         The training states the filter keeps (all ``T`` of them, stacked, unless it was compressed).
     kept : ndarray of int, shape (n,)
@@ -260,40 +51,57 @@ class FilterModel(SharedModel):
         Indices among the stacked training states of the states whose transition to the next
         one the filter learned from (every state that has a successor in its sequence, unless
         the filter was compressed); their successors are all kept.
-    features : transformer or None
-        The fitted observation feature map.
     kernel_x : Kernel
         The fitted state kernel.
-    rule : KernelBayesRule
-        The fitted observation model.
-    transition : ConditionalEmbedding
-        The fitted transition.
-    transition_operator, projection_operator : Operator
-        ``w_pred = A w`` and ``mu = K w_pred`` over the training states.
+    observation : LearnedObservationModel
+        The feature map, the gate and kernel Bayes' rule.
+    transition : LearnedTransition, ControlledTransition or LowRankControlledTransition
+        ``w_pred = A(u) w`` over the kept states (``apply(w, u)``).
+    projection_operator : Operator
+        ``mu = K w_pred`` over the kept states.
+    estimate : {"mean", "raw_mean", "mode"}
+        The point estimate, chosen at fit.
     fit_diagnostics : collections.Counter
         Fallbacks taken while fitting.
-    controlled_transition : ControlledTransition, LowRankControlledTransition or None
-        The transition given a control, when the filter was fitted with controls (it then
-        replaces ``transition`` and ``transition_operator``, which are None).
-    gate : OutlierGate or None
-        The gate the update passes observations through (None: every observation is used).
     """
 
-    def __init__(self, obs_shape, states, kept, predecessors, features, kernel_x, rule, transition,
-                 transition_operator, projection_operator, fit_diagnostics, controlled_transition=None, gate=None):
-        self.obs_shape = tuple(obs_shape)
+    def __init__(self, states, kept, predecessors, kernel_x, observation, transition, projection_operator, estimate,
+                 fit_diagnostics):
         self.states = states
         self.kept = kept
         self.predecessors = predecessors
-        self.features = features
         self.kernel_x = kernel_x
-        self.rule = rule
+        self.observation = observation
         self.transition = transition
-        self.transition_operator = transition_operator
         self.projection_operator = projection_operator
+        self.estimate = check_choice(estimate, "estimate", ("mean", "raw_mean", "mode"))
         self.fit_diagnostics = fit_diagnostics
-        self.controlled_transition = controlled_transition
-        self.gate = gate
+        self.point = getattr(self, f"_{estimate}")
+
+    def _mean(self, w, raw):
+        return w @ self.states
+
+    def _raw_mean(self, w, raw):
+        return raw @ self.states
+
+    def _mode(self, w, raw):
+        return KernelMean(self.states, w, self.kernel_x).mode()
+
+    def covariance(self, w):
+        """The covariance of the states under the weights ``w``.
+
+        Parameters
+        ----------
+        w : ndarray of shape (n,)
+            Weights over the states; their clipped positive part is used, and with no positive
+            weight at all the states' spread, equally weighted.
+
+        Returns
+        -------
+        ndarray of shape (dim_x, dim_x)
+            The weighted covariance.
+        """
+        return weighted_covariance(self.states, clipped_weights(w))
 
 
 def _learned(name, doc):
@@ -303,7 +111,7 @@ def _learned(name, doc):
 @persistent("model_",
             # the belief, so that a loaded filter continues where the saved one stopped
             "weights", "weights_prior", "x", "P", "x_prior", "P_prior", "x_post", "P_post")
-class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEstimator):
+class KernelBayesFilter(Persistent, LearnedFilter):
     """Kernel Bayes filter: a nonparametric filter learned from example trajectories (algorithms §6).
 
     Parameters
@@ -488,23 +296,17 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
         self : KernelBayesFilter
             The fitted filter, its belief reset to uniform over the training states.
         """
-        check_choice(self.rule, "rule", ("iw", "original"))
+        settings = ObservationSettings.of(self)
         if isinstance(self.transition, ConditionalEmbedding):
             transition_method = self.transition.method
         else:
             check_choice(self.transition, "transition", ("exact", "knn"))
             transition_method = self.transition
         check_choice(self.estimate, "estimate", ("mean", "raw_mean", "mode"))
-        check_choice(self.approximation, "approximation", ("exact", "nystrom", "rff"))
-        if self.rank is not None:
-            check_int(self.rank, "rank")
         check_int(self.n_neighbors, "n_neighbors")
         check_choice(self.compression, "compression", ("herding", "random"))
         if self.compress is not None:
             check_int(self.compress, "compress", minimum=2)
-        check_outlier_quantile(self.outlier_quantile)
-        scale = check_positive(self.scale, "scale")
-        scale_z = scale if self.scale_z is None else check_positive(self.scale_z, "scale_z")
         xs, zs, obs_shape = check_sequences(states, observations)
         X, Z = np.vstack(xs), np.vstack(zs)
         T = X.shape[0]
@@ -518,85 +320,100 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
         if controls is not None:
             if self.compress is not None:
                 raise ValueError("compress: a filter fitted with controls keeps every transition; expected None")
-            if transition_method != "exact" or self.approximation == "rff":
+            if transition_method != "exact" or settings.approximation == "rff":
                 raise ValueError(f"controls: a controlled transition needs transition='exact' and approximation "
-                                 f"'exact' or 'nystrom', got {transition_method!r} and {self.approximation!r}")
+                                 f"'exact' or 'nystrom', got {transition_method!r} and {settings.approximation!r}")
             U = np.vstack(check_controls(controls, xs))
-        features, Z = fitted_observation_features(self.features, obs_shape, Z, X)
-
-        reg_prior = check_positive(self.reg_prior, "reg_prior")
-        reg_update = check_positive(self.reg_update, "reg_update")
+        space, Z = ObservationSpace.fitted(settings.features, obs_shape, Z, X)
+        reg_prior = settings.reg_prior
         reg_transition = reg_prior if self.reg_transition is None else check_positive(self.reg_transition,
                                                                                       "reg_transition")
-        kx = scaled_kernel(self.kernel_x, "kernel_x", scale)
-        kz = scaled_kernel(self.kernel_z, "kernel_z", scale_z)
+        kx = settings.kernel_x
         kernel_x = fitted_kernel(kx, "kernel_x", X)
         rng = check_rng(self.random_state)
         kept = np.arange(T)
         if self.compress is not None:
             picked = kept_transitions(X[pred], X[pred + 1], Z[pred + 1], self.compress, self.compression,
-                                      (kernel_x, fitted_kernel(kz, "kernel_z", Z)), rng)
+                                      (kernel_x, fitted_kernel(settings.kernel_z, "kernel_z", Z)), rng)
             pred = pred[picked]
             kept = pred + 1
         # the state Gram is solved with eta (projection) and, for the exact transition, lam'
         state_reg = min(reg_prior, reg_transition) if transition_method == "exact" else reg_prior
-        rule = KernelBayesRule(
-            method=self.rule, kernel_x=approximated_kernel(kx, self.approximation, self.rank, state_reg, rng),
-            kernel_z=approximated_kernel(kz, self.approximation, self.rank, reg_update, rng), reg_prior=reg_prior,
-            reg_update=reg_update,
-        ).fit(X[kept], Z[kept])
-        # fallbacks taken while fitting (e.g. jitter on a Gram matrix) stay counted after reset()
-        fit_diagnostics = Counter(rule.diagnostics_)
-        transition = controlled = operator = None
+        observation = settings.fit_model(space, X[kept], Z[kept], state_reg, rng)
+        rule = observation.rule
         if controls is None:
-            transition = (clone(self.transition) if isinstance(self.transition, ConditionalEmbedding)
-                          else ConditionalEmbedding(method=self.transition, n_neighbors=self.n_neighbors))
+            embedding = (clone(self.transition) if isinstance(self.transition, ConditionalEmbedding)
+                         else ConditionalEmbedding(method=self.transition, n_neighbors=self.n_neighbors))
             # the localized transition needs the radial kernel itself: its weights are sparse already
-            transition.set_params(kernel_in=kx if transition_method == "knn" else rule.kernel_x_, kernel_out=kx,
-                                  reg=reg_transition)
+            embedding.set_params(kernel_in=kx if transition_method == "knn" else rule.kernel_x_, kernel_out=kx,
+                                 reg=reg_transition)
             if transition_method == "knn":
-                transition.set_params(n_neighbors=min(transition.n_neighbors, len(pred)))
-            transition.fit(X[pred], X[pred + 1])
-            fit_diagnostics.update({f"transition_{k}": v for k, v in transition.diagnostics_.items()})
-            # transition over the kept training states, w_pred = A w_post: the predecessors'
-            # weights moved to their successors
-            operator = transition.weights_operator(X[kept]).placed(np.searchsorted(kept, pred + 1), len(kept))
+                embedding.set_params(n_neighbors=min(embedding.n_neighbors, len(pred)))
+            embedding.fit(X[pred], X[pred + 1])
+            # over the kept training states: the predecessors' weights moved to their successors
+            transition = LearnedTransition(
+                embedding, embedding.weights_operator(X[kept]).placed(np.searchsorted(kept, pred + 1), len(kept)))
         else:
-            kernel_u = fitted_kernel(scaled_kernel(self.kernel_u, "kernel_u", scale), "kernel_u", U[pred + 1])
-            if self.approximation == "exact":
-                controlled = ControlledTransition.build(X, pred, U, rule.kernel_x_, kernel_u, reg_transition)
+            kernel_u = fitted_kernel(scaled_kernel(self.kernel_u, "kernel_u", settings.scale), "kernel_u", U[pred + 1])
+            if settings.approximation == "exact":
+                transition = ControlledTransition.build(X, pred, U, rule.kernel_x_, kernel_u, reg_transition)
             else:  # the product kernel on Nystrom landmark pairs, at the rank rule of the other kernels
-                controlled = LowRankControlledTransition.build(X, pred, U, kernel_x, kernel_u, reg_transition,
+                transition = LowRankControlledTransition.build(X, pred, U, kernel_x, kernel_u, reg_transition,
                                                                *nystrom_rank_rule(self.rank, reg_transition))
-            if controlled.factor.event is not None:
-                fit_diagnostics[f"transition_{controlled.factor.event}"] += 1
-        if self.approximation == "nystrom" and self.rank is None:
-            check_rank_cap("KernelBayesFilter", rule, fit_diagnostics, controlled)
+        # fallbacks taken while fitting (e.g. jitter on a Gram matrix) stay counted after reset()
+        fit_diagnostics = observation.fit_diagnostics + Counter(transition.fit_diagnostics)
+        if settings.approximation == "nystrom" and settings.rank is None:
+            report_rank_cap("KernelBayesFilter", [*observation.short_kernels, *transition.short_kernels],
+                            fit_diagnostics)
         self.model_ = FilterModel(
-            obs_shape=obs_shape, states=X[kept], kept=kept, predecessors=pred, features=features, kernel_x=kernel_x,
-            rule=rule,
-            transition=transition, transition_operator=operator,
+            states=X[kept], kept=kept, predecessors=pred, kernel_x=kernel_x, observation=observation,
+            transition=transition,
             # KuLSIF / KBR projection: mu = K w_pred with K = T (G_x + T eta I)^{-1} G_x
-            projection_operator=rule.projection_operator(),
-            fit_diagnostics=fit_diagnostics, controlled_transition=controlled,
-            gate=outlier_gate(Z[kept], self.outlier_quantile))
+            projection_operator=rule.projection_operator(), estimate=self.estimate, fit_diagnostics=fit_diagnostics)
         self.reset()
         return self
 
+    def _grid_for(self, obs_shape):
+        # the learned observation model's grid
+        return observation_grid(self.features, self.approximation, obs_shape)
+
     # -- what fit learned (read-only; shared by copies of the filter) ------------------------------
-    obs_shape_ = _learned("obs_shape", "Shape of one training observation.")
     states_ = _learned("states", "The training states the filter keeps, stacked: ndarray of shape (n, dim_x) "
                                  "(all T of them unless compressed).")
     kept_ = _learned("kept", "Indices of :attr:`states_` among the T stacked training states.")
     predecessors_ = _learned("predecessors", "Indices among the stacked training states of the states whose "
                                              "transition the filter learned (each has a successor in its sequence).")
-    features_ = _learned("features", "The fitted observation feature map, or None.")
     kernel_x_ = _learned("kernel_x", "The fitted state kernel (exact, also on the scalable path).")
-    rule_ = _learned("rule", "The fitted :class:`~kbfilter.KernelBayesRule` (the observation model).")
-    transition_ = _learned("transition", "The fitted transition, a :class:`~kbfilter.ConditionalEmbedding`.")
-    transition_operator_ = _learned("transition_operator", "The transition ``A``: ``w_pred = A w``.")
+    observation_model_ = _learned("observation", "The learned observation model, a "
+                                                 ":class:`~kbfilter.filters.observation.LearnedObservationModel`.")
     projection_operator_ = _learned("projection_operator", "The projection ``K``: ``mu = K w_pred``.")
     fit_diagnostics_ = _learned("fit_diagnostics", "Fallbacks taken while fitting (a Counter).")
+
+    @property
+    def obs_shape_(self):
+        """Shape of one training observation."""
+        return self.model_.observation.space.obs_shape
+
+    @property
+    def features_(self):
+        """The fitted observation feature map, or None."""
+        return self.model_.observation.space.features
+
+    @property
+    def rule_(self):
+        """The fitted :class:`~kbfilter.KernelBayesRule` (the observation model's)."""
+        return self.model_.observation.rule
+
+    @property
+    def transition_(self):
+        """The fitted transition's :class:`~kbfilter.ConditionalEmbedding` (None for a filter fitted
+        with controls)."""
+        return getattr(self.model_.transition, "embedding", None)
+
+    @property
+    def transition_operator_(self):
+        """The transition ``A``: ``w_pred = A w`` (None for a filter fitted with controls)."""
+        return getattr(self.model_.transition, "operator", None)
 
     @property
     def successors_(self):
@@ -637,8 +454,8 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
             w = self.rule_.prior_projection(prior) / T
             w = self._normalised(w, fallback=np.full(T, 1.0 / T))
         self.weights = self.weights_prior = w
-        self.x_post = self.x_prior = self.x = self._point(w, w)
-        self.P_post = self.P_prior = self.P = self._cov(w)
+        self._set_estimate("prior", self.model_.point(w, w), self.model_.covariance(w))
+        self._set_estimate("post", self.x_prior, self.P_prior)
         return self
 
     def _normalised(self, w, fallback):
@@ -646,17 +463,6 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
         if rule is not None:
             self._record(rule, _OWN_FALLBACKS[rule])
         return fallback if p is None else p
-
-    def _point(self, w, raw):
-        if self.estimate == "raw_mean":
-            return raw @ self.states_
-        if self.estimate == "mode":
-            return KernelMean(self.states_, w, self.kernel_x_).mode()
-        return w @ self.states_
-
-    def _cov(self, w):
-        # no positive weight at all: the training states' spread, equally weighted
-        return weighted_covariance(self.states_, clipped_weights(w))
 
     # -- filterpy surface -----------------------------------------------------------------------------
     @limited_blas
@@ -669,20 +475,10 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
             The control, for a filter fitted with controls (required then, refused otherwise).
         """
         check_is_fitted(self, "model_")
-        controlled = self.model_.controlled_transition
-        if controlled is None:
-            if u is not None:
-                raise ValueError("u: this filter was fitted without controls; expected None")
-            w = np.asarray(self.transition_operator_ @ self.weights).ravel()
-        else:
-            dim_u = controlled.dim_u
-            if u is None:
-                raise ValueError(f"u: this filter was fitted with controls; expected a control of shape ({dim_u},)")
-            u = check_vector(u, "u", length=dim_u)
-            w = controlled.apply(self.weights, u)
-        self.weights_prior = self._normalised(w, fallback=self.weights)
-        self.x_prior = self.x = self._point(self.weights_prior, self.weights_prior)
-        self.P_prior = self.P = self._cov(self.weights_prior)
+        model = self.model_
+        self.weights_prior = self._normalised(model.transition.apply(self.weights, u), fallback=self.weights)
+        self._set_estimate("prior", model.point(self.weights_prior, self.weights_prior),
+                           model.covariance(self.weights_prior))
 
     @limited_blas
     def update(self, z):
@@ -696,20 +492,15 @@ class KernelBayesFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEsti
             ``outlier_quantile``).
         """
         check_is_fitted(self, "model_")
-        if z is not None:
-            z = self._admitted(mapped_observation(z, self.obs_shape_, self.features_), self.model_.gate)
-        if z is None:
+        model = self.model_
+        row = None if z is None else model.observation.admit(z)
+        if row is None:
+            if z is not None:
+                self._record("outlier")
             self.weights = self.weights_prior
-            self.x_post, self.P_post = self.x_prior.copy(), self.P_prior.copy()
-            self.x, self.P = self.x_post, self.P_post
+            self._keep_prediction()
             return
-        obs = self.rule_.observation_vectors(z)
-        mu = self.projection_operator_ @ self.weights_prior
-        W, info = self.rule_.weights_from_projection(mu, obs)
-        for kind, message in info.items():
-            self._record(kind, message)
-        raw = W[:, 0]
+        raw, info = model.observation.posterior_weights(model.projection_operator @ self.weights_prior, row)
+        self._record_all(info)
         self.weights = self._normalised(raw, fallback=self.weights_prior)
-        self.x_post = self.x = self._point(self.weights, raw)
-        self.P_post = self.P = self._cov(self.weights)
-
+        self._set_estimate("post", model.point(self.weights, raw), model.covariance(self.weights))

@@ -9,41 +9,18 @@ state-observation pairs, and kernel herding turns the posterior embedding back i
 from collections import Counter
 
 import numpy as np
-from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import (
-    check_choice,
-    check_fraction,
-    check_int,
-    check_matrix,
-    check_positive,
-    check_rng,
-    check_sequences,
-)
+from .._validation import check_choice, check_fraction, check_int, check_matrix, check_rng
 from ..embedding import KernelMean, clipped_weights, herd, normalise_weights, weighted_covariance
 from ..persistence import Persistent, persistent
-from ..rules.bayes_rule import KernelBayesRule
 from ..threads import limited_blas
-from .base import (
-    CountedFallbacks,
-    SequentialFilter,
-    SharedModel,
-    check_transition,
-    resampling_due,
-    sample_next,
-    systematic_resample,
-)
-from .kbf import (
-    approximated_kernel,
-    check_rank_cap,
-    fitted_observation_features,
-    mapped_observation,
-    scaled_kernel,
-)
-from .outliers import check_outlier_quantile, outlier_gate
+from .base import LearnedFilter, SharedModel, check_transition, sample_next, training_pairs
+from .grids import MONTE_CARLO_IMAGE_GRID, MONTE_CARLO_SCALABLE_IMAGE_GRID
+from .observation import ObservationSettings, ObservationSpace, observation_grid, report_rank_cap
+from .particles import HoldsParticles, ParticleBelief
 
-__all__ = ["KernelMonteCarloFilter", "ObservationModel", "herd_with_particles"]
+__all__ = ["KernelMonteCarloFilter", "KernelMonteCarloModel", "herd_with_particles"]
 
 _FALLBACKS = {"clipped": "posterior weights summed to <= 0; used their clipped, normalised positive part",
               "collapsed": "no posterior weight was positive; kept the predicted particles",
@@ -52,50 +29,129 @@ _FALLBACKS = {"clipped": "posterior weights summed to <= 0; used their clipped, 
                                  "from its landmarks); they got weight 0"}
 
 
-@persistent("obs_shape", "states", "features", "rule", "state_gram", "state_features", "fit_diagnostics", "gate")
-class ObservationModel(SharedModel):
+class _ExactStates:
+    """The state kernel as a Gram matrix: embeddings at the particles from ``k(x_i, u_j)``."""
+
+    def __init__(self, rule, states, gram):
+        self.rule, self.states, self.gram = rule, states, gram
+
+    def prior(self, particles, a):
+        """The particles' embedding projected on the training states, and what the posterior step
+        reuses (``k(x_i, u_j)``)."""
+        cross = self.rule.kernel_x_(self.states, particles)
+        return self.rule.projection(cross @ a), cross
+
+    def at_particles(self, cross, particles, p, a):
+        """The posterior (``p`` over the training states) and prior (``a`` over the particles)
+        embeddings evaluated at the particles."""
+        return cross.T @ p, self.rule.kernel_x_(particles) @ a
+
+    def herd(self, p, cross, particles, n, training):
+        if training:
+            return self.states[herd(self.gram @ p, lambda j: self.gram[:, j], n)]
+        picked = herd_with_particles(self.gram, cross, self.rule.kernel_x_(particles), p, n)
+        return np.vstack([self.states, particles])[picked]
+
+
+class _FeatureStates:
+    """The state kernel with explicit features ``phi`` (``G_x = F F^T``): nothing ``n x n`` is formed."""
+
+    def __init__(self, rule, states, features):
+        self.rule, self.states, self.features = rule, states, features
+
+    def prior(self, particles, a):
+        FU = self.rule.kernel_x_.features(particles)
+        return self.rule.feature_projection(a @ FU), FU
+
+    def at_particles(self, FU, particles, p, a):
+        return FU @ (self.features.T @ p), FU @ (a @ FU)
+
+    def herd(self, p, FU, particles, n, training):
+        FX = self.features
+        F = FX if training else np.vstack([FX, FU])
+        picked = herd(F @ (FX.T @ p), lambda j: F @ F[j], n)
+        return (self.states if training else np.vstack([self.states, particles]))[picked]
+
+
+class _Herding:
+    """Herding (Kanagawa et al. 2016): equally weighted particles picked to match the posterior
+    embedding; the estimate is over the training states."""
+
+    def __init__(self, candidates):
+        self.training = candidates == "training"
+
+    def __call__(self, filt, p, view):
+        model = filt.model_
+        filt._set_estimate("post", p @ model.states, weighted_covariance(model.states, clipped_weights(p)))
+        filt.belief.replace(model.kernel_states.herd(p, view, filt.belief.particles, filt.n_particles, self.training))
+
+
+class _Ratio:
+    """The embedding ratio: each predicted particle's weight multiplied by ``max(0, m(u)) / m_0(u)``;
+    systematic resampling when the effective sample size is low."""
+
+    def __call__(self, filt, p, view):
+        belief, a = filt.belief, filt.belief.weights
+        posterior, prior = filt.model_.kernel_states.at_particles(view, belief.particles, p, a)
+        # an exact Gaussian kernel mean is positive at its own weighted points; an approximated one
+        # can vanish or turn negative far from the landmarks, where the ratio is undefined: weight 0
+        # (at particles that already have weight 0 it does not matter)
+        defined = prior > np.finfo(float).tiny
+        if not defined[a > 0].all():
+            filt._record("undefined_ratio", _FALLBACKS["undefined_ratio"])
+        if not belief.reweight(np.where(defined, np.maximum(posterior, 0.0) / np.where(defined, prior, 1.0), 0.0)):
+            filt._record("unsupported", _FALLBACKS["unsupported"])
+            filt._keep_prediction()
+            return
+        filt._set_estimate("post", *belief.estimate())
+        belief.resample_if_due(filt.ess_threshold, filt._rng)
+
+
+@persistent("observation", "states", "state_gram", "state_features", "fit_diagnostics", "resample", "candidates")
+class KernelMonteCarloModel(SharedModel):
     """What :meth:`KernelMonteCarloFilter.fit` learns: the observation side only.
 
     Read-only once built and shared by copies of the filter (see
-    :class:`~kbfilter.filters.kbf.FilterModel`).
+    :class:`~kbfilter.filters.kbf.FilterModel`). The representation of the state kernel (a Gram
+    matrix, or explicit features) is chosen here once.
 
     Parameters
     ----------
-    obs_shape : tuple of int
-        The shape of one training observation.
+    observation : LearnedObservationModel
+        The feature map, the gate and kernel Bayes' rule.
     states : ndarray of shape (n, dim_x)
         The training states.
-    features : transformer or None
-        The fitted observation feature map.
-    rule : KernelBayesRule
-        The fitted observation model.
     state_gram : ndarray of shape (n, n) or None
         The state kernel's Gram matrix of the training states (herding's candidates); None when
         the state kernel has explicit features.
     state_features : ndarray of shape (n, r) or None
-        The training states' features ``U`` (``G_x = U U^T``) for a state kernel with explicit
+        The training states' features ``F`` (``G_x = F F^T``) for a state kernel with explicit
         features (``approximation="nystrom"`` or ``"rff"``), else None.
     fit_diagnostics : collections.Counter
         Fallbacks taken while fitting.
-    gate : OutlierGate or None
-        The gate the update passes observations through (None: every observation is used).
+    resample : {"herding", "ratio"}
+        How the update turns the posterior into particles, chosen at fit.
+    candidates : {"both", "training"}
+        Where herding picks the particles from.
     """
 
-    def __init__(self, obs_shape, states, features, rule, state_gram, fit_diagnostics, state_features=None,
-                 gate=None):
-        self.obs_shape = tuple(obs_shape)
+    def __init__(self, observation, states, state_gram, state_features, fit_diagnostics, resample="herding",
+                 candidates="both"):
+        self.observation = observation
         self.states = states
-        self.features = features
-        self.rule = rule
         self.state_gram = state_gram
         self.state_features = state_features
         self.fit_diagnostics = fit_diagnostics
-        self.gate = gate
+        self.resample = check_choice(resample, "resample", ("herding", "ratio"))
+        self.candidates = check_choice(candidates, "candidates", ("both", "training"))
+        rule = observation.rule
+        self.kernel_states = (_ExactStates(rule, states, state_gram) if state_features is None
+                              else _FeatureStates(rule, states, state_features))
+        self.posterior_step = _Herding(candidates) if resample == "herding" else _Ratio()
 
 
-@persistent("model_", "rng_state", "particles", "particle_weights", "weights", "x", "P", "x_prior", "P_prior",
-            "x_post", "P_post")
-class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, BaseEstimator):
+@persistent("model_", "rng_state", "belief", "weights", "x", "P", "x_prior", "P_prior", "x_post", "P_post")
+class KernelMonteCarloFilter(Persistent, HoldsParticles, LearnedFilter):
     """Kernel Monte Carlo filter: a known, sampled motion model and a learned observation model.
 
     Each step: ``predict(u)`` moves every particle by a draw of ``transition``; ``update(z)``
@@ -252,44 +308,37 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
             The fitted filter, its particles drawn from the training states.
         """
         check_transition(self.transition)
-        check_choice(self.rule, "rule", ("iw", "original"))
+        settings = ObservationSettings.of(self)
         check_choice(self.resample, "resample", ("herding", "ratio"))
         check_choice(self.candidates, "candidates", ("both", "training"))
         check_int(self.n_particles, "n_particles", minimum=2)
         check_fraction(self.ess_threshold, "ess_threshold")
-        check_outlier_quantile(self.outlier_quantile)
-        check_choice(self.approximation, "approximation", ("exact", "nystrom", "rff"))
-        if self.rank is not None:
-            check_int(self.rank, "rank")
-        reg_prior = check_positive(self.reg_prior, "reg_prior")
-        reg_update = check_positive(self.reg_update, "reg_update")
-        scale = check_positive(self.scale, "scale")
-        scale_z = scale if self.scale_z is None else check_positive(self.scale_z, "scale_z")
-        xs, zs, obs_shape = check_sequences(states, observations)
-        X, Z = np.vstack(xs), np.vstack(zs)
+        X, Z, obs_shape = training_pairs(states, observations)
         if X.shape[0] < 3:
             raise ValueError(f"states: expected at least 3 training pairs, got {X.shape[0]}")
         self.n_features_in_ = X.shape[1]
-        features, Z = fitted_observation_features(self.features, obs_shape, Z, X)
+        space, Z = ObservationSpace.fitted(settings.features, obs_shape, Z, X)
         # only the Fourier features draw at fit: a Generator passed as random_state is left as it
         # was for the other representations
-        rng = check_rng(self.random_state) if self.approximation == "rff" else None
-        kx = approximated_kernel(scaled_kernel(self.kernel_x, "kernel_x", scale), self.approximation, self.rank,
-                                 reg_prior, rng)
-        kz = approximated_kernel(scaled_kernel(self.kernel_z, "kernel_z", scale_z), self.approximation, self.rank,
-                                 reg_update, rng)
-        rule = KernelBayesRule(method=self.rule, kernel_x=kx, kernel_z=kz, reg_prior=reg_prior,
-                               reg_update=reg_update).fit(X, Z)
-        diagnostics = Counter(rule.diagnostics_)
-        if self.approximation == "nystrom" and self.rank is None:
-            check_rank_cap("KernelMonteCarloFilter", rule, diagnostics)
-        if rule.kernel_x_.has_features:
-            gram, state_features = None, rule.kernel_x_.features(X)
+        rng = check_rng(self.random_state) if settings.approximation == "rff" else None
+        observation = settings.fit_model(space, X, Z, settings.reg_prior, rng)
+        diagnostics = Counter(observation.fit_diagnostics)
+        if settings.approximation == "nystrom" and settings.rank is None:
+            report_rank_cap("KernelMonteCarloFilter", observation.short_kernels, diagnostics)
+        kernel_x = observation.rule.kernel_x_
+        if kernel_x.has_features:
+            gram, state_features = None, kernel_x.features(X)
         else:
-            gram, state_features = rule.kernel_x_(X), None
-        gate = outlier_gate(Z, self.outlier_quantile)
-        self.model_ = ObservationModel(obs_shape, X, features, rule, gram, diagnostics, state_features, gate)
+            gram, state_features = kernel_x(X), None
+        self.model_ = KernelMonteCarloModel(observation, X, gram, state_features, diagnostics, self.resample,
+                                            self.candidates)
         return self.reset()
+
+    def _grid_for(self, obs_shape):
+        # on images a coarser grid: every evaluation runs the particles
+        if len(obs_shape) <= 1:
+            return observation_grid(self.features, self.approximation, obs_shape)
+        return MONTE_CARLO_IMAGE_GRID if self.approximation == "exact" else MONTE_CARLO_SCALABLE_IMAGE_GRID
 
     @property
     def states_(self):
@@ -298,13 +347,18 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
 
     @property
     def rule_(self):
-        """The fitted :class:`~kbfilter.KernelBayesRule` (the observation model)."""
-        return self.model_.rule
+        """The fitted :class:`~kbfilter.KernelBayesRule` (the observation model's)."""
+        return self.model_.observation.rule
 
     @property
     def features_(self):
         """The fitted observation feature map, or None."""
-        return self.model_.features
+        return self.model_.observation.space.features
+
+    @property
+    def observation_model_(self):
+        """The learned observation model, a :class:`~kbfilter.filters.observation.LearnedObservationModel`."""
+        return self.model_.observation
 
     @property
     def rng_state(self):
@@ -337,24 +391,16 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
         self._rng = check_rng(self.random_state)
         X, N = self.states_, self.n_particles
         if prior is None:
-            self.particles = X[self._rng.choice(X.shape[0], size=N, replace=X.shape[0] < N)]
+            self.belief = ParticleBelief.drawn_from(X, N, self._rng)
         else:
             samples = check_matrix(prior, "prior", n_features=X.shape[1])
             if len(samples) != N:
                 samples = KernelMean(samples, kernel=self.rule_.kernel_x_).herd(N).points
-            self.particles = samples
-        self.particle_weights = np.full(N, 1.0 / N)
+            self.belief = ParticleBelief(samples)
         self.weights = np.full(X.shape[0], 1.0 / X.shape[0])
-        self._from_particles("prior")
-        self._from_particles("post")
+        self._set_estimate("prior", *self.belief.estimate())
+        self._set_estimate("post", *self.belief.estimate())
         return self
-
-    def _from_particles(self, which):
-        a = self.particle_weights
-        mean, cov = a @ self.particles, weighted_covariance(self.particles, a)
-        setattr(self, f"x_{which}", mean)
-        setattr(self, f"P_{which}", cov)
-        self.x, self.P = mean, cov
 
     # -- filterpy surface -------------------------------------------------------------------------------
     @limited_blas
@@ -367,12 +413,13 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
             The control passed to ``transition`` (required by a controlled system).
         """
         check_is_fitted(self, "model_")
-        self.particles = sample_next(self.transition, self.particles, u, self._rng)
-        self._from_particles("prior")
+        self.belief.particles = sample_next(self.transition, self.belief.particles, u, self._rng)
+        self._set_estimate("prior", *self.belief.estimate())
 
     @limited_blas
     def update(self, z):
-        """Kernel Bayes' rule with the particles as prior, then herding back to particles.
+        """Kernel Bayes' rule with the particles as prior, then the posterior back to particles
+        (``resample``).
 
         Parameters
         ----------
@@ -381,78 +428,24 @@ class KernelMonteCarloFilter(Persistent, CountedFallbacks, SequentialFilter, Bas
             predicted particles.
         """
         check_is_fitted(self, "model_")
-        if z is not None:
-            z = self._admitted(mapped_observation(z, self.model_.obs_shape, self.features_), self.model_.gate)
-        if z is None:
+        model = self.model_
+        row = None if z is None else model.observation.admit(z)
+        if row is None:
+            if z is not None:
+                self._record("outlier")
             self._keep_prediction()
             return
-        rule, X, U, FX = self.rule_, self.states_, self.particles, self.model_.state_features
-        a = self.particle_weights
-        if FX is None:
-            cross, FU = rule.kernel_x_(X, U), None               # k(x_i, u_j), (n, N)
-            mu = rule.projection(cross @ a)                      # the particles' embedding, projected
-        else:
-            cross, FU = None, rule.kernel_x_.features(U)
-            gamma = a @ FU                                       # the particles' mean feature
-            mu = rule.feature_projection(gamma)
-        W, info = rule.weights_from_projection(mu, rule.observation_vectors(z))
-        for kind, message in info.items():
-            self._record(kind, message)
-        p, fallback = normalise_weights(W[:, 0])
+        mu, view = model.kernel_states.prior(self.belief.particles, self.belief.weights)
+        raw, info = model.observation.posterior_weights(mu, row)
+        self._record_all(info)
+        p, fallback = normalise_weights(raw)
         if fallback is not None:
             self._record(fallback, _FALLBACKS[fallback])
         if p is None:  # nothing to resample from: the prediction stands
             self._keep_prediction()
             return
         self.weights = p
-        if self.resample == "herding":
-            self.x_post = self.x = p @ X
-            self.P_post = self.P = weighted_covariance(X, clipped_weights(p))
-            self.particles = self._herd(p, cross, FU)
-            self.particle_weights = np.full(self.n_particles, 1.0 / self.n_particles)
-            return
-        # the posterior and prior embeddings at the particles
-        if FX is None:
-            posterior, prior = cross.T @ p, rule.kernel_x_(U) @ a
-        else:
-            posterior, prior = FU @ (FX.T @ p), FU @ gamma
-        # an exact Gaussian kernel mean is positive at its own weighted points; an approximated one
-        # can vanish or turn negative far from the landmarks, where the ratio is undefined: weight 0
-        # (at particles that already have weight 0 it does not matter)
-        defined = prior > np.finfo(float).tiny
-        if not defined[a > 0].all():
-            self._record("undefined_ratio", _FALLBACKS["undefined_ratio"])
-        a = a * np.where(defined, np.maximum(posterior, 0.0) / np.where(defined, prior, 1.0), 0.0)
-        if not a.sum() > 0:
-            self._record("unsupported", _FALLBACKS["unsupported"])
-            self._keep_prediction()
-            return
-        self.particle_weights = a = a / a.sum()
-        self.x_post = self.x = a @ U
-        self.P_post = self.P = weighted_covariance(U, a)
-        if resampling_due(a, self.ess_threshold):
-            self.particles = U[systematic_resample(a, self._rng)]
-            self.particle_weights = np.full(self.n_particles, 1.0 / self.n_particles)
-
-    def _keep_prediction(self):
-        self.x_post, self.P_post = self.x_prior.copy(), self.P_prior.copy()
-        self.x, self.P = self.x_post, self.P_post
-
-    def _herd(self, p, cross, FU):
-        """``n_particles`` herded from ``sum_i p_i k(., x_i)`` among the candidates.
-
-        ``cross`` is ``k(x_i, u_j)`` for an exact state kernel, ``FU`` the particles' features for
-        one with explicit features (the other is None)."""
-        gram, X, U, FX = self.model_.state_gram, self.states_, self.particles, self.model_.state_features
-        training = self.candidates == "training"
-        if FX is not None:
-            F = FX if training else np.vstack([FX, FU])
-            picked = herd(F @ (FX.T @ p), lambda j: F @ F[j], self.n_particles)
-        elif training:
-            picked = herd(gram @ p, lambda j: gram[:, j], self.n_particles)
-        else:
-            picked = herd_with_particles(gram, cross, self.rule_.kernel_x_(U), p, self.n_particles)
-        return (X if training else np.vstack([X, U]))[picked]
+        model.posterior_step(self, p, view)
 
 
 def herd_with_particles(state_gram, cross, particle_gram, p, m):

@@ -11,45 +11,47 @@ from collections import Counter
 
 import numpy as np
 from scipy.special import logsumexp
-from sklearn.base import BaseEstimator
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_fraction, check_int, check_positive, check_rng, check_sequences
+from .._validation import check_fraction, check_int, check_positive, check_rng
 from ..embedding import weighted_covariance
 from ..kernels import median_distance
 from ..threads import limited_blas
-from .base import (
-    CountedFallbacks,
-    SequentialFilter,
-    WeightedParticles,
-    check_transition,
-    resampling_due,
-    sample_next,
-    systematic_resample,
-)
-from .kbf import fitted_observation_features, mapped_observation
+from .base import LearnedFilter, check_transition, sample_next, training_pairs
+from .grids import NEIGHBOUR_GRID
+from .observation import ObservationSpace
 from .outliers import check_outlier_quantile, outlier_gate
+from .particles import HoldsParticles, ParticleBelief, ParticleWeightsAlias
 
 __all__ = ["NearestImage", "NearestNeighbourParticleFilter"]
 
 
-class _ImageLookup(SequentialFilter, BaseEstimator):
+class _ImageLookup(LearnedFilter):
     """Shared by both: the training states and a neighbour index over the observation features."""
 
-    def _fit_lookup(self, states, observations):
-        xs, zs, self.obs_shape_ = check_sequences(states, observations)
-        X, Z = np.vstack(xs), np.vstack(zs)
+    def _fit_lookup(self, states, observations, outlier_quantile=None):
+        X, Z, obs_shape = training_pairs(states, observations)
         self.n_features_in_ = X.shape[1]
-        self.features_, Z = fitted_observation_features(self.features, self.obs_shape_, Z, X)
+        space, Z = ObservationSpace.fitted(self.features, obs_shape, Z, X)
+        self.space_ = ObservationSpace(obs_shape, space.features, outlier_gate(Z, outlier_quantile))
         self.states_ = X
         self.index_ = NearestNeighbors(n_neighbors=min(check_int(self.n_neighbors, "n_neighbors"), len(X))).fit(Z)
-        return Z
 
-    def _neighbours(self, z):
-        """Distances to the training observations nearest to ``z`` (mapped by ``features_``) and
+    @property
+    def obs_shape_(self):
+        """Shape of one training observation."""
+        return self.space_.obs_shape
+
+    @property
+    def features_(self):
+        """The fitted observation feature map, or None."""
+        return self.space_.features
+
+    def _neighbours(self, row):
+        """Distances to the training observations nearest to the mapped observation ``row`` and
         their indices, nearest first."""
-        distances, indices = self.index_.kneighbors(z)
+        distances, indices = self.index_.kneighbors(row)
         return distances[0], indices[0]
 
 
@@ -107,6 +109,7 @@ class NearestImage(_ImageLookup):
             The baseline.
         """
         check_is_fitted(self, "index_")
+        self._events = Counter()
         self.x = self.x_prior = self.x_post = self.states_.mean(axis=0)
         self.P = self.P_prior = self.P_post = np.atleast_2d(np.cov(self.states_.T))
         return self
@@ -132,14 +135,13 @@ class NearestImage(_ImageLookup):
         """
         check_is_fitted(self, "index_")
         if z is None:
-            self.x_post, self.P_post = self.x_prior.copy(), self.P_prior.copy()
+            self._keep_prediction()
             return
-        near = self.states_[self._neighbours(mapped_observation(z, self.obs_shape_, self.features_))[1]]
-        self.x = self.x_post = near.mean(axis=0)
-        self.P = self.P_post = weighted_covariance(near)
+        near = self.states_[self._neighbours(self.space_.map(z))[1]]
+        self._set_estimate("post", near.mean(axis=0), weighted_covariance(near))
 
 
-class NearestNeighbourParticleFilter(CountedFallbacks, WeightedParticles, _ImageLookup):
+class NearestNeighbourParticleFilter(HoldsParticles, ParticleWeightsAlias, _ImageLookup):
     """A particle filter whose likelihood comes from the nearest training images (NN).
 
     The ``n_neighbors`` training observations nearest to ``z`` vote with their states: a
@@ -173,8 +175,8 @@ class NearestNeighbourParticleFilter(CountedFallbacks, WeightedParticles, _Image
     ----------
     particles : ndarray of shape (n_particles, dim_x)
         The current particles.
-    weights : ndarray of shape (n_particles,)
-        Their normalised weights (also ``particle_weights``, as in the other particle filters).
+    particle_weights : ndarray of shape (n_particles,)
+        Their normalised weights (``weights`` is a deprecated name for them).
     gate_ : OutlierGate or None
         The fitted gate (see :class:`~kbfilter.filters.outliers.OutlierGate`).
     diagnostics : collections.Counter
@@ -222,14 +224,17 @@ class NearestNeighbourParticleFilter(CountedFallbacks, WeightedParticles, _Image
         check_transition(self.transition)
         check_int(self.n_particles, "n_particles", minimum=2)
         check_fraction(self.ess_threshold, "ess_threshold")
-        check_outlier_quantile(self.outlier_quantile)
-        Z = self._fit_lookup(states, observations)
+        self._fit_lookup(states, observations, check_outlier_quantile(self.outlier_quantile))
         self.width_ = check_positive(self.scale, "scale") * median_distance(self.states_)
-        self.gate_ = outlier_gate(Z, self.outlier_quantile)
         return self.reset()
 
-    def _fit_diagnostics(self):
-        return Counter()  # nothing falls back at fit
+    def _grid_for(self, obs_shape):
+        return NEIGHBOUR_GRID
+
+    @property
+    def gate_(self):
+        """The fitted gate (see :class:`~kbfilter.filters.outliers.OutlierGate`), or None."""
+        return self.space_.gate
 
     def reset(self):
         """Particles drawn uniformly from the training states, with equal weights.
@@ -242,11 +247,9 @@ class NearestNeighbourParticleFilter(CountedFallbacks, WeightedParticles, _Image
         check_is_fitted(self, "index_")
         self._events = Counter()
         self._rng = check_rng(self.random_state)
-        n = len(self.states_)
-        self.particles = self.states_[self._rng.choice(n, size=self.n_particles, replace=n < self.n_particles)]
-        self.weights = np.full(self.n_particles, 1.0 / self.n_particles)
-        self._estimate("prior")
-        self._estimate("post")
+        self.belief = ParticleBelief.drawn_from(self.states_, self.n_particles, self._rng)
+        self._set_estimate("prior", *self.belief.estimate())
+        self._set_estimate("post", *self.belief.estimate())
         return self
 
     def predict(self, u=None):
@@ -258,8 +261,8 @@ class NearestNeighbourParticleFilter(CountedFallbacks, WeightedParticles, _Image
             The control passed to ``transition``.
         """
         check_is_fitted(self, "index_")
-        self.particles = sample_next(self.transition, self.particles, u, self._rng)
-        self._estimate("prior")
+        self.belief.particles = sample_next(self.transition, self.belief.particles, u, self._rng)
+        self._set_estimate("prior", *self.belief.estimate())
 
     @limited_blas
     def update(self, z):
@@ -272,19 +275,17 @@ class NearestNeighbourParticleFilter(CountedFallbacks, WeightedParticles, _Image
         """
         check_is_fitted(self, "index_")
         if z is not None:
-            z = mapped_observation(z, self.obs_shape_, self.features_)
-            distances, neighbours = self._neighbours(z)  # the gate's nearest distance comes with the votes
-            z = self._admitted(z, self.gate_, distances[0])
+            row = self.space_.map(z)
+            distances, neighbours = self._neighbours(row)  # the gate's nearest distance comes with the votes
+            if not self.space_.admits(row, distances[0]):
+                self._record("outlier")
+                z = None
         if z is None:
-            self._estimate("post")
+            self._keep_prediction()
             return
         votes = self.states_[neighbours]
-        sq = np.sum((self.particles[:, None, :] - votes[None, :, :]) ** 2, axis=2)
+        sq = np.sum((self.belief.particles[:, None, :] - votes[None, :, :]) ** 2, axis=2)
         loglik = logsumexp(-sq / (2 * self.width_**2), axis=1)
-        loglik = np.logaddexp(loglik, loglik.max() + np.log(1e-3))
-        logw = np.log(self.weights) + loglik
-        self.weights = np.exp(logw - logsumexp(logw))
-        self._estimate("post")
-        if resampling_due(self.weights, self.ess_threshold):
-            self.particles = self.particles[systematic_resample(self.weights, self._rng)]
-            self.weights = np.full(self.n_particles, 1.0 / self.n_particles)
+        self.belief.reweight_log(np.logaddexp(loglik, loglik.max() + np.log(1e-3)))
+        self._set_estimate("post", *self.belief.estimate())
+        self.belief.resample_if_due(self.ess_threshold, self._rng)

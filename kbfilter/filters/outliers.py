@@ -18,7 +18,6 @@ from sklearn.neighbors import NearestNeighbors
 
 from .._validation import check_fraction, check_matrix
 from ..persistence import persistent
-from .base import SharedModel
 
 __all__ = ["OutlierGate"]
 
@@ -26,10 +25,10 @@ _REFERENCE_SIZE = 1000  # training observations whose nearest-neighbour distance
 
 
 @persistent("observations", "radius")
-class OutlierGate(SharedModel):
+class OutlierGate:
     """Admits an observation when some training observation lies within ``radius`` of it.
 
-    Read-only once built and shared by copies of a filter.
+    Read-only once built; a filter holds it inside its shared, read-only model.
 
     Parameters
     ----------

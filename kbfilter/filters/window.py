@@ -11,12 +11,12 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_int, check_observation, check_sequences
 from ..threads import limited_blas
-from .base import SequentialFilter
+from .base import Filter
 
 __all__ = ["WindowRegressor"]
 
 
-class WindowRegressor(SequentialFilter, BaseEstimator):
+class WindowRegressor(Filter, BaseEstimator):
     """An ``MLPRegressor`` from the features of the last ``window`` frames to the current state.
 
     It learns no dynamics and no likelihood; it is what a practitioner would try first with a

@@ -1,0 +1,235 @@
+"""The particle belief: weighted particles, their estimate, and resampling when it is due.
+
+Every particle filter in kbfilter (the bootstrap particle filter with a known model, the
+nearest-neighbour particle filter and the Kernel Monte Carlo filter) holds its belief in one
+:class:`ParticleBelief`; they differ only in how an observation weighs the particles.
+"""
+
+import numpy as np
+from scipy.special import logsumexp
+
+from .._validation import check_matrix
+from .._warnings import warn_user
+from ..embedding import weighted_covariance
+from ..persistence import persistent
+
+__all__ = ["ParticleBelief", "HoldsParticles", "ParticleWeightsAlias", "resampling_due", "systematic_resample"]
+
+
+def resampling_due(weights, threshold):
+    """Whether weighted particles are due for resampling (the rule every particle filter here uses).
+
+    Parameters
+    ----------
+    weights : ndarray of shape (n,)
+        Normalised weights.
+    threshold : float in (0, 1]
+        The fraction of ``n`` the effective sample size ``1 / sum_j w_j^2`` must not fall below;
+        1 means after every update.
+
+    Returns
+    -------
+    bool
+        True when the particles should be resampled.
+    """
+    return threshold >= 1 or 1.0 / np.sum(weights**2) < threshold * len(weights)
+
+
+def systematic_resample(weights, rng):
+    """Systematic resampling: one uniform draw, ``n`` evenly spaced positions.
+
+    (filterpy's ``systematic_resample`` draws from numpy's global state; this one takes ``rng``.)
+
+    Parameters
+    ----------
+    weights : ndarray of shape (n,)
+        Normalised weights.
+    rng : numpy.random.Generator
+        The random numbers.
+
+    Returns
+    -------
+    ndarray of int, shape (n,)
+        The indices of the particles kept, each as often as it is drawn.
+    """
+    n = len(weights)
+    positions = (rng.uniform() + np.arange(n)) / n
+    cumulative = np.cumsum(weights)
+    cumulative[-1] = 1.0
+    return np.searchsorted(cumulative, positions)
+
+
+@persistent("particles", "weights")
+class ParticleBelief:
+    """Particles ``x_j`` with normalised weights ``a_j``: a weighted sample of the state's law.
+
+    Parameters
+    ----------
+    particles : array-like of shape (n, dim_x)
+        The particles.
+    weights : array-like of shape (n,), optional
+        Their normalised weights; equal weights by default.
+
+    Attributes
+    ----------
+    particles : ndarray of shape (n, dim_x)
+    weights : ndarray of shape (n,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> belief = ParticleBelief(np.array([[0.0], [1.0], [2.0], [3.0]]))
+    >>> round(belief.reweight_log(np.log([1.0, 1.0, 2.0, 4.0])), 4)   # log of the mean likelihood, 2
+    0.6931
+    >>> belief.estimate()[0]
+    array([2.125])
+    >>> belief.resample_if_due(0.9, np.random.default_rng(0)), belief.weights
+    (True, array([0.25, 0.25, 0.25, 0.25]))
+    """
+
+    def __init__(self, particles, weights=None):
+        self.particles = check_matrix(particles, "particles")
+        n = len(self.particles)
+        self.weights = np.full(n, 1.0 / n) if weights is None else np.asarray(weights, dtype=np.float64)
+        if self.weights.shape != (n,):
+            raise ValueError(f"weights: expected one weight per particle, shape ({n},), got {self.weights.shape}")
+
+    @classmethod
+    def drawn_from(cls, states, n, rng):
+        """``n`` equally weighted particles drawn uniformly from ``states`` (with replacement only
+        when there are fewer states than particles).
+
+        Parameters
+        ----------
+        states : ndarray of shape (m, dim_x)
+            The states to draw from, e.g. the training states.
+        n : int
+            The number of particles.
+        rng : numpy.random.Generator
+            The random numbers.
+
+        Returns
+        -------
+        ParticleBelief
+            The belief.
+        """
+        m = states.shape[0]
+        return cls(states[rng.choice(m, size=n, replace=m < n)])
+
+    def __len__(self):
+        return len(self.weights)
+
+    @property
+    def ess(self):
+        """The effective sample size ``1 / sum_j a_j^2``."""
+        return 1.0 / np.sum(self.weights**2)
+
+    def estimate(self):
+        """The weighted mean and covariance of the particles.
+
+        Returns
+        -------
+        mean : ndarray of shape (dim_x,)
+            ``sum_j a_j x_j``.
+        cov : ndarray of shape (dim_x, dim_x)
+            The weighted covariance.
+        """
+        return self.weights @ self.particles, weighted_covariance(self.particles, self.weights)
+
+    def reweight_log(self, loglik):
+        """Multiply the weights by ``exp(loglik)`` and normalise, in log space.
+
+        Parameters
+        ----------
+        loglik : ndarray of shape (n,)
+            The log likelihood of the observation at each particle.
+
+        Returns
+        -------
+        float
+            ``log sum_j a_j exp(loglik_j)``: the log of the normaliser (the log likelihood of the
+            observation under the belief the weights held before).
+        """
+        logw = np.log(self.weights) + loglik
+        log_norm = float(logsumexp(logw))
+        self.weights = np.exp(logw - log_norm)
+        return log_norm
+
+    def reweight(self, factor):
+        """Multiply the weights by ``factor`` (non-negative) and normalise.
+
+        Parameters
+        ----------
+        factor : ndarray of shape (n,)
+            The likelihood, up to a constant, at each particle.
+
+        Returns
+        -------
+        bool
+            False, with the weights left as they were, when no particle keeps a positive weight.
+        """
+        a = self.weights * factor
+        total = a.sum()
+        if not total > 0:
+            return False
+        self.weights = a / total
+        return True
+
+    def resample_if_due(self, threshold, rng):
+        """Resample systematically, to equal weights, when the effective sample size falls below
+        ``threshold`` times the number of particles (see :func:`resampling_due`).
+
+        Parameters
+        ----------
+        threshold : float in (0, 1]
+            The fraction; 1 resamples every time.
+        rng : numpy.random.Generator
+            The random numbers.
+
+        Returns
+        -------
+        bool
+            Whether the particles were resampled.
+        """
+        if not resampling_due(self.weights, threshold):
+            return False
+        self.replace(self.particles[systematic_resample(self.weights, rng)])
+        return True
+
+    def replace(self, particles):
+        """New, equally weighted particles (same number).
+
+        Parameters
+        ----------
+        particles : ndarray of shape (n, dim_x)
+            The particles.
+        """
+        self.particles = particles
+        self.weights = np.full(len(particles), 1.0 / len(particles))
+
+
+class HoldsParticles:
+    """Mixin for a filter whose belief is a :class:`ParticleBelief` held in ``belief``: the
+    particles and their weights under the names every particle filter here gives them."""
+
+    @property
+    def particles(self):
+        """The current particles: ndarray of shape (n_particles, dim_x)."""
+        return self.belief.particles
+
+    @property
+    def particle_weights(self):
+        """The particles' normalised weights: ndarray of shape (n_particles,)."""
+        return self.belief.weights
+
+
+class ParticleWeightsAlias:
+    """Mixin: ``weights`` as the deprecated name of ``particle_weights`` (in kbfilter ``weights``
+    are the kernel filters' weights over training states)."""
+
+    @property
+    def weights(self):
+        """Deprecated: the particle weights; use ``particle_weights``."""
+        warn_user(f"{type(self).__name__}.weights is deprecated and will be removed; use particle_weights "
+                  f"(weights are the kernel filters' weights over the training states)", FutureWarning)
+        return self.particle_weights

@@ -1,0 +1,63 @@
+"""The kernel Bayes filter's transition without controls: weights over the training states moved
+by the learned conditional embedding (kernel sum rule, algorithms §3, §6).
+
+It has the interface of the controlled transitions (:mod:`kbfilter.filters.controlled`),
+``apply(w, u)``, so the filter's prediction is one call whichever it was fitted with.
+"""
+
+import numpy as np
+
+from ..persistence import persistent
+from .base import SharedModel
+
+__all__ = ["LearnedTransition"]
+
+
+@persistent("embedding", "operator")
+class LearnedTransition(SharedModel):
+    """``w_pred = A w``: the transition learned from the logged pairs ``(x_t, x_{t+1})``.
+
+    Read-only once built and shared by copies of a filter.
+
+    Parameters
+    ----------
+    embedding : ConditionalEmbedding
+        The fitted conditional embedding of ``x_{t+1}`` given ``x_t``.
+    operator : Operator
+        ``A`` over the training states the filter keeps: the predecessors' weights moved to their
+        successors.
+    """
+
+    #: no control input
+    dim_u = None
+
+    def __init__(self, embedding, operator):
+        self.embedding = embedding
+        self.operator = operator
+
+    @property
+    def fit_diagnostics(self):
+        """Fallbacks taken while fitting the embedding, named ``transition_<kind>``."""
+        return {f"transition_{k}": v for k, v in self.embedding.diagnostics_.items()}
+
+    #: no Nystrom factorisation of its own
+    short_kernels = ()
+
+    def apply(self, w, u=None):
+        """The predicted weights ``A w``.
+
+        Parameters
+        ----------
+        w : ndarray of shape (T,)
+            The current weights.
+        u : None
+            A control is refused: the transition was learned without controls.
+
+        Returns
+        -------
+        ndarray of shape (T,)
+            The predicted weights, not normalised.
+        """
+        if u is not None:
+            raise ValueError("u: this filter was fitted without controls; expected None")
+        return np.asarray(self.operator @ w).ravel()
