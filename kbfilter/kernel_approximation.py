@@ -47,12 +47,12 @@ class _FeatureKernel(Kernel):
 
     has_features = True
 
-    def __call__(self, A, B=None):
-        FA = self.features(A)
+    def __call__(self, A, B=None, check_input=True):
+        FA = self.features(A, check_input)
         if B is None:
             G = FA @ FA.T
             return 0.5 * (G + G.T)
-        return FA @ self.features(B).T
+        return FA @ self.features(B, check_input).T
 
     def diag(self, A):
         F = self.features(A)
@@ -149,21 +149,24 @@ class NystromKernel(_FeatureKernel):
         """The number of landmarks (features)."""
         return self.factor_.shape[0]
 
-    def features(self, X):
+    def features(self, X, check_input=True):
         """The Nyström features, ``k(a, b) ~ phi(a) . phi(b)``.
 
         Parameters
         ----------
         X : array-like of shape (n, d)
             The points.
+        check_input : bool, default=True
+            False skips the input checks, for points a caller has already checked.
 
         Returns
         -------
         Phi : ndarray of shape (n, r)
             The base kernel against the landmarks, whitened by the landmarks' Cholesky factor.
         """
-        check_is_fitted(self)
-        X = check_matrix(X, "X", n_features=self.landmarks_.shape[1])
+        if check_input:
+            check_is_fitted(self)
+            X = check_matrix(X, "X", n_features=self.landmarks_.shape[1])
         P = self.landmarks_
         K = np.empty((P.shape[0], X.shape[0]))
         # k(P, X) elementwise in blocks: no (r, n, d) array beyond _BLOCK entries, and none of the
@@ -239,19 +242,22 @@ class RandomFourierKernel(_FeatureKernel):
         """The number of features."""
         return self.sampler_.n_components
 
-    def features(self, X):
+    def features(self, X, check_input=True):
         """The random Fourier features, ``k(a, b) ~ phi(a) . phi(b)``.
 
         Parameters
         ----------
         X : array-like of shape (n, d)
             The points.
+        check_input : bool, default=True
+            False skips kbfilter's input checks (scikit-learn's sampler still checks its own).
 
         Returns
         -------
         Phi : ndarray of shape (n, r)
             ``sqrt(2 / r) cos(W^T a + b)`` for each point.
         """
-        check_is_fitted(self)
-        X = check_matrix(X, "X", n_features=self.sampler_.random_weights_.shape[0])
+        if check_input:
+            check_is_fitted(self)
+            X = check_matrix(X, "X", n_features=self.sampler_.random_weights_.shape[0])
         return self.sampler_.transform(X)

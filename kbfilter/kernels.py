@@ -16,11 +16,14 @@ Examples
 array([[1.    , 0.8825, 0.3247]])
 """
 
+import copy
+
 import numpy as np
 from scipy.spatial.distance import pdist
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.metrics.pairwise import euclidean_distances, linear_kernel, rbf_kernel
+from sklearn.utils.validation import check_is_fitted
 
 from ._validation import check_int, check_matrix, check_positive
 from .bandwidth_learning import bayesian_bandwidth
@@ -73,13 +76,15 @@ class Kernel(BaseEstimator):
     #: push-through (Woodbury) form, O(n r^2) instead of O(n^3).
     has_features = False
 
-    def features(self, X):
+    def features(self, X, check_input=True):
         """The explicit feature map, for kernels that have one (:attr:`has_features`).
 
         Parameters
         ----------
         X : array-like of shape (n, d)
             The points.
+        check_input : bool, default=True
+            False skips the input checks, for points a caller has already checked.
 
         Returns
         -------
@@ -107,14 +112,40 @@ class Kernel(BaseEstimator):
         """True when the kernel can be evaluated: no hyperparameter is waiting for data."""
         return True
 
-    def __call__(self, A, B=None):
+    def frozen(self):
+        """This fitted kernel, to be handed on as it is: cloning returns it and fitting leaves it
+        unchanged (scikit-learn's ``FrozenEstimator`` idea).
+
+        A filter fits its state kernel once and hands the frozen kernel to every part that uses it
+        (the rule, the transition, the point estimate), so they share one bandwidth (and, for a
+        Nyström kernel, one set of landmarks) and nothing is fitted twice.
+
+        Returns
+        -------
+        Kernel
+            A shallow copy that :func:`fitted_kernel` and :func:`sklearn.base.clone` return as it is.
+        """
+        check_is_fitted(self)
+        frozen = copy.copy(self)
+        frozen.frozen_ = True
+        return frozen
+
+    def __sklearn_clone__(self):
+        if getattr(self, "frozen_", False):
+            return self
+        return super().__sklearn_clone__()
+
+    def __call__(self, A, B=None, check_input=True):
         """The Gram matrix ``[k(a_i, b_j)]`` (of ``A`` with itself when ``B`` is None, made exactly
-        symmetric for Cholesky factorisations, algorithms §8)."""
-        A = check_matrix(A, "A")
+        symmetric for Cholesky factorisations, algorithms §8); ``check_input=False`` skips the
+        input checks, for arrays a caller has already checked."""
+        if check_input:
+            A = check_matrix(A, "A")
         if B is None:
             G = self._gram(A, A)
             return 0.5 * (G + G.T)  # exact symmetry for Cholesky (algorithms §8)
-        B = check_matrix(B, "B", n_features=A.shape[1])
+        if check_input:
+            B = check_matrix(B, "B", n_features=A.shape[1])
         return self._gram(A, B)
 
     def diag(self, A):
@@ -337,20 +368,22 @@ class LinearKernel(Kernel):
 
     has_features = True
 
-    def features(self, X):
+    def features(self, X, check_input=True):
         """The points themselves: ``a . b`` is the inner product of the identity feature map.
 
         Parameters
         ----------
         X : array-like of shape (n, d)
             The points.
+        check_input : bool, default=True
+            False skips the input checks.
 
         Returns
         -------
         ndarray of shape (n, d)
             ``X`` as a float array.
         """
-        return check_matrix(X, "X")
+        return check_matrix(X, "X") if check_input else X
 
     def _gram(self, A, B):
         return linear_kernel(A, B)
@@ -423,7 +456,10 @@ def as_kernel(kernel, name):
 
 
 def fitted_kernel(kernel, name, data):
-    """:func:`as_kernel`, fitted on ``data``; fitting errors name ``name``."""
+    """:func:`as_kernel`, fitted on ``data``; fitting errors name ``name``. A frozen kernel
+    (:meth:`Kernel.frozen`) is returned as it is."""
+    if getattr(kernel, "frozen_", False):
+        return kernel
     kernel = as_kernel(kernel, name)
     try:
         return kernel.fit(data)

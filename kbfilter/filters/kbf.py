@@ -328,25 +328,26 @@ class KernelBayesFilter(Persistent, LearnedFilter):
         reg_prior = settings.reg_prior
         reg_transition = reg_prior if self.reg_transition is None else check_positive(self.reg_transition,
                                                                                       "reg_transition")
-        kx = settings.kernel_x
-        kernel_x = fitted_kernel(kx, "kernel_x", X)
+        # one state and one observation kernel, fitted on all the training data and handed on as fitted
+        kernels = settings.fitted_kernels(X, Z)
+        kernel_x = kernels[0]
         rng = check_rng(self.random_state)
         kept = np.arange(T)
         if self.compress is not None:
-            picked = kept_transitions(X[pred], X[pred + 1], Z[pred + 1], self.compress, self.compression,
-                                      (kernel_x, fitted_kernel(settings.kernel_z, "kernel_z", Z)), rng)
+            picked = kept_transitions(X[pred], X[pred + 1], Z[pred + 1], self.compress, self.compression, kernels,
+                                      rng)
             pred = pred[picked]
             kept = pred + 1
         # the state Gram is solved with eta (projection) and, for the exact transition, lam'
         state_reg = min(reg_prior, reg_transition) if transition_method == "exact" else reg_prior
-        observation = settings.fit_model(space, X[kept], Z[kept], state_reg, rng)
+        observation = settings.fit_model(space, X[kept], Z[kept], state_reg, rng, kernels)
         rule = observation.rule
         if controls is None:
             embedding = (clone(self.transition) if isinstance(self.transition, ConditionalEmbedding)
                          else ConditionalEmbedding(method=self.transition, n_neighbors=self.n_neighbors))
             # the localized transition needs the radial kernel itself: its weights are sparse already
-            embedding.set_params(kernel_in=kx if transition_method == "knn" else rule.kernel_x_, kernel_out=kx,
-                                 reg=reg_transition)
+            kernel_in = kernel_x if transition_method == "knn" else rule.kernel_x_.frozen()
+            embedding.set_params(kernel_in=kernel_in, kernel_out=kernel_x, reg=reg_transition)
             if transition_method == "knn":
                 embedding.set_params(n_neighbors=min(embedding.n_neighbors, len(pred)))
             embedding.fit(X[pred], X[pred + 1])

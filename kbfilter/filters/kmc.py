@@ -29,6 +29,7 @@ _FALLBACKS = {"clipped": "posterior weights summed to <= 0; used their clipped, 
                                  "from its landmarks); they got weight 0"}
 
 
+# The particles come from the filter's own sampler, which checks them: kernels skip their checks.
 class _ExactStates:
     """The state kernel as a Gram matrix: embeddings at the particles from ``k(x_i, u_j)``."""
 
@@ -38,18 +39,18 @@ class _ExactStates:
     def prior(self, particles, a):
         """The particles' embedding projected on the training states, and what the posterior step
         reuses (``k(x_i, u_j)``)."""
-        cross = self.rule.kernel_x_(self.states, particles)
+        cross = self.rule.kernel_x_(self.states, particles, check_input=False)
         return self.rule.projection(cross @ a), cross
 
     def at_particles(self, cross, particles, p, a):
         """The posterior (``p`` over the training states) and prior (``a`` over the particles)
         embeddings evaluated at the particles."""
-        return cross.T @ p, self.rule.kernel_x_(particles) @ a
+        return cross.T @ p, self.rule.kernel_x_(particles, check_input=False) @ a
 
     def herd(self, p, cross, particles, n, training):
         if training:
             return self.states[herd(self.gram @ p, lambda j: self.gram[:, j], n)]
-        picked = herd_with_particles(self.gram, cross, self.rule.kernel_x_(particles), p, n)
+        picked = herd_with_particles(self.gram, cross, self.rule.kernel_x_(particles, check_input=False), p, n)
         return np.vstack([self.states, particles])[picked]
 
 
@@ -60,7 +61,7 @@ class _FeatureStates:
         self.rule, self.states, self.features = rule, states, features
 
     def prior(self, particles, a):
-        FU = self.rule.kernel_x_.features(particles)
+        FU = self.rule.kernel_x_.features(particles, check_input=False)
         return self.rule.feature_projection(a @ FU), FU
 
     def at_particles(self, FU, particles, p, a):
@@ -321,7 +322,7 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, LearnedFilter):
         # only the Fourier features draw at fit: a Generator passed as random_state is left as it
         # was for the other representations
         rng = check_rng(self.random_state) if settings.approximation == "rff" else None
-        observation = settings.fit_model(space, X, Z, settings.reg_prior, rng)
+        observation = settings.fit_model(space, X, Z, settings.reg_prior, rng, settings.fitted_kernels(X, Z))
         diagnostics = Counter(observation.fit_diagnostics)
         if settings.approximation == "nystrom" and settings.rank is None:
             report_rank_cap("KernelMonteCarloFilter", observation.short_kernels, diagnostics)

@@ -18,7 +18,7 @@ from .._validation import check_choice, check_int, check_observation, check_posi
 from .._warnings import warn_user
 from ..features import GaussianBlur
 from ..kernel_approximation import NystromKernel, RandomFourierKernel
-from ..kernels import as_kernel
+from ..kernels import as_kernel, fitted_kernel
 from ..linalg import NumericalWarning
 from ..persistence import persistent
 from ..rules.bayes_rule import KernelBayesRule
@@ -262,7 +262,26 @@ class ObservationSettings:
         """
         return cls(**{name: getattr(estimator, name) for name in cls.PARAMS})
 
-    def fit_model(self, space, X, Z, state_reg, rng):
+    def fitted_kernels(self, X, Z):
+        """The state and observation kernels fitted once, frozen to be handed on as they are.
+
+        Parameters
+        ----------
+        X : ndarray of shape (T, dim_x)
+            All the training states.
+        Z : ndarray of shape (T, n_features)
+            All the training observations, mapped.
+
+        Returns
+        -------
+        kernel_x, kernel_z : Kernel
+            Fitted (e.g. the median heuristic resolved on ``X`` and ``Z``) and frozen
+            (:meth:`~kbfilter.kernels.Kernel.frozen`).
+        """
+        return (fitted_kernel(self.kernel_x, "kernel_x", X).frozen(),
+                fitted_kernel(self.kernel_z, "kernel_z", Z).frozen())
+
+    def fit_model(self, space, X, Z, state_reg, rng, kernels):
         """Fit kernel Bayes' rule on the pairs ``(X, Z)`` and the outlier gate on ``Z``.
 
         Parameters
@@ -278,16 +297,20 @@ class ObservationSettings:
             keeps enough landmarks for it).
         rng : numpy.random.Generator or None
             Seeds the random Fourier features (needed only for ``approximation="rff"``).
+        kernels : (Kernel, Kernel)
+            The state and observation kernels from :meth:`fitted_kernels`; the rule approximates
+            them as ``approximation`` asks without fitting them again.
 
         Returns
         -------
         LearnedObservationModel
             The fitted model, with its gate.
         """
+        kernel_x, kernel_z = kernels
         rule = KernelBayesRule(
             method=self.rule,
-            kernel_x=approximated_kernel(self.kernel_x, self.approximation, self.rank, state_reg, rng),
-            kernel_z=approximated_kernel(self.kernel_z, self.approximation, self.rank, self.reg_update, rng),
+            kernel_x=approximated_kernel(kernel_x, self.approximation, self.rank, state_reg, rng),
+            kernel_z=approximated_kernel(kernel_z, self.approximation, self.rank, self.reg_update, rng),
             reg_prior=self.reg_prior, reg_update=self.reg_update,
         ).fit(X, Z)
         gated = ObservationSpace(space.obs_shape, space.features, outlier_gate(Z, self.outlier_quantile))
@@ -445,5 +468,6 @@ class LearnedObservationModel(SharedModel):
         info : dict
             Fallbacks the rule took, kind -> message.
         """
-        W, info = self.rule.weights_from_projection(mu, self.rule.observation_vectors(row))
+        # the row was checked where it entered (admit)
+        W, info = self.rule.weights_from_projection(mu, self.rule.observation_vectors(row, check_input=False))
         return W[:, 0], info

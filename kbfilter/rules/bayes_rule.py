@@ -372,26 +372,30 @@ class KernelBayesRule(Persistent, BaseEstimator):
         """
         return np.maximum(0.0, self.projection(g))
 
-    def observation_vectors(self, Z):
+    def observation_vectors(self, Z, check_input=True):
         """``k_z(z)`` for each row of ``Z`` as columns (n, q); ``phi(z)`` (r, q) with features.
 
         Parameters
         ----------
         Z : array-like of shape (q, dim_z) or (dim_z,)
             Observations.
+        check_input : bool, default=True
+            False skips the checks, for a (q, dim_z) float array the caller has already checked
+            (a filter checks each observation once, where it enters).
 
         Returns
         -------
         ndarray of shape (n, q) or (r, q)
             One column per observation.
         """
-        check_is_fitted(self, "prior_factor_")
-        Z = self._check_observations(Z)
+        if check_input:
+            check_is_fitted(self, "prior_factor_")
+            Z = self._check_observations(Z)
         if self.features_ is not None:
             return np.asarray(self.features_.transform(Z), dtype=np.float64).T
         if self.Phi_ is not None:
-            return self.kernel_z_.features(Z).T
-        return self.kernel_z_(self.observations_, Z)
+            return self.kernel_z_.features(Z, check_input).T
+        return self.kernel_z_(self.observations_, Z, check_input)
 
     def _check_observations(self, Z):
         Z = np.asarray(Z, dtype=np.float64) if not isinstance(Z, np.ndarray) else Z

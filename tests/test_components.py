@@ -1,0 +1,213 @@
+"""The components filters are built from: the learned observation model, the particle belief, the
+filter contract, and one fitted kernel per fit."""
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+
+import kbfilter as kb
+import kbfilter._validation as validation
+import kbfilter.kernel_approximation as kernel_approximation
+import kbfilter.kernels as kernels
+from kbfilter.filters import NearestNeighbourParticleFilter, ParticleFilter
+from kbfilter.filters.base import LearnedFilter, training_pairs
+from kbfilter.filters.observation import ObservationSettings, observation_grid
+from kbfilter.filters.particles import ParticleBelief
+
+
+@pytest.fixture(scope="module")
+def rotation():
+    system = kb.systems.Rotation()
+    return system, system.simulate(300, rng=0), system.simulate(20, rng=1)
+
+
+# -- the particle belief ----------------------------------------------------------------------------
+def test_reweighting_in_log_space_is_bayes_rule_and_returns_the_evidence():
+    rng = np.random.default_rng(0)
+    particles, prior = rng.normal(size=(50, 2)), rng.dirichlet(np.ones(50))
+    loglik = rng.normal(size=50) * 3
+    belief = ParticleBelief(particles, prior)
+    evidence = belief.reweight_log(loglik)
+    np.testing.assert_allclose(evidence, np.log(np.sum(prior * np.exp(loglik))), rtol=1e-12)
+    np.testing.assert_allclose(belief.weights, prior * np.exp(loglik) / np.sum(prior * np.exp(loglik)), rtol=1e-10)
+    mean, cov = belief.estimate()
+    np.testing.assert_allclose(mean, belief.weights @ particles)
+    np.testing.assert_allclose(cov, np.cov(particles.T, aweights=belief.weights, bias=True), atol=1e-12)
+    np.testing.assert_allclose(belief.ess, 1 / np.sum(belief.weights**2))
+
+
+def test_a_factor_with_no_positive_entry_leaves_the_weights_as_they_were():
+    belief = ParticleBelief(np.arange(4.0)[:, None])
+    assert not belief.reweight(np.zeros(4))
+    np.testing.assert_array_equal(belief.weights, np.full(4, 0.25))
+    assert belief.reweight(np.array([0.0, 1.0, 3.0, 0.0]))
+    np.testing.assert_allclose(belief.weights, [0, 0.25, 0.75, 0])
+
+
+def test_resampling_only_when_the_effective_sample_size_is_low():
+    rng = np.random.default_rng(1)
+    belief = ParticleBelief(np.arange(10.0)[:, None])
+    assert not belief.resample_if_due(0.5, rng)          # equal weights: ESS = n
+    belief.reweight(np.r_[np.full(9, 1e-6), 1.0])
+    assert belief.resample_if_due(0.5, rng)
+    np.testing.assert_array_equal(belief.particles[:, 0], np.full(10, 9.0))
+    np.testing.assert_array_equal(belief.weights, np.full(10, 0.1))
+
+
+def test_a_belief_is_refused_when_its_weights_do_not_match_its_particles():
+    with pytest.raises(ValueError, match="weights: expected one weight per particle"):
+        ParticleBelief(np.zeros((3, 2)), np.ones(4) / 4)
+
+
+def test_the_bootstrap_filter_is_bayes_rule_on_its_particle_belief(rotation):
+    system, _, (_, obs) = rotation
+    pf = ParticleFilter(system, n_particles=200, rng=0, ess_threshold=0.5)
+    pf.initialize(np.zeros(2), np.eye(2))
+    pf.predict()
+    before = ParticleBelief(pf.particles.copy(), pf.particle_weights.copy())
+    pf.update(obs[0])
+    loglik = system.observation_loglik(obs[0], before.particles)
+    expected = before.weights * np.exp(loglik - loglik.max())
+    np.testing.assert_allclose(pf.x_post, expected @ before.particles / expected.sum(), rtol=1e-10)
+    np.testing.assert_allclose(pf.log_likelihood, logsumexp(np.log(before.weights) + loglik), rtol=1e-12)
+
+
+def test_the_old_name_of_the_particle_weights_still_works_and_warns(rotation):
+    system, (X, Z), _ = rotation
+    for filt in (ParticleFilter(system, n_particles=50, rng=0).initialize(np.zeros(2), np.eye(2)),
+                 NearestNeighbourParticleFilter(system, n_particles=50, random_state=0).fit(X, Z)):
+        with pytest.warns(FutureWarning, match="use particle_weights"):
+            np.testing.assert_array_equal(filt.weights, filt.particle_weights)
+
+
+# -- the learned observation model --------------------------------------------------------------------
+def test_the_observation_model_is_kernel_bayes_rule_on_the_filters_prior(rotation):
+    _, (X, Z), (_, obs) = rotation
+    kbf = kb.KernelBayesFilter().fit(X, Z)
+    kbf.predict()
+    prior = kbf.weights_prior.copy()
+    model = kbf.observation_model_
+    raw, _ = model.posterior_weights(kbf.projection_operator_ @ prior, model.admit(obs[0]))
+    # the same update through the rule's public surface, from the prior's values at the states
+    expected = kbf.rule_.posterior(kb.KernelMean(kbf.states_, prior, kbf.rule_.kernel_x_), obs[0]).weights
+    np.testing.assert_allclose(raw, expected, rtol=1e-8, atol=1e-12)
+    kbf.update(obs[0])
+    np.testing.assert_allclose(kbf.weights, raw / raw.sum(), rtol=1e-10, atol=1e-14)   # signed weights, sum 1
+
+
+def test_the_gate_is_part_of_the_observation_model(rotation):
+    _, (X, Z), _ = rotation
+    model = kb.KernelBayesFilter(outlier_quantile=0.9).fit(X, Z).observation_model_
+    assert model.admit(Z[0]) is not None and model.admit(Z[0] + 50.0) is None
+    with pytest.raises(ValueError, match="z: expected length 2"):
+        model.admit([1.0, 2.0, 3.0])
+
+
+def test_settings_are_checked_before_any_work():
+    filt = kb.KernelBayesFilter(scale=-1.0)
+    with pytest.raises(ValueError, match="scale"):
+        ObservationSettings.of(filt)
+    with pytest.raises(ValueError, match="approximation"):
+        ObservationSettings.of(kb.KernelMonteCarloFilter(approximation="exactly"))
+
+
+# -- one fitted kernel, one check of each observation --------------------------------------------------
+class _Counter:
+    def __init__(self, monkeypatch, module, name):
+        self.calls, original = 0, getattr(module, name)
+
+        def counted(*args, **kwargs):
+            self.calls += 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+
+
+@pytest.mark.parametrize("params, medians, factorisations", [
+    ({}, 2, 0),                                     # the state and the observation kernel, once each
+    ({"approximation": "nystrom"}, 2, 2),           # ... and one landmark choice each
+    ({"transition": "knn"}, 2, 0),
+    ({"compress": 60, "random_state": 0}, 2, 0),
+])
+def test_a_fit_fits_each_kernel_once_and_an_update_checks_the_observation_once(rotation, monkeypatch, params,
+                                                                                 medians, factorisations):
+    _, (X, Z), (_, obs) = rotation
+    median = _Counter(monkeypatch, kernels, "median_distance")
+    cholesky = _Counter(monkeypatch, kernel_approximation, "pivoted_cholesky")
+    kbf = kb.KernelBayesFilter(**params).fit(X, Z)
+    assert (median.calls, cholesky.calls) == (medians, factorisations)
+    checks = _Counter(monkeypatch, validation, "_as_float")
+    kbf.predict()
+    kbf.update(obs[0])
+    assert checks.calls == 1
+    # the rule, the transition and the point estimate share the one state kernel
+    bandwidth = kbf.kernel_x_.bandwidth_
+    assert kbf.transition_.kernel_out_.bandwidth_ == bandwidth
+    state_kernel = kbf.rule_.kernel_x_
+    assert getattr(state_kernel, "kernel_", state_kernel).bandwidth_ == bandwidth
+    if params.get("approximation") == "nystrom":
+        assert kbf.transition_.kernel_in_ is not state_kernel      # frozen copy, same landmarks
+        np.testing.assert_array_equal(kbf.transition_.kernel_in_.landmarks_, state_kernel.landmarks_)
+
+
+def test_the_monte_carlo_filter_checks_each_observation_once(rotation, monkeypatch):
+    system, (X, Z), (_, obs) = rotation
+    median = _Counter(monkeypatch, kernels, "median_distance")
+    kmc = kb.KernelMonteCarloFilter(system, n_particles=50, resample="ratio", random_state=0).fit(X, Z)
+    assert median.calls == 2
+    checks = _Counter(monkeypatch, validation, "_as_float")
+    kmc.update(obs[0])
+    assert checks.calls == 1
+
+
+def test_a_frozen_kernel_is_not_refitted_and_a_clone_is_itself():
+    from sklearn.base import clone
+
+    kernel = kb.GaussianKernel().fit(np.arange(10.0)[:, None]).frozen()
+    assert clone(kernel) is kernel
+    assert kernels.fitted_kernel(kernel, "kernel", np.arange(100.0)[:, None]) is kernel
+    embedding = kb.ConditionalEmbedding(kernel_in=kernel, kernel_out=kernel).fit(np.arange(20.0)[:, None],
+                                                                               np.arange(20.0)[:, None])
+    assert embedding.kernel_in_.bandwidth_ == kernel.bandwidth_
+    with pytest.raises(Exception, match="fitted"):
+        kb.GaussianKernel().frozen()
+
+
+# -- the filter contract ------------------------------------------------------------------------------
+def test_tuning_takes_the_grid_a_new_filter_states(rotation):
+    _, (X, Z), _ = rotation
+
+    class Nearest(LearnedFilter):
+        """A filter of the contract's smallest size: the state of the nearest training observation."""
+
+        def __init__(self, shift=0.0):
+            self.shift = shift
+
+        def fit(self, states, observations, controls=None):
+            self.states_, self.observations_, _ = training_pairs(states, observations)
+            return self.reset()
+
+        def reset(self):
+            self._set_estimate("post", self.states_.mean(axis=0), np.eye(2))
+            return self
+
+        def predict(self, u=None):
+            self._set_estimate("prior", self.x.copy(), self.P.copy())
+
+        def update(self, z):
+            nearest = np.argmin(np.sum((self.observations_ - z) ** 2, axis=1))
+            self._set_estimate("post", self.states_[nearest] + self.shift, self.P)
+
+        def _grid_for(self, obs_shape):
+            return {"shift": (0.0, 5.0)}
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tuned = kb.tune_filter(Nearest(), X, Z, validation_length=50, progress=False)
+    assert tuned.get_params() == {"shift": 0.0}
+    assert kb.tuning.default_grid(Nearest(), Z) == {"shift": (0.0, 5.0)}
+    assert kb.tuning.default_grid(kb.KernelBayesFilter(), Z) == observation_grid("auto", "exact", (2,))
+    with pytest.raises(ValueError, match="param_grid: ParticleFilter has no default grid"):
+        kb.tuning.default_grid(ParticleFilter(kb.systems.Rotation()), Z)
