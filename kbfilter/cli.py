@@ -14,9 +14,6 @@ from pathlib import Path
 
 from . import __version__
 
-#: default runs of ``kbfilter bench`` where 6 would not finish in about 5 minutes on 2 cores
-QUICK_RUNS = {"sprite": 4, "camera": 4, "localization": 2}
-
 # the library's argument names, as the command line spells them
 _FLAGS = {"runs": "--runs", "train_length": "--train-length", "test_length": "--test-length",
           "validation_length": "--validation-length", "n_folds": "--folds", "methods": "--methods",
@@ -162,11 +159,11 @@ def _unused_folder(out, many, force):
 
 def bench_command(args, parser, folder_per_length=False):
     """Run ``kbfilter bench`` (or a scenario script) from parsed arguments; returns the exit code."""
-    from .bench import bench_validation_length, check_bench_arguments, run_and_report
+    from .bench import BENCH_SYSTEMS, bench_validation_length, check_bench_arguments, run_and_report
     from .bench.report import writable_folder
 
     if args.runs is None:
-        args.runs = QUICK_RUNS.get(args.system, 6)
+        args.runs = BENCH_SYSTEMS[args.system].quick_runs
     many = folder_per_length or len(args.train_lengths) > 1
     out = args.out or _unused_folder(args.default_out or f"results/bench-{args.system}", many, args.force)
     folders = {T: f"{out}/train{T}" if many else out for T in args.train_lengths}

@@ -5,6 +5,7 @@ import sys
 import numpy as np
 import pytest
 
+import kbfilter as kb
 from kbfilter.bench import format_table, run_bench, run_trial, summarise
 from kbfilter.cli import main
 
@@ -259,3 +260,18 @@ def test_the_library_holds_out_what_the_command_line_holds_out(tmp_path):
     assert json.loads((tmp_path / "results.json").read_text())["config"]["validation_length"] == 30
     with pytest.raises(ValueError, match="train_length"):
         run_bench("rotation", runs=1, train_length=4, test_length=10, progress=False)
+
+
+def test_a_system_registered_once_is_known_to_the_runner_and_the_command_line(monkeypatch):
+    from kbfilter.bench import catalogue
+
+    for registry in (catalogue.BENCH_SYSTEMS, catalogue.SYSTEMS, catalogue.PROTOCOLS, catalogue.DEFAULT_METHODS):
+        monkeypatch.setitem(registry, "__probe__", None)   # restored after the test
+    catalogue.register_system(catalogue.BenchSystem("__probe__", kb.systems.Rotation, (3, (60,)), ("kbf-iw", "ekf"),
+                                                    quick_runs=1))
+    assert catalogue.reference_method("__probe__") == "kbf-iw"
+    rows = kb.bench.run_bench("__probe__", runs=1, train_length=60, test_length=10, n_jobs=1, progress=False,
+                              param_grid={"scale": (1.0,), "reg_prior": (1e-2,), "reg_update": (1e-2,)})
+    assert set(rows[0]["mse"]) == {"kbf-iw", "ekf"}
+    with pytest.raises(ValueError, match="not in the catalogue"):
+        catalogue.register_system(catalogue.BenchSystem("__probe__", kb.systems.Rotation, (3, (60,)), ("no-such",)))

@@ -19,12 +19,8 @@ from ..systems import CameraOrientation, MovingSprite, Oscillation, RobotInRoom,
 from ..tuning import (BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, MONTE_CARLO_IMAGE_GRID,
                       MONTE_CARLO_SCALABLE_IMAGE_GRID, NEIGHBOUR_GRID, SCALABLE_BLUR_GRID, SCALABLE_GRID)
 
-__all__ = ["Method", "SYSTEMS", "CATALOGUE", "METHODS", "DEFAULT_METHODS", "PROTOCOLS", "REFERENCE", "GATE_QUANTILE",
+__all__ = ["Method", "BenchSystem", "BENCH_SYSTEMS", "register_system", "SYSTEMS", "CATALOGUE", "METHODS", "DEFAULT_METHODS", "PROTOCOLS", "REFERENCE", "GATE_QUANTILE",
            "observes_images", "reference_method", "make_system"]
-
-SYSTEMS = {"rotation": Rotation, "oscillation": Oscillation, "sprite": MovingSprite, "camera": CameraOrientation,
-           "localization": RobotInRoom}
-
 
 def make_system(name, params=None):
     """The benchmark system ``name``, built with ``params`` in place of its defaults.
@@ -62,16 +58,8 @@ def make_system(name, params=None):
         raise ValueError(f"system_params: {exc}") from exc
 
 
-#: the studies' protocols: (runs, training lengths). Rotation and oscillation follow Xu et al.
-#: (2022, section 6.2); the image systems use 10 runs of 1,000 training steps; localization
-#: adds the 200 poses of Fukumizu (2014) and a longer log.
-PROTOCOLS = {"rotation": (30, (500, 1000)), "oscillation": (30, (500, 1000)), "sprite": (10, (1000,)),
-             "camera": (10, (1000,)), "localization": (10, (200, 1000, 5000))}
-
-#: the method the others are compared with (Wilcoxon p-values, wins)
+#: the method the others are compared with (Wilcoxon p-values, wins), unless a system names another
 REFERENCE = "kbf-iw"
-#: where the question is another method's: the Kernel Monte Carlo filter on the robot
-_REFERENCES = {"localization": "kmc-iw-ratio-blur-gated"}
 
 
 def reference_method(system, chosen=None):
@@ -87,10 +75,9 @@ def reference_method(system, chosen=None):
     Returns
     -------
     str
-        ``chosen``, or else a name in :data:`CATALOGUE`: :data:`REFERENCE` unless the system's
-        study asks about another method.
+        ``chosen``, or else the system's reference (:attr:`BenchSystem.reference`).
     """
-    return _REFERENCES.get(system, REFERENCE) if chosen is None else chosen
+    return BENCH_SYSTEMS[system].reference if chosen is None else chosen
 
 
 def observes_images(system):
@@ -247,8 +234,83 @@ METHODS = tuple(CATALOGUE)
 _LOW_DIMENSIONAL = ("kbf-iw", "kbf-original", "ekf", "ukf", "pf")
 _IMAGES = ("kbf-iw", "kbf-original", "kbf-iw-blur", "kbf-iw-pca", "kbf-iw-learned", "pf-pixel", "window-mlp",
            "oracle-pf")
+_FRAMES = ("kbf-iw", "kbf-iw-blur", "kbf-iw-learned", "pf-pixel")
+
+
+@dataclass(frozen=True)
+class BenchSystem:
+    """A system the benchmark runs, with everything the runner, the report and the command line
+    need to know about it, registered once (:func:`register_system`).
+
+    Attributes
+    ----------
+    name : str
+        What ``kbfilter bench NAME`` calls it.
+    factory : type
+        The system's class (built with its defaults, or ``system_params``).
+    protocol : (int, tuple of int)
+        The study's runs and training lengths (the scenario scripts' defaults).
+    default_methods : tuple of str
+        What runs when no ``--methods`` are given (names in :data:`CATALOGUE`).
+    quick_runs : int
+        Runs of ``kbfilter bench NAME`` without ``--runs`` (fewer than 6 where 6 would not finish in
+        about 5 minutes on 2 cores).
+    reference : str
+        The method the others are compared with.
+    frame_methods : tuple of str
+        The methods whose estimates the image figure (``frames.png``) marks, when they ran.
+    """
+
+    name: str
+    factory: type
+    protocol: tuple
+    default_methods: tuple
+    quick_runs: int = 6
+    reference: str = REFERENCE
+    frame_methods: tuple = ()
+
+
+#: the registered systems, name -> :class:`BenchSystem`
+BENCH_SYSTEMS = {}
+# views of the registry, by the names the rest of the package and the scripts use
+SYSTEMS = {}
+PROTOCOLS = {}
 #: what ``kbfilter bench SYSTEM`` runs when no ``--methods`` are given
-DEFAULT_METHODS = {"rotation": _LOW_DIMENSIONAL, "oscillation": _LOW_DIMENSIONAL, "sprite": _IMAGES,
-                   "camera": _IMAGES,
-                   "localization": ("nai-blur", "nn-pf-blur-gated", "kbf-iw-blur-gated", "kmc-iw-blur",
-                                    "kmc-original-blur", "kmc-iw-ratio-blur", "kmc-iw-ratio-blur-gated", "pf-pixel")}
+DEFAULT_METHODS = {}
+
+
+def register_system(system):
+    """Add a system to the benchmark.
+
+    Parameters
+    ----------
+    system : BenchSystem
+        The system; its methods must be in :data:`CATALOGUE`.
+
+    Returns
+    -------
+    BenchSystem
+        ``system``.
+    """
+    unknown = [m for m in (*system.default_methods, system.reference, *system.frame_methods) if m not in CATALOGUE]
+    if unknown:
+        raise ValueError(f"system: {system.name} names methods that are not in the catalogue: {unknown}")
+    BENCH_SYSTEMS[system.name] = system
+    SYSTEMS[system.name] = system.factory
+    PROTOCOLS[system.name] = system.protocol
+    DEFAULT_METHODS[system.name] = system.default_methods
+    return system
+
+
+# Rotation and oscillation follow Xu et al. (2022, section 6.2); the image systems use 10 runs of
+# 1,000 training steps; localization adds the 200 poses of Fukumizu (2014) and a longer log, and
+# its question is the Kernel Monte Carlo filter's.
+register_system(BenchSystem("rotation", Rotation, (30, (500, 1000)), _LOW_DIMENSIONAL))
+register_system(BenchSystem("oscillation", Oscillation, (30, (500, 1000)), _LOW_DIMENSIONAL))
+register_system(BenchSystem("sprite", MovingSprite, (10, (1000,)), _IMAGES, quick_runs=4, frame_methods=_FRAMES))
+register_system(BenchSystem("camera", CameraOrientation, (10, (1000,)), _IMAGES, quick_runs=4,
+                            frame_methods=_FRAMES))
+register_system(BenchSystem(
+    "localization", RobotInRoom, (10, (200, 1000, 5000)),
+    ("nai-blur", "nn-pf-blur-gated", "kbf-iw-blur-gated", "kmc-iw-blur", "kmc-original-blur", "kmc-iw-ratio-blur",
+     "kmc-iw-ratio-blur-gated", "pf-pixel"), quick_runs=2, reference="kmc-iw-ratio-blur-gated"))

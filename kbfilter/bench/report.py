@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import wilcoxon
 
-from .catalogue import REFERENCE, make_system, reference_method
+from .catalogue import BENCH_SYSTEMS, REFERENCE, make_system, reference_method
 from .runner import bench_validation_length, check_bench_arguments, run_bench
 
 __all__ = ["summarise", "format_table", "write_results", "run_and_report", "writable_folder", "provenance",
@@ -226,7 +226,7 @@ def write_results(out, system, rows, summary, config, command=None):
         save_figure(ax, paths[-1])
     elif np.asarray(traj["observations"]).ndim > 2:  # images: a row of frames with truth and estimates
         steps = np.linspace(0, len(traj["states"]) - 1, 6).astype(int)
-        shown = [m for m in ("kbf-iw", "kbf-iw-blur", "kbf-iw-learned", "pf-pixel") if m in traj["estimates"]]
+        shown = [m for m in BENCH_SYSTEMS[system].frame_methods if m in traj["estimates"]]
         titles = ["t=%d true %s\n" % (t, np.round(traj["states"][t], 2))
                   + "\n".join(f"{m} {np.round(traj['estimates'][m][t], 2)}" for m in shown) for t in steps]
         points = {"true": traj["states"], **{m: traj["estimates"][m] for m in shown}}
