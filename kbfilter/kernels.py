@@ -286,7 +286,7 @@ class GaussianKernel(_RadialKernel):
     bandwidth : float, "median" or "bkl"
         ``s``; ``"median"`` takes the median pairwise distance of the data given to ``fit``;
         ``"bkl"`` the bandwidth of Bayesian kernel learning
-        (:func:`~kbfilter.tuning.bayesian_bandwidth`): the maximiser of the marginal
+        (:func:`~kbfilter.bandwidth_learning.bayesian_bandwidth`): the maximiser of the marginal
         pseudolikelihood of the data's empirical kernel mean, which follows the data's own
         scale where the median follows their spread (e.g. tight clusters far apart).
     scale : float

@@ -20,15 +20,12 @@ from tqdm.auto import tqdm
 
 from ._validation import check_choice, check_controls, check_int, check_rng, check_sequences
 from ._warnings import warn_user
-from .bandwidth_learning import (BandwidthFit, EmbeddingPosterior, bayesian_bandwidth, log_pseudolikelihood,
-                                 posterior_embedding)
 from .filters.grids import (BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, MONTE_CARLO_IMAGE_GRID,
                             MONTE_CARLO_SCALABLE_IMAGE_GRID, NEIGHBOUR_GRID, SCALABLE_BLUR_GRID, SCALABLE_GRID)
 from .linalg import NumericalWarning
 from .threads import limited_blas
 
-__all__ = ["bayesian_bandwidth", "log_pseudolikelihood", "BandwidthFit", "posterior_embedding", "EmbeddingPosterior",
-           "DEFAULT_GRID", "SCALABLE_GRID", "IMAGE_GRID", "FEATURE_GRID", "BLUR_GRID", "MONTE_CARLO_IMAGE_GRID",
+__all__ = ["DEFAULT_GRID", "SCALABLE_GRID", "IMAGE_GRID", "FEATURE_GRID", "BLUR_GRID", "MONTE_CARLO_IMAGE_GRID",
            "MONTE_CARLO_SCALABLE_IMAGE_GRID", "SCALABLE_BLUR_GRID",
            "NEIGHBOUR_GRID", "tune_filter", "validation_split",
            "validation_mse", "check_validation_length", "default_grid"]
@@ -330,3 +327,17 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
     tuned.best_params_ = best_params
     tuned.search_table_ = [dict(zip(names, p), mse=m) for p, m in scores.items()]
     return tuned
+
+
+# Bayesian kernel learning lives in kbfilter.bandwidth_learning; these names were re-exported here.
+_MOVED = ("bayesian_bandwidth", "log_pseudolikelihood", "BandwidthFit", "posterior_embedding", "EmbeddingPosterior")
+
+
+def __getattr__(name):
+    if name in _MOVED:
+        from . import bandwidth_learning
+
+        warn_user(f"kbfilter.tuning.{name} is deprecated and will be removed; use "
+                  f"kbfilter.bandwidth_learning.{name}", FutureWarning)
+        return getattr(bandwidth_learning, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,7 +23,7 @@ from joblib import Parallel, delayed
 from tqdm import tqdm
 
 import kbfilter as kb
-from kbfilter.tuning import log_pseudolikelihood
+from kbfilter.bandwidth_learning import bayesian_bandwidth, log_pseudolikelihood
 
 RATIOS = (1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 15.0)
 ALPHA = 0.05
@@ -97,7 +97,7 @@ def main(argv=None):
 
     P, Q = mixture_pair(6.0, np.random.default_rng(args.seed))
     pooled = np.vstack([P, Q])
-    fit = kb.tuning.bayesian_bandwidth(pooled, random_state=args.seed)
+    fit = bayesian_bandwidth(pooled, random_state=args.seed)
     held = np.isin(pooled, fit.inducing).all(axis=1)
     grid = np.geomspace(0.005 * fit.median, 4 * fit.median, 60)
     profile = (grid, [log_pseudolikelihood(pooled[~held], fit.inducing, s) for s in grid], fit.median, fit.bandwidth)

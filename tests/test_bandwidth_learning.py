@@ -8,7 +8,7 @@ from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel
 
 import kbfilter as kb
-from kbfilter.tuning import bayesian_bandwidth, log_pseudolikelihood, posterior_embedding
+from kbfilter.bandwidth_learning import bayesian_bandwidth, log_pseudolikelihood, posterior_embedding
 
 
 def _direct(X, Z, s, tau2):

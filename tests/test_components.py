@@ -211,3 +211,12 @@ def test_tuning_takes_the_grid_a_new_filter_states(rotation):
     assert kb.tuning.default_grid(kb.KernelBayesFilter(), Z) == observation_grid("auto", "exact", (2,))
     with pytest.raises(ValueError, match="param_grid: ParticleFilter has no default grid"):
         kb.tuning.default_grid(ParticleFilter(kb.systems.Rotation()), Z)
+
+
+def test_bandwidth_learning_names_moved_out_of_tuning_with_a_warning():
+    from kbfilter import bandwidth_learning
+
+    with pytest.warns(FutureWarning, match="use kbfilter.bandwidth_learning.bayesian_bandwidth"):
+        assert kb.tuning.bayesian_bandwidth is bandwidth_learning.bayesian_bandwidth
+    with pytest.raises(AttributeError):
+        kb.tuning.no_such_name

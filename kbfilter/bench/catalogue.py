@@ -242,7 +242,7 @@ class BenchSystem:
     """A system the benchmark runs, with everything the runner, the report and the command line
     need to know about it, registered once (:func:`register_system`).
 
-    Attributes
+    Parameters
     ----------
     name : str
         What ``kbfilter bench NAME`` calls it.

@@ -551,23 +551,6 @@ class KernelBayesRule(Persistent, BaseEstimator):
                                        "clipped weights")
         return W, info
 
-    def weights_from_prior_values(self, g, Z):
-        """Posterior weights for prior values ``g`` and observations ``Z``.
-
-        Parameters
-        ----------
-        g : ndarray of shape (n,)
-            Prior values at the training states (see :meth:`prior_values`).
-        Z : array-like of shape (q, dim_z)
-            Observations.
-
-        Returns
-        -------
-        W, info
-            As :meth:`weights_from_projection`.
-        """
-        return self.weights_from_projection(self.projection(g), self.observation_vectors(Z))
-
     # -- the public rule ----------------------------------------------------------------------
     @limited_blas
     def posterior(self, prior, z):
