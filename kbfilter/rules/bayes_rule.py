@@ -4,11 +4,9 @@ algorithms §5. The likelihood ``p(z | x)`` is learned from training pairs ``(x_
 prior on states is a kernel mean; the posterior is a kernel mean over the training states.
 """
 
-import warnings
 from collections import Counter
 
 import numpy as np
-from scipy.linalg import LinAlgWarning, lu_factor, lu_solve
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
 
@@ -23,15 +21,14 @@ from .._warnings import warn_user
 from ..embedding import KernelMean
 from ..kernels import fitted_kernel
 from ..linalg import NumericalWarning, Woodbury, pivoted_cholesky, spd_factor
-from ..operators import DenseOperator, LowRankOperator
 from ..persistence import Persistent, persistent
 from ..threads import limited_blas
 from ._checks import check_prior
+from .representations import (LOW_RANK_RTOL, DenseObservations, DenseStates, FeatureObservations, FeatureStates,
+                              LowRankObservations, TransformedFeatures, original_update)
 
 __all__ = ["kulsif_weights", "KernelBayesRule"]
 
-# Relative error allowed to the low-rank form of the iw update (an exact speed-up to this accuracy).
-_LOW_RANK_RTOL = 1e-9
 # Residual diagonal, relative to the largest, below which a pivoted Cholesky factor is at round-off.
 _ROUNDOFF_RTOL = 1e-14
 
@@ -214,7 +211,25 @@ class KernelBayesRule(Persistent, BaseEstimator):
             if self.Phi_ is None:
                 self.G_z_ = self.kernel_z_(Z)
         self._choose_solver(n)
+        self._represent()
         return self
+
+    def _after_load(self):
+        self._represent()
+
+    def _represent(self):
+        """The strategies every later call goes through, from what fit chose (also after a load)."""
+        states = FeatureStates if self.kernel_x_.has_features else DenseStates
+        self._states_side = states(self.kernel_x_, self.states_, self.prior_factor_)
+        if self.solver_ == "features":
+            transform = (TransformedFeatures(self.features_) if self.features_ is not None
+                         else self.kernel_z_.features)
+            self._observations_side = FeatureObservations(transform, self.Phi_, self.G_z_, self.obs_factor_)
+        elif self.solver_ == "low_rank":
+            self._observations_side = LowRankObservations(self.kernel_z_, self.observations_, self.G_z_,
+                                                          self.obs_factor_, self.obs_residual_, self.obs_norm_)
+        else:
+            self._observations_side = DenseObservations(self.kernel_z_, self.observations_, self.G_z_)
 
     def _choose_solver(self, n):
         # G_z is often numerically of low rank: G_z = L L^T + E with E tiny. The updates then cost
@@ -237,7 +252,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
         G = self.G_z_
         diag = np.diag(G).copy()
         scale = max(diag.max(), 1e-300)
-        rtol = _LOW_RANK_RTOL * 1e-3 * self.reg_update_ / scale if self.method == "iw" else _ROUNDOFF_RTOL
+        rtol = LOW_RANK_RTOL * 1e-3 * self.reg_update_ / scale if self.method == "iw" else _ROUNDOFF_RTOL
         L, _ = pivoted_cholesky(diag, lambda i: G[:, i], n // 3, tol=rtol)
         residual = float(diag.sum() - np.sum(L * L))
         if L.shape[1] < n // 3:
@@ -262,19 +277,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
             ``g``.
         """
         check_is_fitted(self, "prior_factor_")
-        if self.kernel_x_.has_features:
-            return self.prior_factor_.L @ self._prior_coefficients(prior)
-        if prior is None:
-            return self.kernel_x_(self.states_).mean(axis=1)
-        prior = check_prior(prior, self.states_.shape[1])
-        return self.kernel_x_(self.states_, prior.points) @ prior.weights
-
-    def _prior_coefficients(self, prior):
-        """For a state kernel with features ``U``: ``gamma`` with prior values ``g = U gamma``."""
-        if prior is None:
-            return self.prior_factor_.L.mean(axis=0)
-        prior = check_prior(prior, self.states_.shape[1])
-        return self.kernel_x_.features(prior.points).T @ prior.weights
+        return self._states_side.prior_values(prior)
 
     def projection(self, g):
         """``mu = n (G_x + n eps I)^{-1} g``: the prior projected on the training states.
@@ -289,7 +292,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
         ndarray of the shape of ``g``
             ``mu``.
         """
-        return self.n_train_ * self.prior_factor_.solve(g)
+        return self._states_side.projection(g)
 
     def prior_projection(self, prior):
         """``mu = n (G_x + n eps I)^{-1} g`` for a prior: :meth:`projection` of :meth:`prior_values`.
@@ -308,9 +311,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
             ``mu``.
         """
         check_is_fitted(self, "prior_factor_")
-        if not self.kernel_x_.has_features:
-            return self.projection(self.prior_values(prior))
-        return self.feature_projection(self._prior_coefficients(prior))
+        return self._states_side.prior_projection(prior)
 
     def feature_projection(self, gamma):
         """:meth:`prior_projection` of the prior whose feature-space mean is ``gamma``.
@@ -330,13 +331,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
             ``mu``.
         """
         check_is_fitted(self, "prior_factor_")
-        if not self.kernel_x_.has_features:
-            raise ValueError("gamma: feature_projection needs a state kernel with explicit features "
-                             f"(e.g. NystromKernel), got {type(self.kernel_x_).__name__}")
-        gamma = np.asarray(gamma, dtype=np.float64)
-        if gamma.shape != (self.prior_factor_.L.shape[1],):
-            raise ValueError(f"gamma: expected shape ({self.prior_factor_.L.shape[1]},), got {gamma.shape}")
-        return self.n_train_ * (self.prior_factor_.L @ self.prior_factor_.inner.solve(gamma))
+        return self._states_side.feature_projection(gamma)
 
     def projection_operator(self):
         """The projection ``g -> n (G_x + n eps I)^{-1} G_x g`` as an operator on weights over the
@@ -352,10 +347,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
             Of shape (n, n).
         """
         check_is_fitted(self, "prior_factor_")
-        if self.kernel_x_.has_features:
-            U = self.prior_factor_.L
-            return LowRankOperator(U, self.n_train_ * self.prior_factor_.inner.solve(U.T).T)
-        return DenseOperator(self.projection(self.kernel_x_(self.states_)))
+        return self._states_side.projection_operator()
 
     def ratio(self, g):
         """KuLSIF weights ``max(0, n (G_x + n eta I)^{-1} g)`` from prior values ``g``.
@@ -391,25 +383,13 @@ class KernelBayesRule(Persistent, BaseEstimator):
         if check_input:
             check_is_fitted(self, "prior_factor_")
             Z = self._check_observations(Z)
-        if self.features_ is not None:
-            return np.asarray(self.features_.transform(Z), dtype=np.float64).T
-        if self.Phi_ is not None:
-            return self.kernel_z_.features(Z, check_input).T
-        return self.kernel_z_(self.observations_, Z, check_input)
+        return self._observations_side.vectors(Z, check_input)
 
     def _check_observations(self, Z):
         Z = np.asarray(Z, dtype=np.float64) if not isinstance(Z, np.ndarray) else Z
         if Z.ndim == 1:
             Z = Z[None, :]
         return check_matrix(Z, "z", n_features=self.observations_.shape[1], allow_1d=False)
-
-    @staticmethod
-    def _factor(A, name, info):
-        """``spd_factor`` whose fallback (jitter, LU) is recorded in ``info``."""
-        factor = spd_factor(A, name=name, warn=False)
-        if factor.event is not None:
-            info[factor.event] = factor.describe(name)
-        return factor
 
     def weights_from_ratio(self, r, obs):
         """IW update from density-ratio weights ``r`` and observation vectors.
@@ -438,67 +418,8 @@ class KernelBayesRule(Persistent, BaseEstimator):
         S = np.flatnonzero(r > 0)
         nlam = self.n_train_ * self.reg_update_
         W = np.zeros((self.n_train_, obs.shape[1]))
-        sq = np.sqrt(r[S])[:, None]
-        if self.Phi_ is not None and self.Phi_.shape[1] < S.size:
-            # push-through form: an r x r solve, cheaper when there are fewer features than support
-            Ls, C = self._scaled_inner(self.Phi_[S], sq, nlam, "Phi^T D Phi + n lam I", info)
-            W[S] = sq * (Ls @ C.solve(obs))
-        elif self.obs_factor_ is not None and r.max() * self.obs_residual_ <= _LOW_RANK_RTOL * nlam:
-            # Woodbury with sqrt(D) G_z sqrt(D) ~ (sqrt(D) L)(sqrt(D) L)^T
-            Ls, C = self._scaled_inner(self.obs_factor_[S], sq, nlam, "L^T D L + n lam I", info)
-            rhs = sq * obs[S]
-            W[S] = sq * (rhs - Ls @ C.solve(Ls.T @ rhs)) / nlam
-        else:
-            if self.Phi_ is not None:
-                G_S = self.Phi_[S] @ self.Phi_[S].T
-                obs = self.Phi_[S] @ obs
-            else:
-                G_S = self.G_z_[np.ix_(S, S)]
-                obs = obs[S]
-            M = sq * G_S * sq.T
-            M[np.diag_indices(S.size)] += nlam
-            W[S] = sq * self._factor(M, "sqrt(D) G_z sqrt(D) + n lam I", info).solve(sq * obs)
+        W[S] = self._observations_side.iw(r, S, np.sqrt(r[S])[:, None], nlam, obs, info)
         return W, info
-
-    def _scaled_inner(self, F, sq, nlam, name, info):
-        """``Ls = sqrt(D) F`` (``F`` a fresh copy, scaled in place) and the factor of
-        ``Ls^T Ls + n lam I`` (one symmetric rank-k product)."""
-        F *= sq
-        C = F.T @ F
-        C.flat[:: C.shape[0] + 1] += nlam
-        return F, self._factor(C, name, info)
-
-    def _weights_original(self, mu, obs):
-        G_z = self.G_z_
-        K = obs if self.Phi_ is None else self.Phi_ @ obs
-        delta = self.reg_update_
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", LinAlgWarning)
-            if self.obs_factor_ is not None:
-                # G_z = L L^T: (Lambda G_z)^2 = P C L^T with P = Lambda L, C = L^T P (r x r); Woodbury
-                L = self.obs_factor_
-                P = mu[:, None] * L
-                C = L.T @ P
-                U = P @ C
-                y = mu[:, None] * K
-                inner = C @ C
-                inner[np.diag_indices(inner.shape[0])] += delta
-                v = (y - U @ lu_solve(lu_factor(inner, check_finite=False), L.T @ y, check_finite=False)) / delta
-                W = P @ (L.T @ v)
-            else:
-                LG = mu[:, None] * G_z
-                A = LG @ LG
-                A[np.diag_indices(A.shape[0])] += delta
-                W = LG @ lu_solve(lu_factor(A, check_finite=False), mu[:, None] * K, check_finite=False)
-        if np.all(np.isfinite(W)) and np.any(W != 0):
-            return W, {}
-        # singular squared operator or a vanished Lambda: the stated fallback is CKME regression
-        info = {"regression": "original KBR update is singular or zero; using CKME regression"}
-        if G_z is None:
-            return Woodbury(self.Phi_, self.n_train_ * delta).solve(K), info
-        G = G_z.copy()
-        G[np.diag_indices(G.shape[0])] += self.n_train_ * delta
-        return self._factor(G, "G_z + n delta I", info).solve(K), info
 
     def original_error_bound(self, mu):
         """First-order bound on the relative difference between the original rule's low-rank
@@ -545,7 +466,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
         if self.method == "iw":
             W, info = self.weights_from_ratio(np.maximum(0.0, mu), obs)
         else:
-            W, info = self._weights_original(mu, obs)
+            W, info = original_update(self._observations_side, mu, obs, self.n_train_, self.reg_update_)
         if np.any(W.sum(axis=0) <= 0):
             info["nonpositive_sum"] = ("posterior weights sum to <= 0; the normalised mean falls back to "
                                        "clipped weights")

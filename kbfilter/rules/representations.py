@@ -1,0 +1,243 @@
+"""How kernel Bayes' rule holds its Gram matrices: the strategies it chooses once, at fit.
+
+On the states, the prior is projected through ``(G_x + n eta I)^{-1}``: :class:`DenseStates` factors
+that ``n x n`` matrix, :class:`FeatureStates` works through explicit features ``U``
+(``G_x = U U^T``) with Woodbury and forms nothing ``n x n``.
+
+On the observations, the update solves with ``G_z``: :class:`DenseObservations` on the full Gram
+matrix, :class:`LowRankObservations` through a pivoted Cholesky factor ``G_z ~ L L^T`` (Woodbury,
+while its error bound allows), :class:`FeatureObservations` through explicit features
+``G_z = Phi Phi^T`` (the push-through form).
+
+A rule picks one of each at fit (:meth:`~kbfilter.KernelBayesRule.fit`) and calls it; the methods
+do not test what the rule holds.
+"""
+
+import warnings
+
+import numpy as np
+from scipy.linalg import LinAlgWarning, lu_factor, lu_solve
+
+from ..linalg import Woodbury, spd_factor
+from ..operators import DenseOperator, LowRankOperator
+from ._checks import check_prior
+
+__all__ = ["DenseStates", "FeatureStates", "DenseObservations", "LowRankObservations", "FeatureObservations",
+           "TransformedFeatures", "original_update", "factor_recorded", "LOW_RANK_RTOL"]
+
+#: relative error allowed to the low-rank form of the iw update (an exact speed-up to this accuracy)
+LOW_RANK_RTOL = 1e-9
+
+
+def factor_recorded(A, name, info):
+    """``spd_factor`` whose fallback (jitter, LU) is recorded in ``info``."""
+    factor = spd_factor(A, name=name, warn=False)
+    if factor.event is not None:
+        info[factor.event] = factor.describe(name)
+    return factor
+
+
+# -- the states: the prior's projection --------------------------------------------------------------
+class DenseStates:
+    """``(G_x + n eta I)`` factored densely (``factor``, an SPD factor)."""
+
+    def __init__(self, kernel, states, factor):
+        self.kernel, self.states, self.factor, self.n = kernel, states, factor, states.shape[0]
+
+    def prior_values(self, prior):
+        if prior is None:
+            return self.kernel(self.states).mean(axis=1)
+        prior = check_prior(prior, self.states.shape[1])
+        return self.kernel(self.states, prior.points) @ prior.weights
+
+    def projection(self, g):
+        return self.n * self.factor.solve(g)
+
+    def prior_projection(self, prior):
+        return self.projection(self.prior_values(prior))
+
+    def feature_projection(self, gamma):
+        raise ValueError("gamma: feature_projection needs a state kernel with explicit features "
+                         f"(e.g. NystromKernel), got {type(self.kernel).__name__}")
+
+    def projection_operator(self):
+        return DenseOperator(self.projection(self.kernel(self.states)))
+
+
+class FeatureStates(DenseStates):
+    """``G_x = U U^T`` through the features ``U`` (``factor``, a :class:`~kbfilter.linalg.Woodbury`)."""
+
+    def _coefficients(self, prior):
+        """``gamma`` with prior values ``g = U gamma``."""
+        if prior is None:
+            return self.factor.L.mean(axis=0)
+        prior = check_prior(prior, self.states.shape[1])
+        return self.kernel.features(prior.points).T @ prior.weights
+
+    def prior_values(self, prior):
+        return self.factor.L @ self._coefficients(prior)
+
+    def prior_projection(self, prior):
+        return self.feature_projection(self._coefficients(prior))
+
+    def feature_projection(self, gamma):
+        gamma = np.asarray(gamma, dtype=np.float64)
+        if gamma.shape != (self.factor.L.shape[1],):
+            raise ValueError(f"gamma: expected shape ({self.factor.L.shape[1]},), got {gamma.shape}")
+        return self.n * (self.factor.L @ self.factor.inner.solve(gamma))
+
+    def projection_operator(self):
+        U = self.factor.L
+        return LowRankOperator(U, self.n * self.factor.inner.solve(U.T).T)
+
+
+# -- the observations: the update -----------------------------------------------------------------------
+def _scaled_inner(F, sq, nlam, name, info):
+    """``Ls = sqrt(D) F`` (``F`` a fresh copy, scaled in place) and the factor of ``Ls^T Ls + n lam I``."""
+    F *= sq
+    C = F.T @ F
+    C.flat[:: C.shape[0] + 1] += nlam
+    return F, factor_recorded(C, name, info)
+
+
+def _dense_iw(G_S, obs_S, sq, nlam, info):
+    M = sq * G_S * sq.T
+    M[np.diag_indices(G_S.shape[0])] += nlam
+    return sq * factor_recorded(M, "sqrt(D) G_z sqrt(D) + n lam I", info).solve(sq * obs_S)
+
+
+def _dense_original(mu, G_z, K, delta):
+    LG = mu[:, None] * G_z
+    A = LG @ LG
+    A[np.diag_indices(A.shape[0])] += delta
+    return LG @ lu_solve(lu_factor(A, check_finite=False), mu[:, None] * K, check_finite=False)
+
+
+def _low_rank_original(mu, L, K, delta):
+    # G_z = L L^T: (Lambda G_z)^2 = P C L^T with P = Lambda L, C = L^T P (r x r); Woodbury
+    P = mu[:, None] * L
+    C = L.T @ P
+    U = P @ C
+    y = mu[:, None] * K
+    inner = C @ C
+    inner[np.diag_indices(inner.shape[0])] += delta
+    v = (y - U @ lu_solve(lu_factor(inner, check_finite=False), L.T @ y, check_finite=False)) / delta
+    return P @ (L.T @ v)
+
+
+class DenseObservations:
+    """The full observation Gram matrix ``G_z``; observation vectors are ``k_z(Z_train, z)``.
+
+    ``factor`` (``L``, with ``residual = tr(G_z - L L^T)`` and ``norm = ||L L^T||_2``) is None here;
+    :class:`LowRankObservations` sets it.
+    """
+
+    name = "dense"
+    factor, residual, norm = None, np.inf, np.inf
+
+    def __init__(self, kernel, observations, gram):
+        self.kernel, self.observations, self.gram = kernel, observations, gram
+
+    def vectors(self, Z, check_input):
+        return self.kernel(self.observations, Z, check_input)
+
+    def iw(self, r, S, sq, nlam, obs, info):
+        """The iw weights on the support ``S`` of the ratio ``r`` (``sq = sqrt(r[S])``)."""
+        return _dense_iw(self.gram[np.ix_(S, S)], obs[S], sq, nlam, info)
+
+    def original(self, mu, obs, delta):
+        return _dense_original(mu, self.gram, obs, delta)
+
+    def regression(self, K, n, delta, info):
+        """The stated fallback, CKME regression ``(G_z + n delta I)^{-1} k``."""
+        G = self.gram.copy()
+        G[np.diag_indices(G.shape[0])] += n * delta
+        return factor_recorded(G, "G_z + n delta I", info).solve(K)
+
+
+class LowRankObservations(DenseObservations):
+    """``G_z`` and its pivoted Cholesky factor ``L`` (``G_z = L L^T + E``): Woodbury while
+    ``max(r) tr(E) <= LOW_RANK_RTOL n lam`` (iw), always for the original rule."""
+
+    name = "low_rank"
+
+    def __init__(self, kernel, observations, gram, factor, residual, norm=np.inf):
+        super().__init__(kernel, observations, gram)
+        self.factor, self.residual, self.norm = factor, residual, norm
+
+    def iw(self, r, S, sq, nlam, obs, info):
+        if r.max() * self.residual > LOW_RANK_RTOL * nlam:
+            return super().iw(r, S, sq, nlam, obs, info)
+        # Woodbury with sqrt(D) G_z sqrt(D) ~ (sqrt(D) L)(sqrt(D) L)^T
+        Ls, C = _scaled_inner(self.factor[S], sq, nlam, "L^T D L + n lam I", info)
+        rhs = sq * obs[S]
+        return sq * (rhs - Ls @ C.solve(Ls.T @ rhs)) / nlam
+
+    def original(self, mu, obs, delta):
+        return _low_rank_original(mu, self.factor, obs, delta)
+
+
+class TransformedFeatures:
+    """A fitted transformer's ``transform`` as an observation feature map (it checks its own input)."""
+
+    def __init__(self, transformer):
+        self.transformer = transformer
+
+    def __call__(self, Z, check_input=True):
+        return np.asarray(self.transformer.transform(Z), dtype=np.float64)
+
+
+class FeatureObservations:
+    """Explicit observation features ``Phi`` (``G_z = Phi Phi^T``): observation vectors are
+    ``phi(z)``, and the iw update takes the push-through form when there are fewer features than
+    support. ``features`` maps observations (a fitted transformer, or a kernel's ``features``).
+
+    For the original rule, ``gram`` is ``Phi Phi^T`` when the features are too many to factor by
+    (``factor`` None), else ``factor`` is ``Phi`` itself. ``transform(Z, check_input)`` gives the
+    features of observations: a kernel's ``features``, or :class:`TransformedFeatures`.
+    """
+
+    name = "features"
+    residual, norm = np.inf, np.inf
+
+    def __init__(self, transform, Phi, gram=None, factor=None):
+        self.transform, self.Phi, self.gram, self.factor = transform, Phi, gram, factor
+        if factor is not None:
+            self.residual, self.norm = 0.0, 0.0
+
+    def vectors(self, Z, check_input):
+        return self.transform(Z, check_input).T
+
+    def iw(self, r, S, sq, nlam, obs, info):
+        if self.Phi.shape[1] < S.size:
+            # push-through form: an r x r solve, cheaper when there are fewer features than support
+            Ls, C = _scaled_inner(self.Phi[S], sq, nlam, "Phi^T D Phi + n lam I", info)
+            return sq * (Ls @ C.solve(obs))
+        return _dense_iw(self.Phi[S] @ self.Phi[S].T, self.Phi[S] @ obs, sq, nlam, info)
+
+    def original(self, mu, obs, delta):
+        K = self.Phi @ obs
+        if self.factor is not None:
+            return _low_rank_original(mu, self.factor, K, delta)
+        return _dense_original(mu, self.gram, K, delta)
+
+    def regression(self, obs, n, delta, info):
+        K = self.Phi @ obs
+        if self.gram is None:
+            return Woodbury(self.Phi, n * delta).solve(K)
+        G = self.gram.copy()
+        G[np.diag_indices(G.shape[0])] += n * delta
+        return factor_recorded(G, "G_z + n delta I", info).solve(K)
+
+
+def original_update(observations, mu, obs, n, delta):
+    """The original rule's weights ``Lambda G_z ((Lambda G_z)^2 + delta I)^{-1} Lambda k_z(z)``,
+    with its stated fallback (CKME regression) when that is singular or zero."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LinAlgWarning)
+        W = observations.original(mu, obs, delta)
+    if np.all(np.isfinite(W)) and np.any(W != 0):
+        return W, {}
+    info = {"regression": "original KBR update is singular or zero; using CKME regression"}
+    return observations.regression(obs, n, delta, info), info
+
