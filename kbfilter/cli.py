@@ -159,8 +159,9 @@ def _unused_folder(out, many, force):
 
 def bench_command(args, parser, folder_per_length=False):
     """Run ``kbfilter bench`` (or a scenario script) from parsed arguments; returns the exit code."""
-    from .bench import BENCH_SYSTEMS, bench_validation_length, check_bench_arguments, run_and_report
+    from .bench import BENCH_SYSTEMS, run_and_report
     from .bench.report import writable_folder
+    from .bench.runner import BenchConfig, check_n_jobs
 
     if args.runs is None:
         args.runs = BENCH_SYSTEMS[args.system].quick_runs
@@ -174,11 +175,11 @@ def bench_command(args, parser, folder_per_length=False):
                              f"or choose another --out")
     system_params = dict(args.system_params)
     try:
-        validation = {T: bench_validation_length(T, args.validation_length) for T in args.train_lengths}
-        for T in args.train_lengths:
-            check_bench_arguments(args.system, args.runs, T, args.test_length, args.methods,
-                                  validation[T], args.folds, args.seed, args.jobs, args.filter_seeds, args.reference,
-                                  system_params)
+        check_n_jobs(args.jobs)
+        configs = {T: BenchConfig.checked(args.system, args.runs, T, args.test_length, args.methods,
+                                          args.validation_length, None, args.search, args.folds, args.seed,
+                                          args.filter_seeds, args.reference, system_params)
+                   for T in args.train_lengths}
         for folder in folders.values():
             writable_folder(folder)
     except ValueError as exc:
@@ -191,13 +192,9 @@ def bench_command(args, parser, folder_per_length=False):
     with backend:
         for T, folder in folders.items():
             print(f"kbfilter bench {args.system}: {args.runs} runs, training {T} steps "
-                  f"(last {validation[T]} for tuning), test {args.test_length} steps; results in {folder}",
-                  flush=True)
-            run_and_report(args.system, folder, runs=args.runs, train_length=T, test_length=args.test_length,
-                           methods=args.methods, n_jobs=args.jobs, seed=args.seed, progress=not args.quiet,
-                           validation_length=validation[T], search=args.search, n_folds=args.folds,
-                           command=args.command_line, filter_seeds=args.filter_seeds, reference=args.reference,
-                           system_params=system_params)
+                  f"(last {configs[T].validation_length} for tuning), test {args.test_length} steps; results in "
+                  f"{folder}", flush=True)
+            run_and_report(configs[T], folder, n_jobs=args.jobs, progress=not args.quiet, command=args.command_line)
     return 0
 
 

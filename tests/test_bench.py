@@ -275,3 +275,28 @@ def test_a_system_registered_once_is_known_to_the_runner_and_the_command_line(mo
     assert set(rows[0]["mse"]) == {"kbf-iw", "ekf"}
     with pytest.raises(ValueError, match="not in the catalogue"):
         catalogue.register_system(catalogue.BenchSystem("__probe__", kb.systems.Rotation, (3, (60,)), ("no-such",)))
+
+
+def test_the_command_line_checks_its_arguments_once_and_passes_one_configuration_on(tmp_path, monkeypatch, capsys):
+    from kbfilter.bench import BenchConfig
+
+    calls = []
+    original = BenchConfig.checked.__func__
+
+    def counted(cls, *args, **kwargs):
+        calls.append(args[:1])
+        return original(cls, *args, **kwargs)
+
+    monkeypatch.setattr(BenchConfig, "checked", classmethod(counted))
+    code = main(["bench", "rotation", "--runs", "1", "--train-length", "40", "50", "--validation-length", "20",
+                 "--test-length", "10", "--methods", "ekf", "ukf", "--out", str(tmp_path / "r"), "--quiet"])
+    assert code == 0 and len(calls) == 2   # one check per training length, none in the runner or the report
+    record = json.loads((tmp_path / "r" / "train50" / "results.json").read_text())["config"]
+    assert (record["train_length"], record["validation_length"], record["methods"]) == (50, 20, ["ekf", "ukf"])
+    config = BenchConfig.checked("rotation", runs=1, train_length=40, test_length=10, validation_length=20,
+                                 methods=("ekf",))
+    assert run_bench(config, n_jobs=1, progress=False)[0]["mse"] == \
+        run_bench("rotation", runs=1, train_length=40, test_length=10, validation_length=20, methods=("ekf",),
+                  n_jobs=1, progress=False)[0]["mse"]
+    with pytest.raises(ValueError, match="search"):
+        BenchConfig.checked("rotation", search="random")

@@ -220,3 +220,13 @@ def test_bandwidth_learning_names_moved_out_of_tuning_with_a_warning():
         assert kb.tuning.bayesian_bandwidth is bandwidth_learning.bayesian_bandwidth
     with pytest.raises(AttributeError):
         kb.tuning.no_such_name
+
+
+def test_the_motion_model_under_its_old_name_still_works_and_warns(rotation):
+    system, (X, Z), (_, obs) = rotation
+    new = kb.KernelMonteCarloFilter(system, n_particles=50, random_state=0).fit(X, Z)
+    with pytest.warns(FutureWarning, match="pass the motion model as motion="):
+        old = kb.KernelMonteCarloFilter(transition=system, n_particles=50, random_state=0).fit(X, Z)
+    np.testing.assert_array_equal(new.batch_filter(obs)[0], old.batch_filter(obs)[0])
+    with pytest.raises(ValueError, match="motion: given twice"):
+        NearestNeighbourParticleFilter(system, transition=system).fit(X, Z)

@@ -206,8 +206,8 @@ def test_herding_matches_greedy_brute_force():
 
 def test_kmc_rejects_bad_input_before_work():
     states, obs = SCALAR.simulate(100, rng=0)
-    with pytest.raises(ValueError, match="transition"):
-        kb.KernelMonteCarloFilter(transition=3).fit(states, obs)
+    with pytest.raises(ValueError, match="motion: expected a system"):
+        kb.KernelMonteCarloFilter(motion=3).fit(states, obs)
     with pytest.raises(ValueError, match="resample"):
         kb.KernelMonteCarloFilter(SCALAR, resample="multinomial").fit(states, obs)
     with pytest.raises(ValueError, match="approximation: expected one of"):
@@ -228,7 +228,7 @@ def test_kmc_rejects_bad_input_before_work():
     with pytest.raises(ValueError, match="us: expected one control per observation"):
         robot_kmc.batch_filter(views[:5], us=controls[:4])
     bad = kb.KernelMonteCarloFilter(lambda X, u, rng: X[:, :1] * np.nan, n_particles=5).fit(states, obs)
-    with pytest.raises(ValueError, match="transition: expected finite next states"):
+    with pytest.raises(ValueError, match="motion: expected finite next states"):
         bad.predict()
 
 

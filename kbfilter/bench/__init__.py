@@ -11,9 +11,10 @@ kernel Bayes filters tuned on the last steps of the training run only.
 from .catalogue import (BENCH_SYSTEMS, CATALOGUE, DEFAULT_METHODS, METHODS, PROTOCOLS, REFERENCE, SYSTEMS, BenchSystem,
                         Method, make_system, register_system)
 from .report import format_table, run_and_report, summarise, write_results
-from .runner import bench_validation_length, check_bench_arguments, run_bench, run_trial
+from .runner import BenchConfig, bench_validation_length, check_bench_arguments, run_bench, run_trial
 
-__all__ = ["BENCH_SYSTEMS", "BenchSystem", "register_system", "CATALOGUE", "DEFAULT_METHODS", "METHODS", "PROTOCOLS",
+__all__ = ["BenchConfig", "BENCH_SYSTEMS", "BenchSystem", "register_system", "CATALOGUE", "DEFAULT_METHODS", "METHODS",
+           "PROTOCOLS",
            "REFERENCE", "SYSTEMS", "Method", "make_system",
            "bench_validation_length", "check_bench_arguments", "run_bench", "run_trial", "summarise", "format_table",
            "write_results", "run_and_report"]

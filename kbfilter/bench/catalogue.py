@@ -19,7 +19,8 @@ from ..systems import CameraOrientation, MovingSprite, Oscillation, RobotInRoom,
 from ..tuning import (BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, MONTE_CARLO_IMAGE_GRID,
                       MONTE_CARLO_SCALABLE_IMAGE_GRID, NEIGHBOUR_GRID, SCALABLE_BLUR_GRID, SCALABLE_GRID)
 
-__all__ = ["Method", "BenchSystem", "BENCH_SYSTEMS", "register_system", "SYSTEMS", "CATALOGUE", "METHODS", "DEFAULT_METHODS", "PROTOCOLS", "REFERENCE", "GATE_QUANTILE",
+__all__ = ["Method", "BenchSystem", "BENCH_SYSTEMS", "register_system", "SYSTEMS", "CATALOGUE", "METHODS",
+           "DEFAULT_METHODS", "PROTOCOLS", "REFERENCE", "GATE_QUANTILE",
            "observes_images", "reference_method", "make_system"]
 
 def make_system(name, params=None):

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import wilcoxon
 
-from .catalogue import BENCH_SYSTEMS, REFERENCE, make_system, reference_method
-from .runner import bench_validation_length, check_bench_arguments, run_bench
+from .catalogue import BENCH_SYSTEMS, REFERENCE, make_system
+from .runner import BenchConfig, check_n_jobs, run_bench
 
 __all__ = ["summarise", "format_table", "write_results", "run_and_report", "writable_folder", "provenance",
            "system_parameters"]
@@ -246,8 +246,9 @@ def run_and_report(system, out, runs=10, train_length=1000, test_length=200, met
 
     Parameters
     ----------
-    system : str
-        A name in :data:`~kbfilter.bench.SYSTEMS`.
+    system : str or BenchConfig
+        A name in :data:`~kbfilter.bench.SYSTEMS`, or a checked configuration (the protocol's
+        arguments are then not used).
     out : str or path-like
         The results folder.
     runs, train_length, test_length, methods, n_jobs, seed, progress, validation_length, search, n_folds
@@ -266,21 +267,15 @@ def run_and_report(system, out, runs=10, train_length=1000, test_length=200, met
     summary : dict
         What :func:`summarise` returns.
     """
-    methods = check_bench_arguments(system, runs, train_length, test_length, methods, validation_length, n_folds,
-                                    seed, n_jobs, filter_seeds, reference, system_params)
+    check_n_jobs(n_jobs)
+    config = system if isinstance(system, BenchConfig) else BenchConfig.checked(
+        system, runs, train_length, test_length, methods, validation_length, None, search, n_folds, seed, filter_seeds,
+        reference, system_params)
     out = writable_folder(out)  # before the run, so that its results cannot be lost at the end
-    validation_length = bench_validation_length(train_length, validation_length)
-    config = {"runs": runs, "train_length": train_length, "test_length": test_length,
-              "validation_length": validation_length, "methods": list(methods), "search": search,
-              "n_folds": n_folds, "seed": seed, "filter_seeds": filter_seeds,
-              "reference": reference_method(system, reference), "system_params": dict(system_params or {})}
     start = time.perf_counter()
-    rows = run_bench(system, runs=runs, train_length=train_length, test_length=test_length, methods=methods,
-                     n_jobs=n_jobs, seed=seed, progress=progress, validation_length=validation_length,
-                     search=search, n_folds=n_folds, filter_seeds=filter_seeds, reference=reference,
-                     system_params=system_params)
-    summary = summarise(rows, config["reference"])
-    print_fn(format_table(summary, runs, config["reference"]))
-    paths = write_results(out, system, rows, summary, config, command)
+    rows = run_bench(config, n_jobs=n_jobs, progress=progress)
+    summary = summarise(rows, config.reference)
+    print_fn(format_table(summary, config.runs, config.reference))
+    paths = write_results(out, config.system, rows, summary, config.record(), command)
     print_fn(f"\n{time.perf_counter() - start:.0f} s; wrote " + ", ".join(str(p) for p in paths))
     return rows, summary

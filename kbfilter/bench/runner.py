@@ -9,6 +9,7 @@ backend is active, so ``joblib.parallel_config(backend="dask")`` moves them to a
 
 import time
 import warnings
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -21,24 +22,24 @@ from ..threads import limited_blas
 from ..tuning import check_validation_length, tune_filter
 from .catalogue import CATALOGUE, DEFAULT_METHODS, make_system, reference_method
 
-__all__ = ["run_trial", "run_bench", "check_bench_arguments"]
+__all__ = ["BenchConfig", "run_trial", "run_bench", "check_bench_arguments", "check_n_jobs"]
 
 #: test steps after which the reference method's particles are kept for the figure (run 0)
 SNAPSHOT_STEPS = (0, 5, 20)
 
 
-def _fitted(method, system, data, rng, row, tuning):
+def _fitted(method, system, data, rng, row, config):
     """The method's filter, ready to run on the test observations; times go into ``row``.
 
     ``data`` is ``(states, observations)``, or ``(states, observations, controls)`` for a
     controlled system."""
     start = time.perf_counter()
     if method.kind == "tuned":
-        filt = tune_filter(method.build(system, rng), *data[:2], param_grid=tuning["param_grid"] or method.grid(system),
-                           validation_length=tuning["validation_length"], n_jobs=1, progress=False,
-                           search=tuning["search"], n_folds=tuning["n_folds"],
+        filt = tune_filter(method.build(system, rng), *data[:2], param_grid=config.param_grid or method.grid(system),
+                           validation_length=config.validation_length, n_jobs=1, progress=False,
+                           search=config.search, n_folds=config.n_folds,
                            controls=data[2] if len(data) > 2 else None,
-                           n_repeats=tuning["filter_seeds"] if method.stochastic else 1)
+                           n_repeats=config.filter_seeds if method.stochastic else 1)
         row["tune_s"][method.name] = time.perf_counter() - start
         row["fit_s"][method.name] = filt.refit_time_
         row["params"][method.name] = filt.best_params_
@@ -106,7 +107,123 @@ def _children(seed, n):
             for k in range(n)]
 
 
-def run_trial(system_name, seed, train_length, test_length, methods, validation_length=None,
+@dataclass(frozen=True)
+class BenchConfig:
+    """What a benchmark run is: the system, the protocol and the methods, checked once.
+
+    Build it with :meth:`checked`, which validates every field before any work and fills in the
+    defaults (the system's methods and reference, the tuning block); the runner, the report and the
+    command line then pass this one object on.
+
+    Parameters
+    ----------
+    system : str or BenchConfig
+        A name in :data:`~kbfilter.bench.SYSTEMS`, or a checked configuration (the arguments
+        after ``n_jobs`` and ``progress`` are then not used).
+    runs : int
+        Independent runs.
+    train_length, test_length : int
+        Steps simulated for training (tuning included) and for the test.
+    methods : tuple of str
+        Names in :data:`~kbfilter.bench.CATALOGUE`.
+    validation_length : int
+        Steps held out at the end of each training run to tune on.
+    param_grid : dict or None
+        A grid for every tuned method (None: each method's own).
+    search : {"coordinate", "grid"}
+        The hyperparameter search.
+    n_folds : int
+        Validation blocks.
+    seed : int
+        Root seed.
+    filter_seeds : int
+        Seeds per stochastic method.
+    reference : str
+        The method the others are compared with.
+    system_params : dict
+        Parameters of the system in place of its defaults.
+    """
+
+    system: str
+    runs: int = 10
+    train_length: int = 1000
+    test_length: int = 200
+    methods: tuple = ()
+    validation_length: int = 200
+    param_grid: dict = None
+    search: str = "coordinate"
+    n_folds: int = 1
+    seed: int = 0
+    filter_seeds: int = 1
+    reference: str = None
+    system_params: dict = field(default_factory=dict)
+
+    @classmethod
+    def checked(cls, system, runs=10, train_length=1000, test_length=200, methods=None, validation_length=None,
+                param_grid=None, search="coordinate", n_folds=1, seed=0, filter_seeds=1, reference=None,
+                system_params=None):
+        """The configuration, every argument checked and every default resolved.
+
+        Parameters
+        ----------
+        system, runs, train_length, test_length, methods, validation_length, param_grid, search
+            As :func:`run_bench` takes them.
+        n_folds, seed, filter_seeds, reference, system_params
+            As :func:`run_bench` takes them (``methods``, ``validation_length`` and ``reference``
+            may be None for the system's defaults).
+
+        Returns
+        -------
+        BenchConfig
+            The configuration, with the system's defaults filled in.
+
+        Raises
+        ------
+        ValueError
+            Naming the first bad argument.
+        """
+        system_params = dict(system_params or {})
+        make_system(system, system_params)  # the system's name and parameters
+        methods = tuple(DEFAULT_METHODS[system] if methods is None else methods)
+        if not methods:
+            raise ValueError("methods: expected at least one method")
+        for name in methods:
+            check_choice(name, "methods", tuple(CATALOGUE))
+        check_int(runs, "runs")
+        check_int(test_length, "test_length")
+        check_int(seed, "seed", minimum=0)
+        check_int(filter_seeds, "filter_seeds")
+        check_choice(search, "search", ("coordinate", "grid"))
+        train_length = check_int(train_length, "train_length")
+        validation_length, n_folds = check_validation_length(
+            train_length, bench_validation_length(train_length, validation_length), n_folds)
+        if reference is not None:
+            check_choice(reference, "reference", methods)
+        return cls(system, runs, train_length, test_length, methods, validation_length, param_grid, search, n_folds,
+                   seed, filter_seeds, reference_method(system, reference), system_params)
+
+    def record(self):
+        """The configuration as ``results.json`` records it.
+
+        Returns
+        -------
+        dict
+            Every field but the system's name and the grid, the methods as a list.
+        """
+        record = asdict(self)
+        del record["system"], record["param_grid"]
+        record["methods"] = list(self.methods)
+        return record
+
+
+def check_n_jobs(n_jobs):
+    """Check joblib's ``n_jobs`` before any work: None, a positive number of workers, or negative
+    (``-1``: all cores); 0 is refused with a ``ValueError``."""
+    if n_jobs is not None and (check_int(n_jobs, "n_jobs", minimum=-2**31) == 0):
+        raise ValueError("n_jobs: expected a positive number of workers, or -1 for all cores, got 0")
+
+
+def run_trial(config, seed, train_length=None, test_length=None, methods=None, validation_length=None,
               param_grid=None, search="coordinate", keep_estimates=False, n_folds=1, filter_seeds=1, reference=None,
               system_params=None):
     """One run: simulate, tune the kernel Bayes filters on validation, filter the test sequence
@@ -124,10 +241,15 @@ def run_trial(system_name, seed, train_length, test_length, methods, validation_
     (:meth:`~kbfilter.systems.System.errors`): ``mse``, and any others under ``"errors"``. With
     ``keep_estimates``, the particles of ``reference`` (default: the system's
     :func:`~kbfilter.bench.reference_method`) are kept at a few test steps for the figures.
-    ``system_params`` builds the system (:func:`~kbfilter.bench.make_system`)."""
-    reference = reference_method(system_name, reference)
-    validation_length = bench_validation_length(train_length, validation_length)
-    system = make_system(system_name, system_params)
+    ``system_params`` builds the system (:func:`~kbfilter.bench.make_system`).
+
+    ``config`` is a :class:`BenchConfig` (the arguments after ``seed`` are then not used) or the
+    system's name, with the protocol in the other arguments."""
+    if not isinstance(config, BenchConfig):
+        config = BenchConfig.checked(config, 1, train_length, test_length, methods, validation_length, param_grid,
+                                     search, n_folds, 0, filter_seeds, reference, system_params)
+    system = make_system(config.system, config.system_params)
+    train_length, test_length, filter_seeds = config.train_length, config.test_length, config.filter_seeds
     seed = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     sim_seed, filter_seed = _children(seed, 2)
     streams = [filter_seed, *_children(filter_seed, filter_seeds - 1)]
@@ -142,17 +264,15 @@ def run_trial(system_name, seed, train_length, test_length, methods, validation_
         test_states, test_obs, test_latent = system.simulate(test_length, rng, return_latent=True)
         test_controls = None
     row = {"mse": {}, "errors": {}, "ms_per_step": {}, "fit_s": {}, "tune_s": {}, "params": {}, "mse_per_seed": {}}
-    tuning = {"param_grid": param_grid, "validation_length": validation_length, "search": search,
-              "n_folds": n_folds, "filter_seeds": filter_seeds}
     estimates, particles, weights = {}, {}, {}
-    for name in methods:
+    for name in config.methods:
         method = CATALOGUE[name]
-        snapshots = SNAPSHOT_STEPS if keep_estimates and name == reference else ()
+        snapshots = SNAPSHOT_STEPS if keep_estimates and name == config.reference else ()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NumericalWarning)  # counted in diagnostics, not printed
             # every method that draws random numbers gets the same fresh streams
             rngs = [np.random.default_rng(s) for s in (streams if method.stochastic else streams[:1])]
-            filt = _fitted(method, system, data, rngs[0], row, tuning)
+            filt = _fitted(method, system, data, rngs[0], row, config)
             draws = []
             for k, rng in enumerate(rngs):
                 draw = filt if k == 0 else _reseeded(method, system, filt, data, rng)
@@ -182,27 +302,14 @@ def run_trial(system_name, seed, train_length, test_length, methods, validation_
 def check_bench_arguments(system, runs=10, train_length=1000, test_length=200, methods=None,
                           validation_length=None, n_folds=1, seed=0, n_jobs=None, filter_seeds=1, reference=None,
                           system_params=None):
-    """Validate the arguments of :func:`run_bench` before any work; returns the method names.
+    """Validate the arguments of :func:`run_bench` before any work; returns the method names
+    (:meth:`BenchConfig.checked`, and ``n_jobs``).
 
     Raises ``ValueError`` naming the first bad argument.
     """
-    make_system(system, system_params)  # the system's name and parameters
-    methods = tuple(DEFAULT_METHODS[system] if methods is None else methods)
-    if not methods:
-        raise ValueError("methods: expected at least one method")
-    for name in methods:
-        check_choice(name, "methods", tuple(CATALOGUE))
-    check_int(runs, "runs")
-    check_int(test_length, "test_length")
-    check_int(seed, "seed", minimum=0)
-    check_int(filter_seeds, "filter_seeds")
-    if n_jobs is not None and (check_int(n_jobs, "n_jobs", minimum=-2**31) == 0):
-        raise ValueError("n_jobs: expected a positive number of workers, or -1 for all cores, got 0")
-    train_length = check_int(train_length, "train_length")
-    check_validation_length(train_length, bench_validation_length(train_length, validation_length), n_folds)
-    if reference is not None:
-        check_choice(reference, "reference", methods)
-    return methods
+    check_n_jobs(n_jobs)
+    return BenchConfig.checked(system, runs, train_length, test_length, methods, validation_length, None,
+                               "coordinate", n_folds, seed, filter_seeds, reference, system_params).methods
 
 
 @limited_blas
@@ -253,12 +360,12 @@ def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None,
         One row per run: ``mse``, ``ms_per_step``, ``fit_s``, ``tune_s``, ``params`` and
         ``mse_per_seed`` by method.
     """
-    methods = check_bench_arguments(system, runs, train_length, test_length, methods, validation_length,
-                                    n_folds, seed, n_jobs, filter_seeds, reference, system_params)
-    seeds = np.random.SeedSequence(seed).spawn(runs)
-    jobs = (delayed(run_trial)(system, s, train_length, test_length, methods, validation_length,
-                               param_grid, search, keep_estimates=(i == 0), n_folds=n_folds,
-                               filter_seeds=filter_seeds, reference=reference, system_params=system_params)
-            for i, s in enumerate(seeds))
+    check_n_jobs(n_jobs)
+    if not isinstance(system, BenchConfig):
+        system = BenchConfig.checked(system, runs, train_length, test_length, methods, validation_length, param_grid,
+                                     search, n_folds, seed, filter_seeds, reference, system_params)
+    config = system
+    seeds = np.random.SeedSequence(config.seed).spawn(config.runs)
+    jobs = (delayed(run_trial)(config, s, keep_estimates=(i == 0)) for i, s in enumerate(seeds))
     results = Parallel(n_jobs=n_jobs, return_as="generator")(jobs)
-    return list(tqdm(results, total=runs, desc=f"bench {system}", disable=not progress))
+    return list(tqdm(results, total=config.runs, desc=f"bench {config.system}", disable=not progress))

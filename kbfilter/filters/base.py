@@ -13,25 +13,51 @@ from ..linalg import NumericalWarning
 from ..threads import limited_blas
 
 
-def check_transition(transition, name="transition"):
-    """Check a transition sampler: a system (``sample_transition``) or a callable ``f(X, u, rng)``.
+def check_motion(motion, name="motion"):
+    """Check a motion model: a system (``sample_transition``) or a callable ``f(X, u, rng)``.
 
     Parameters
     ----------
-    transition : System or callable
+    motion : System or callable
         The sampler.
-    name : str, default="transition"
+    name : str, default="motion"
         The argument's name, for the error message.
 
     Returns
     -------
     System or callable
-        ``transition`` itself.
+        ``motion`` itself.
     """
-    if not (callable(getattr(transition, "sample_transition", None)) or callable(transition)):
+    if not (callable(getattr(motion, "sample_transition", None)) or callable(motion)):
         raise ValueError(f"{name}: expected a system with sample_transition(X, rng[, u]) or a callable "
-                         f"transition(X, u, rng) returning the next states, got {type(transition).__name__}")
-    return transition
+                         f"motion(X, u, rng) returning the next states, got {type(motion).__name__}")
+    return motion
+
+
+def motion_of(filt, warn=False):
+    """A particle filter's motion model: its ``motion``, or what it was given under the deprecated
+    name ``transition`` (which means the learned transition of the kernel Bayes filter).
+
+    Parameters
+    ----------
+    filt : estimator with ``motion`` and ``transition`` parameters
+        The filter.
+    warn : bool, default=False
+        Warn (a ``FutureWarning``) when the deprecated name was used; a filter does it at fit.
+
+    Returns
+    -------
+    System or callable or None
+        The motion model (None when the filter was given none).
+    """
+    if filt.transition is None:
+        return filt.motion
+    if filt.motion is not None:
+        raise ValueError("motion: given twice, as motion and as the deprecated transition; pass motion only")
+    if warn:
+        warn_user(f"{type(filt).__name__}(transition=...) is deprecated and will be removed; pass the motion model "
+                  f"as motion=... (or first)", FutureWarning)
+    return filt.transition
 
 
 def system_control(system, u):
@@ -65,8 +91,8 @@ def system_control(system, u):
     return u
 
 
-def sample_next(transition, X, u, rng, name="transition"):
-    """Draw the next state of each row of ``X`` from a sampler :func:`check_transition` accepts.
+def sample_next(transition, X, u, rng, name="motion"):
+    """Draw the next state of each row of ``X`` from a sampler :func:`check_motion` accepts.
 
     A system without controls (no ``dim_u``) is called as ``sample_transition(X, rng)`` and
     refuses a control; a controlled system as ``sample_transition(X, rng, u=u)``; a callable as

@@ -21,7 +21,8 @@ from ..threads import limited_blas
 from .base import LearnedFilter, SharedModel
 from .compression import kept_transitions
 from .controlled import ControlledTransition, LowRankControlledTransition
-from .observation import ObservationSettings, ObservationSpace, nystrom_rank_rule, observation_grid, report_rank_cap, scaled_kernel
+from .observation import (ObservationSettings, ObservationSpace, nystrom_rank_rule, observation_grid, report_rank_cap,
+                          scaled_kernel)
 from .transitions import LearnedTransition
 
 __all__ = ["KernelBayesFilter", "FilterModel"]
@@ -163,7 +164,8 @@ class KernelBayesFilter(Persistent, LearnedFilter):
           Best up to a few thousand training steps.
         - ``"nystrom"``: both kernels replaced by their Nystrom approximation on landmarks
           chosen by pivoted Cholesky (:class:`~kbfilter.kernel_approximation.NystromKernel`).
-          The projection is ``T U (U^T U + T eta I)^{-1} U^T``, the transition the same low-rank
+          The projection is ``T F (F^T F + T eta I)^{-1} F^T`` (``F``: the states' features), the
+          transition the same low-rank
           form (or sparse with ``transition="knn"``), and the update the push-through form
           ``w = D Phi (Phi^T D Phi + T lam I)^{-1} phi(z)`` on the support of ``D``: O(T r)
           memory, O(T r + s r^2) a step (s: the training states the predicted belief covers),

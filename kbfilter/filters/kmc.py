@@ -1,7 +1,7 @@
 """The Kernel Monte Carlo filter (Kanagawa, Nishiyama, Gretton and Fukumizu 2016; algorithms §6).
 
 For systems whose motion can be simulated (odometry, a kinematic model) but whose observations
-have no density anyone can write (camera images): the prediction samples the known transition
+have no density anyone can write (camera images): the prediction samples the known motion
 from particles, the update is kernel Bayes' rule with an observation model learned from
 state-observation pairs, and kernel herding turns the posterior embedding back into particles.
 """
@@ -15,7 +15,7 @@ from .._validation import check_choice, check_fraction, check_int, check_matrix,
 from ..embedding import KernelMean, clipped_weights, herd, normalise_weights, weighted_covariance
 from ..persistence import Persistent, persistent
 from ..threads import limited_blas
-from .base import LearnedFilter, SharedModel, check_transition, sample_next, training_pairs
+from .base import LearnedFilter, SharedModel, check_motion, motion_of, sample_next, training_pairs
 from .grids import MONTE_CARLO_IMAGE_GRID, MONTE_CARLO_SCALABLE_IMAGE_GRID
 from .observation import ObservationSettings, ObservationSpace, observation_grid, report_rank_cap
 from .particles import HoldsParticles, ParticleBelief
@@ -155,7 +155,7 @@ class KernelMonteCarloModel(SharedModel):
 class KernelMonteCarloFilter(Persistent, HoldsParticles, LearnedFilter):
     """Kernel Monte Carlo filter: a known, sampled motion model and a learned observation model.
 
-    Each step: ``predict(u)`` moves every particle by a draw of ``transition``; ``update(z)``
+    Each step: ``predict(u)`` moves every particle by a draw of ``motion``; ``update(z)``
     takes the particles' kernel mean as the prior of kernel Bayes' rule, whose likelihood is
     learned from the training pairs ``(x_i, z_i)`` (which need not be a trajectory), giving
     weights ``w`` over the training states and the posterior embedding
@@ -182,10 +182,10 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, LearnedFilter):
 
     Parameters
     ----------
-    transition : System or callable
+    motion : System or callable
         The motion model: a system with ``sample_transition(X, rng)`` (or ``(X, rng, u=u)`` for a
         controlled one such as :class:`~kbfilter.systems.RobotInRoom`), or a callable
-        ``transition(X, u, rng)`` returning the next state of each row of ``X``. A kbfilter system
+        ``motion(X, u, rng)`` returning the next state of each row of ``X``. A kbfilter system
         is saved with the filter; a filter holding another callable cannot be saved.
     n_particles : int, default=1000
         The number of particles, kept fixed.
@@ -233,7 +233,10 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, LearnedFilter):
         Landmarks or features of the approximation; None chooses them as
         :class:`~kbfilter.KernelBayesFilter` does.
     random_state : int, Generator or None, default=None
-        Seeds the initial particles and the transition's draws.
+        Seeds the initial particles and the motion's draws.
+    transition : deprecated
+        The old name of ``motion`` (a ``FutureWarning`` at fit); ``transition`` means the
+        learned transition of :class:`~kbfilter.KernelBayesFilter`.
 
     Attributes
     ----------
@@ -268,11 +271,11 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, LearnedFilter):
     True
     """
 
-    def __init__(self, transition=None, n_particles=1000, rule="iw", kernel_x=None, kernel_z=None, scale=1.0,
+    def __init__(self, motion=None, n_particles=1000, rule="iw", kernel_x=None, kernel_z=None, scale=1.0,
                  scale_z=None, reg_prior=1e-2, reg_update=1e-2, features="auto", resample="herding",
                  candidates="both", ess_threshold=0.5, outlier_quantile=None, approximation="exact", rank=None,
-                 random_state=None):
-        self.transition = transition
+                 random_state=None, transition=None):
+        self.motion = motion
         self.n_particles = n_particles
         self.rule = rule
         self.kernel_x = kernel_x
@@ -289,6 +292,7 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, LearnedFilter):
         self.approximation = approximation
         self.rank = rank
         self.random_state = random_state
+        self.transition = transition  # deprecated: motion
 
     @limited_blas
     def fit(self, states, observations, controls=None):
@@ -301,14 +305,14 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, LearnedFilter):
         observations : array-like of shape (n, dim_z) or (n, rows, columns[, channels]), or a list
             The observation at each training state.
         controls : ignored
-            Accepted so that every filter fits with the same call; the motion is ``transition``.
+            Accepted so that every filter fits with the same call; the motion is ``motion``.
 
         Returns
         -------
         self : KernelMonteCarloFilter
             The fitted filter, its particles drawn from the training states.
         """
-        check_transition(self.transition)
+        check_motion(motion_of(self, warn=True))
         settings = ObservationSettings.of(self)
         check_choice(self.resample, "resample", ("herding", "ratio"))
         check_choice(self.candidates, "candidates", ("both", "training"))
@@ -411,10 +415,10 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, LearnedFilter):
         Parameters
         ----------
         u : array-like or None, default=None
-            The control passed to ``transition`` (required by a controlled system).
+            The control passed to ``motion`` (required by a controlled system).
         """
         check_is_fitted(self, "model_")
-        self.belief.particles = sample_next(self.transition, self.belief.particles, u, self._rng)
+        self.belief.particles = sample_next(motion_of(self), self.belief.particles, u, self._rng)
         self._set_estimate("prior", *self.belief.estimate())
 
     @limited_blas
@@ -468,7 +472,7 @@ def herd_with_particles(state_gram, cross, particle_gram, p, m):
     Returns
     -------
     ndarray of int, shape (m,)
-        Indices into the training states followed by the particles (``np.vstack([X, U])``).
+        Indices into the training states followed by the particles (``np.vstack([states, particles])``).
     """
     n = state_gram.shape[0]
     target = np.concatenate([state_gram @ p, cross.T @ p])

@@ -18,7 +18,7 @@ from .._validation import check_fraction, check_int, check_positive, check_rng
 from ..embedding import weighted_covariance
 from ..kernels import median_distance
 from ..threads import limited_blas
-from .base import LearnedFilter, check_transition, sample_next, training_pairs
+from .base import LearnedFilter, check_motion, motion_of, sample_next, training_pairs
 from .grids import NEIGHBOUR_GRID
 from .observation import ObservationSpace
 from .outliers import check_outlier_quantile, outlier_gate
@@ -152,7 +152,7 @@ class NearestNeighbourParticleFilter(HoldsParticles, ParticleWeightsAlias, _Imag
 
     Parameters
     ----------
-    transition : System or callable
+    motion : System or callable
         The motion model, as for :class:`~kbfilter.KernelMonteCarloFilter`.
     n_particles : int, default=1000
         The number of particles.
@@ -169,7 +169,9 @@ class NearestNeighbourParticleFilter(HoldsParticles, ParticleWeightsAlias, _Imag
         farther from every training observation than this quantile of their distances to their
         nearest neighbour leaves the prediction as it is. None uses every observation.
     random_state : int, Generator or None, default=None
-        Seeds the particles, the transition's draws and the resampling.
+        Seeds the particles, the motion's draws and the resampling.
+    transition : deprecated
+        The old name of ``motion`` (a ``FutureWarning`` at fit).
 
     Attributes
     ----------
@@ -192,9 +194,9 @@ class NearestNeighbourParticleFilter(HoldsParticles, ParticleWeightsAlias, _Imag
     (3, 2)
     """
 
-    def __init__(self, transition=None, n_particles=1000, n_neighbors=10, scale=0.1, features="auto",
-                 ess_threshold=0.5, outlier_quantile=None, random_state=None):
-        self.transition = transition
+    def __init__(self, motion=None, n_particles=1000, n_neighbors=10, scale=0.1, features="auto",
+                 ess_threshold=0.5, outlier_quantile=None, random_state=None, transition=None):
+        self.motion = motion
         self.n_particles = n_particles
         self.n_neighbors = n_neighbors
         self.scale = scale
@@ -202,6 +204,7 @@ class NearestNeighbourParticleFilter(HoldsParticles, ParticleWeightsAlias, _Imag
         self.ess_threshold = ess_threshold
         self.outlier_quantile = outlier_quantile
         self.random_state = random_state
+        self.transition = transition  # deprecated: motion
 
     @limited_blas
     def fit(self, states, observations, controls=None):
@@ -214,14 +217,14 @@ class NearestNeighbourParticleFilter(HoldsParticles, ParticleWeightsAlias, _Imag
         observations : array-like, or a list of arrays
             The observation at each training state.
         controls : ignored
-            Accepted so that every filter fits with the same call; the motion is ``transition``.
+            Accepted so that every filter fits with the same call; the motion is ``motion``.
 
         Returns
         -------
         self : NearestNeighbourParticleFilter
             The fitted filter.
         """
-        check_transition(self.transition)
+        check_motion(motion_of(self, warn=True))
         check_int(self.n_particles, "n_particles", minimum=2)
         check_fraction(self.ess_threshold, "ess_threshold")
         self._fit_lookup(states, observations, check_outlier_quantile(self.outlier_quantile))
@@ -258,10 +261,10 @@ class NearestNeighbourParticleFilter(HoldsParticles, ParticleWeightsAlias, _Imag
         Parameters
         ----------
         u : array-like or None, default=None
-            The control passed to ``transition``.
+            The control passed to ``motion``.
         """
         check_is_fitted(self, "index_")
-        self.belief.particles = sample_next(self.transition, self.belief.particles, u, self._rng)
+        self.belief.particles = sample_next(motion_of(self), self.belief.particles, u, self._rng)
         self._set_estimate("prior", *self.belief.estimate())
 
     @limited_blas

@@ -100,7 +100,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
         with an explicit feature map (:class:`~kbfilter.kernel_approximation.NystromKernel`,
         :class:`~kbfilter.kernel_approximation.RandomFourierKernel`, ``LinearKernel``) is used
         through its features and no ``n x n`` matrix is formed: on the states the projection is
-        ``n U (U^T U + n eta I)^{-1} U^T`` (:meth:`projection_operator`); on the observations the
+        ``n F (F^T F + n eta I)^{-1} F^T`` (:meth:`projection_operator`); on the observations the
         update takes the push-through form (iw) or Woodbury on the features (original, exact).
     reg_prior : float
         ``eta`` (iw) or ``eps`` (original): regulariser of the prior's projection.
@@ -188,7 +188,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
         self.diagnostics_ = Counter()
         name = "G_x + n reg_prior I"
         if self.kernel_x_.has_features:
-            # G_x = U U^T: the projection is U (U^T U + n eta I)^{-1} U^T, no n x n matrix
+            # G_x = F F^T: the projection is F (F^T F + n eta I)^{-1} F^T, no n x n matrix
             self.prior_factor_ = Woodbury(self.kernel_x_.features(X), n * reg_prior)
             event = self.prior_factor_.inner.event
         else:
@@ -297,8 +297,8 @@ class KernelBayesRule(Persistent, BaseEstimator):
     def prior_projection(self, prior):
         """``mu = n (G_x + n eps I)^{-1} g`` for a prior: :meth:`projection` of :meth:`prior_values`.
 
-        With a feature kernel on the states (``G_x = U U^T``, ``g = U gamma``) it is computed as
-        ``n U (U^T U + n eps I)^{-1} gamma``, which stays accurate however small ``eps`` is.
+        With a feature kernel on the states (``G_x = F F^T``, ``g = F gamma``) it is computed as
+        ``n F (F^T F + n eps I)^{-1} gamma``, which stays accurate however small ``eps`` is.
 
         Parameters
         ----------
@@ -316,9 +316,9 @@ class KernelBayesRule(Persistent, BaseEstimator):
     def feature_projection(self, gamma):
         """:meth:`prior_projection` of the prior whose feature-space mean is ``gamma``.
 
-        For a state kernel with explicit features ``phi`` (``G_x = U U^T``), a prior
-        ``sum_j a_j k(., y_j)`` has prior values ``g = U gamma`` with ``gamma = sum_j a_j phi(y_j)``;
-        then ``mu = n U (U^T U + n eps I)^{-1} gamma``, in O(n r).
+        For a state kernel with explicit features ``phi`` (``G_x = F F^T``), a prior
+        ``sum_j a_j k(., y_j)`` has prior values ``g = F gamma`` with ``gamma = sum_j a_j phi(y_j)``;
+        then ``mu = n F (F^T F + n eps I)^{-1} gamma``, in O(n r).
 
         Parameters
         ----------
@@ -337,9 +337,9 @@ class KernelBayesRule(Persistent, BaseEstimator):
         """The projection ``g -> n (G_x + n eps I)^{-1} G_x g`` as an operator on weights over the
         training states: what a filter applies to its predicted weights every step.
 
-        Dense (n x n) for an exact state kernel; for a kernel with explicit features ``U``
+        Dense (n x n) for an exact state kernel; for a kernel with explicit features ``F``
         (e.g. :class:`~kbfilter.kernel_approximation.NystromKernel`), the low-rank
-        ``n U (U^T U + n eps I)^{-1} U^T``, O(n r) memory and work.
+        ``n F (F^T F + n eps I)^{-1} F^T``, O(n r) memory and work.
 
         Returns
         -------

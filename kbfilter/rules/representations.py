@@ -1,8 +1,8 @@
 """How kernel Bayes' rule holds its Gram matrices: the strategies it chooses once, at fit.
 
 On the states, the prior is projected through ``(G_x + n eta I)^{-1}``: :class:`DenseStates` factors
-that ``n x n`` matrix, :class:`FeatureStates` works through explicit features ``U``
-(``G_x = U U^T``) with Woodbury and forms nothing ``n x n``.
+that ``n x n`` matrix, :class:`FeatureStates` works through explicit features ``F``
+(``G_x = F F^T``) with Woodbury and forms nothing ``n x n``.
 
 On the observations, the update solves with ``G_z``: :class:`DenseObservations` on the full Gram
 matrix, :class:`LowRankObservations` through a pivoted Cholesky factor ``G_z ~ L L^T`` (Woodbury,
@@ -65,10 +65,10 @@ class DenseStates:
 
 
 class FeatureStates(DenseStates):
-    """``G_x = U U^T`` through the features ``U`` (``factor``, a :class:`~kbfilter.linalg.Woodbury`)."""
+    """``G_x = F F^T`` through the features ``F`` (``factor``, a :class:`~kbfilter.linalg.Woodbury`)."""
 
     def _coefficients(self, prior):
-        """``gamma`` with prior values ``g = U gamma``."""
+        """``gamma`` with prior values ``g = F gamma``."""
         if prior is None:
             return self.factor.L.mean(axis=0)
         prior = check_prior(prior, self.states.shape[1])
@@ -87,8 +87,8 @@ class FeatureStates(DenseStates):
         return self.n * (self.factor.L @ self.factor.inner.solve(gamma))
 
     def projection_operator(self):
-        U = self.factor.L
-        return LowRankOperator(U, self.n * self.factor.inner.solve(U.T).T)
+        F = self.factor.L
+        return LowRankOperator(F, self.n * self.factor.inner.solve(F.T).T)
 
 
 # -- the observations: the update -----------------------------------------------------------------------
@@ -117,11 +117,11 @@ def _low_rank_original(mu, L, K, delta):
     # G_z = L L^T: (Lambda G_z)^2 = P C L^T with P = Lambda L, C = L^T P (r x r); Woodbury
     P = mu[:, None] * L
     C = L.T @ P
-    U = P @ C
+    PC = P @ C
     y = mu[:, None] * K
     inner = C @ C
     inner[np.diag_indices(inner.shape[0])] += delta
-    v = (y - U @ lu_solve(lu_factor(inner, check_finite=False), L.T @ y, check_finite=False)) / delta
+    v = (y - PC @ lu_solve(lu_factor(inner, check_finite=False), L.T @ y, check_finite=False)) / delta
     return P @ (L.T @ v)
 
 
