@@ -41,6 +41,18 @@ class SPDFactor:
     """
 
     def __init__(self, method, factor, pivots=None, jitter=0.0):
+        if method not in ("cholesky", "lu"):
+            raise ValueError(f"method: expected 'cholesky' or 'lu', got {method!r}")
+        factor = np.asarray(factor)
+        if factor.ndim != 2 or factor.shape[0] != factor.shape[1] or factor.dtype.kind != "f":
+            raise ValueError(f"factor: expected a square float matrix, got shape {factor.shape} of {factor.dtype}")
+        n = factor.shape[0]
+        if method == "lu":
+            # LAPACK's getrs trusts its pivots: out of range, they are a crash, not an error
+            pivots = np.asarray(pivots)
+            if pivots.shape != (n,) or pivots.dtype.kind not in "iu" or np.any(pivots < 0) or np.any(pivots >= n):
+                raise ValueError(f"pivots: expected {n} integer row indices in [0, {n}), got "
+                                 f"{pivots.dtype} of shape {pivots.shape}")
         self.method = method
         self.factor = factor
         self.pivots = pivots

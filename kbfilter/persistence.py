@@ -23,7 +23,6 @@ a file can name code to run. Every fitted array is stored as it is, so a loaded 
 run bit for bit.
 """
 
-import io
 import json
 import zipfile
 from collections import Counter
@@ -40,7 +39,17 @@ from sklearn.preprocessing import StandardScaler
 FORMAT = "kbfilter"
 VERSION = 8
 
-__all__ = ["FORMAT", "VERSION", "Persistent", "persistent", "registered", "save", "load"]
+__all__ = ["FORMAT", "VERSION", "MAX_BYTES", "MAX_DEPTH", "MAX_NODES", "Persistent", "persistent", "registered", "save",
+           "load"]
+
+#: the most array data :func:`load` reads from one file, in bytes (``load(path, max_bytes=...)`` raises it)
+MAX_BYTES = 4 * 2**30
+#: the deepest nesting a file's description may have
+MAX_DEPTH = 64
+#: the most entries a file's description may have
+MAX_NODES = 200_000
+# the description is one JSON document; anything larger than this is not a kbfilter file
+_MAX_DESCRIPTION = 64 * 2**20
 
 # class name -> (class, names of the saved fields)
 _REGISTRY = {}
@@ -167,8 +176,13 @@ class _Decoder:
         if kind == "array":
             return self._array(node["key"])
         if kind == "csr":
-            return sp.csr_matrix((self._array(node["data"]), self._array(node["indices"]),
-                                  self._array(node["indptr"])), shape=tuple(node["shape"]))
+            shape = tuple(node["shape"])
+            if len(shape) != 2 or not all(isinstance(d, int) and 0 <= d < 2**31 for d in shape):
+                raise ValueError(f"a sparse matrix's shape {shape!r} is not two non-negative sizes")
+            m = sp.csr_matrix((self._array(node["data"]), self._array(node["indices"]),
+                               self._array(node["indptr"])), shape=shape)
+            m.check_format(full_check=True)  # indices in range, indptr monotone: else a crash at use
+            return m
         if kind == "counter":
             return Counter(node["items"])
         if kind == "dict":
@@ -250,8 +264,64 @@ def _check_versions(path, meta):
                          f"to load it, or fit the object again")
 
 
-def load(path, expected=None):
-    """Read an object written by :func:`save`.
+def _walk(root):
+    """The array keys a description refers to; its depth and size are bounded first (a deep or huge
+    description would exhaust the stack or the memory before any other check)."""
+    keys, stack, count = [], [(root, 1)], 0
+    while stack:
+        node, depth = stack.pop()
+        count += 1
+        if depth > MAX_DEPTH or count > MAX_NODES:
+            raise ValueError(f"its description is nested deeper than {MAX_DEPTH} or has more than {MAX_NODES} "
+                             f"entries")
+        if isinstance(node, dict):
+            kind = node.get("t")
+            if kind == "array":
+                keys.append(node.get("key"))
+            elif kind == "csr":
+                keys.extend(node.get(k) for k in ("data", "indices", "indptr"))
+            stack.extend((v, depth + 1) for v in node.values() if isinstance(v, (dict, list)))
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node if isinstance(v, (dict, list)))
+    return keys
+
+
+def _read_member(archive, name, budget):
+    """One ``.npy`` member, its header checked (numeric dtype, declared size within ``budget``)
+    before its data is read. Returns the array and the bytes it took."""
+    if not isinstance(name, str) or f"{name}.npy" not in archive.namelist():
+        raise ValueError(f"array {name!r} is missing")
+    info = archive.getinfo(f"{name}.npy")
+    with archive.open(info) as fh:
+        version = np.lib.format.read_magic(fh)
+        read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                       else np.lib.format.read_array_header_2_0)
+        shape, fortran, dtype = read_header(fh)
+        if dtype.hasobject or dtype.kind not in "biuf":
+            raise ValueError(f"array {name!r} has dtype {dtype}; a kbfilter file holds numeric arrays only")
+        nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+        if nbytes > budget:
+            raise ValueError(f"array {name!r} declares {nbytes} bytes, more than the {budget} left of max_bytes "
+                             f"(load(..., max_bytes=...) raises the limit)")
+        if info.file_size > nbytes + 2**16:  # the header and nothing else besides the data
+            raise ValueError(f"array {name!r} holds {info.file_size} bytes for {nbytes} of data")
+        data = fh.read(nbytes)
+    if len(data) != nbytes:
+        raise ValueError(f"array {name!r} is truncated")
+    array = np.frombuffer(data, dtype=dtype)
+    array = array.reshape(shape[::-1]).T if fortran else array.reshape(shape)
+    return array.copy(order="K"), nbytes  # writable, owning its memory, in its saved memory order
+
+
+def load(path, expected=None, max_bytes=MAX_BYTES):
+    """Read an object written by :func:`save`, treating the file as untrusted input.
+
+    Only what the file's description refers to is read; each array's header is checked (a numeric
+    dtype, a declared size within ``max_bytes`` in all) before its data is read; the description's
+    depth and size are bounded (:data:`MAX_DEPTH`, :data:`MAX_NODES`); only registered classes are
+    built, and a sparse matrix is checked to be well formed. Whatever goes wrong is a ``ValueError``
+    naming the file. Values a tampered file changes consistently (a different bandwidth, other
+    weights) cannot be told from genuine ones without a signature.
 
     Parameters
     ----------
@@ -259,6 +329,8 @@ def load(path, expected=None):
         The file.
     expected : type, optional
         The class the object must be an instance of.
+    max_bytes : int, default=MAX_BYTES
+        The most array data to read (4 GiB by default).
 
     Returns
     -------
@@ -270,29 +342,44 @@ def load(path, expected=None):
     ValueError
         With the path, for a file that is not a kbfilter file, is truncated or tampered with, was
         written in another file format, holds scikit-learn parts written by another scikit-learn
-        minor version, or holds an object of another class than ``expected``.
+        minor version, holds more than ``max_bytes`` of arrays, or holds an object of another
+        class than ``expected``.
     """
     path = Path(path)
+    max_bytes = int(max_bytes)
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
+        archive = zipfile.ZipFile(path)
     except FileNotFoundError:
         raise
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as exc:
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
         raise ValueError(f"{path}: not a readable kbfilter file ({exc})") from exc
-    try:
-        meta = json.loads(arrays.pop("__meta__").tobytes().decode("utf-8"))
-    except (KeyError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as exc:
-        raise ValueError(f"{path}: not a kbfilter file (no readable description inside)") from exc
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise ValueError(f"{path}: not a kbfilter file")
-    _check_versions(path, meta)
-    try:
-        obj = _Decoder(arrays).decode(meta.get("root"))
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise ValueError(f"{path}: damaged kbfilter file ({exc})") from exc
+    with archive:
+        try:
+            if archive.getinfo("__meta__.npy").file_size > _MAX_DESCRIPTION:
+                raise ValueError("its description is larger than any kbfilter file's")
+            blob, _ = _read_member(archive, "__meta__", _MAX_DESCRIPTION)
+            meta = json.loads(blob.tobytes().decode("utf-8"))
+        except KeyError as exc:
+            raise ValueError(f"{path}: not a kbfilter file (no description inside)") from exc
+        except Exception as exc:  # a damaged description is a damaged file, whatever the parser says
+            raise ValueError(f"{path}: not a kbfilter file (no readable description inside: {exc})") from exc
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            raise ValueError(f"{path}: not a kbfilter file")
+        if not isinstance(meta.get("versions", {}), dict):
+            raise ValueError(f"{path}: damaged kbfilter file (its versions are not a mapping)")
+        _check_versions(path, meta)
+        root = meta.get("root")
+        if not (isinstance(root, dict) and root.get("t") in ("object", "sklearn")):
+            raise ValueError(f"{path}: damaged kbfilter file (it holds no object)")
+        try:
+            arrays, budget = {}, max_bytes
+            for key in _walk(root):
+                if key not in arrays:
+                    arrays[key], used = _read_member(archive, key, budget)
+                    budget -= used
+            obj = _Decoder(arrays).decode(root)
+        except Exception as exc:  # untrusted input: every failure is the file's, and said so
+            raise ValueError(f"{path}: damaged kbfilter file ({type(exc).__name__}: {exc})") from exc
     if expected is not None and not isinstance(obj, expected):
         raise ValueError(f"{path}: holds a {type(obj).__name__}, expected a {expected.__name__}")
     return obj

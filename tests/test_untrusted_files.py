@@ -1,0 +1,186 @@
+"""A saved file is untrusted input: crafted files end in a ValueError naming the file, never in a
+crash, a hang or an unbounded read. Each case runs in a subprocess, so that a crash of the
+interpreter (a signal) fails the test instead of ending the suite."""
+
+import json
+import subprocess
+import sys
+import textwrap
+import zipfile
+
+import pytest
+
+SETUP = textwrap.dedent('''
+    import json, sys, zipfile
+    import numpy as np
+    import kbfilter as kb
+    from kbfilter.persistence import load, save
+
+    def parts(path):
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+        return arrays, json.loads(arrays.pop("__meta__").tobytes())
+
+    def write(path, arrays, meta):
+        blob = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+        np.savez(path, __meta__=blob, **arrays)
+        return path
+
+    def find(node, test):
+        """The first sub-dict of a description that passes test."""
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, dict):
+                if test(n):
+                    return n
+                stack.extend(n.values())
+            elif isinstance(n, list):
+                stack.extend(n)
+        raise LookupError
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 2)); Z = X + 0.1 * rng.normal(size=(40, 2))
+    out = sys.argv[1]
+''')
+
+CASES = {
+    "lu pivots out of range reach LAPACK": '''
+        path = kb.ConditionalEmbedding().fit(X, Z).save(out + "/cme.npz")
+        arrays, meta = parts(path)
+        factor = find(meta["root"], lambda n: n.get("class") == "SPDFactor")
+        factor["fields"]["method"] = "lu"
+        arrays["evil"] = np.full(40, 10**6, dtype=np.int32)
+        factor["fields"]["pivots"] = {"t": "array", "key": "evil"}
+        load(write(out + "/evil.npz", arrays, meta)).predict_mean([[0.1, 0.2]])
+    ''',
+    "negative lu pivots": '''
+        path = kb.ConditionalEmbedding().fit(X, Z).save(out + "/cme.npz")
+        arrays, meta = parts(path)
+        factor = find(meta["root"], lambda n: n.get("class") == "SPDFactor")
+        factor["fields"]["method"] = "lu"
+        arrays["evil"] = np.full(40, -7, dtype=np.int64)
+        factor["fields"]["pivots"] = {"t": "array", "key": "evil"}
+        load(write(out + "/evil.npz", arrays, meta)).predict_mean([[0.1, 0.2]])
+    ''',
+    "sparse transition indices out of range": '''
+        path = kb.KernelBayesFilter(transition="knn", n_neighbors=5).fit(X, Z).save(out + "/kbf.npz")
+        arrays, meta = parts(path)
+        csr = find(meta["root"], lambda n: n.get("t") == "csr")
+        arrays[csr["indices"]] = np.full_like(arrays[csr["indices"]], 2**30)
+        kbf = load(write(out + "/evil.npz", arrays, meta))
+        kbf.predict()
+    ''',
+    "a root that is not an object": '''
+        path = save(kb.GaussianKernel().fit(X), out + "/k.npz")
+        arrays, meta = parts(path)
+        meta["root"] = 42
+        load(write(out + "/evil.npz", arrays, meta))
+    ''',
+    "a deeply nested description": '''
+        path = save(kb.GaussianKernel().fit(X), out + "/k.npz")
+        arrays, meta = parts(path)
+        meta["root"]["fields"]["bandwidth_"] = "DEEP"
+        depth = int(sys.argv[2]) if len(sys.argv) > 2 else 5000
+        text = json.dumps(meta).replace('"DEEP"', '{"t": "list", "items": [' * depth + ']}' * depth)
+        np.savez(out + "/evil.npz", __meta__=np.frombuffer(text.encode(), dtype=np.uint8), **arrays)
+        load(out + "/evil.npz")
+    ''',
+    "a description nested deeper than the bound": '''
+        path = save(kb.GaussianKernel().fit(X), out + "/k.npz")
+        arrays, meta = parts(path)
+        meta["root"]["fields"]["bandwidth_"] = "DEEP"
+        text = json.dumps(meta).replace('"DEEP"', '{"t": "list", "items": [' * 100 + ']}' * 100)
+        np.savez(out + "/evil.npz", __meta__=np.frombuffer(text.encode(), dtype=np.uint8), **arrays)
+        load(out + "/evil.npz")
+    ''',
+    "versions that are not a mapping": '''
+        path = save(kb.GaussianKernel().fit(X), out + "/k.npz")
+        arrays, meta = parts(path)
+        meta["versions"] = "1.0"
+        load(write(out + "/evil.npz", arrays, meta))
+    ''',
+    "an array that declares 80 GB": '''
+        path = kb.ConditionalEmbedding().fit(X, Z).save(out + "/cme.npz")
+        arrays, meta = parts(path)
+        import io
+        buf = io.BytesIO()
+        np.lib.format.write_array_header_1_0(buf, {"descr": "<f8", "fortran_order": False, "shape": (10**10,)})
+        buf.write(b"\\0" * 64)
+        blob = io.BytesIO()
+        np.save(blob, np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
+        with zipfile.ZipFile(out + "/evil.npz", "w") as zf:
+            zf.writestr("__meta__.npy", blob.getvalue())
+            for key, value in arrays.items():
+                member = io.BytesIO()
+                np.save(member, value)
+                zf.writestr(f"{key}.npy", buf.getvalue() if key == "a0" else member.getvalue())
+        load(out + "/evil.npz")
+    ''',
+    "an object array referenced": '''
+        path = save(kb.GaussianKernel().fit(X), out + "/k.npz")
+        arrays, meta = parts(path)
+        import io
+        blob, member = io.BytesIO(), io.BytesIO()
+        np.save(blob, np.frombuffer(json.dumps(dict(meta, root={"t": "object", "class": "GaussianKernel",
+            "params": {}, "fields": {"bandwidth_": {"t": "array", "key": "evil"}}})).encode(), dtype=np.uint8))
+        np.save(member, np.array([object()], dtype=object), allow_pickle=True)
+        with zipfile.ZipFile(out + "/evil.npz", "w") as zf:
+            zf.writestr("__meta__.npy", blob.getvalue())
+            zf.writestr("evil.npy", member.getvalue())
+        load(out + "/evil.npz")
+    ''',
+}
+
+
+def _run(body, tmp_path):
+    code = SETUP + textwrap.dedent(body) + "\nprint('loaded and used without error')\n"
+    wrapped = ("import traceback\ntry:\n" + textwrap.indent(code, "    ") +
+               "\nexcept ValueError as exc:\n    print('ValueError:', exc)\n")
+    return subprocess.run([sys.executable, "-c", wrapped, str(tmp_path)], capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_crafted_file_is_a_value_error_naming_the_file(case, tmp_path):
+    result = _run(CASES[case], tmp_path)
+    # a negative return code is a signal: the interpreter crashed
+    assert result.returncode == 0, f"return code {result.returncode}: {result.stderr[-2000:]}"
+    assert "ValueError:" in result.stdout and "evil.npz" in result.stdout, result.stdout + result.stderr[-2000:]
+
+
+def test_members_the_description_does_not_name_are_never_read(tmp_path):
+    """A compressed member that would inflate to 1 GiB, appended to a valid file, is not opened."""
+    body = '''
+        path = kb.KernelBayesFilter().fit(X, Z).save(out + "/kbf.npz")
+        with zipfile.ZipFile(path, "a", compression=zipfile.ZIP_BZIP2) as zf:
+            with zf.open("bomb.npy", "w", force_zip64=True) as member:
+                zero = bytes(2**24)
+                for _ in range(64):
+                    member.write(zero)
+        import resource
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        kbf = load(path)
+        grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        kbf.predict(); kbf.update(Z[0])
+        print("peak grew by", grown, "kB")
+        assert grown < 200_000
+    '''
+    result = _run(body, tmp_path)
+    assert result.returncode == 0 and "loaded and used without error" in result.stdout, \
+        result.stdout + result.stderr[-2000:]
+
+
+def test_a_loaded_file_within_a_byte_budget(tmp_path):
+    import numpy as np
+
+    import kbfilter as kb
+    from kbfilter.persistence import load
+
+    path = kb.KernelBayesFilter().fit(*kb.systems.Rotation().simulate(60, rng=0)).save(tmp_path / "kbf.npz")
+    with pytest.raises(ValueError, match=r"max_bytes"):
+        load(path, max_bytes=1000)
+    assert isinstance(load(path), kb.KernelBayesFilter)
+    with zipfile.ZipFile(path) as zf:   # what the budget counts: the arrays the description names
+        meta = json.loads(np.load(zf.open("__meta__.npy")).tobytes())
+    assert meta["format"] == "kbfilter"
