@@ -136,6 +136,8 @@ def check_observation(z, sample_shape, name="z"):
     z = _as_float(z, name, "a numeric array")
     shape = tuple(sample_shape)
     size = int(np.prod(shape))
+    if z.ndim == 0 and size == 1:  # a scalar observation, as fit took them (shape (T,))
+        z = z.reshape(1)
     if z.shape != shape and z.shape != (size,):
         expected = f"shape {shape} (or {size} values flattened)" if len(shape) > 1 else f"length {size}"
         raise ValueError(f"{name}: expected {expected}, got shape {z.shape}")
@@ -144,10 +146,23 @@ def check_observation(z, sample_shape, name="z"):
     return z.reshape(size)
 
 
+def _several(states):
+    """Whether ``states`` is a list of state sequences rather than one sequence given as a list."""
+    if not isinstance(states, (list, tuple)) or not states:
+        return isinstance(states, (list, tuple))
+    try:
+        return all(isinstance(x, np.ndarray) or np.ndim(x) >= 2 for x in states)
+    except ValueError:  # ragged nesting: sequences of different lengths
+        return True
+
+
 def check_sequences(states, observations):
     """Normalise ``(states, observations)`` to two equally long lists of per-sequence arrays.
 
-    One sequence is given as two arrays (T, dim_x), (T, ...); several as two lists of them.
+    One sequence is given as two arrays (T, dim_x), (T, ...); several as two lists of arrays. A
+    list of numbers or of lists of numbers (``X.tolist()``) is one sequence, not a list of
+    sequences: only a list whose items are arrays (or nested lists of two or more levels, for the
+    states) is several.
     Observations may be vectors or images; they are returned flattened to (T, dim_z), and the
     shape of one observation is returned too.
 
@@ -156,10 +171,13 @@ def check_sequences(states, observations):
     xs, zs : list of ndarray
     sample_shape : tuple of int
     """
-    if isinstance(states, (list, tuple)) != isinstance(observations, (list, tuple)):
-        raise ValueError("states and observations: expected both arrays (one sequence) or both lists of arrays")
-    if not isinstance(states, (list, tuple)):
+    if not _several(states):
+        if isinstance(observations, (list, tuple)) and observations and isinstance(observations[0], np.ndarray) \
+                and not isinstance(states, (list, tuple)):
+            raise ValueError("states and observations: expected both arrays (one sequence) or both lists of arrays")
         states, observations = [states], [observations]
+    elif not isinstance(observations, (list, tuple)):
+        raise ValueError("states and observations: expected both arrays (one sequence) or both lists of arrays")
     if len(states) != len(observations) or not states:
         raise ValueError(f"states and observations: expected the same number of sequences (at least one), "
                          f"got {len(states)} and {len(observations)}")

@@ -230,3 +230,55 @@ def test_the_motion_model_under_its_old_name_still_works_and_warns(rotation):
     np.testing.assert_array_equal(new.batch_filter(obs)[0], old.batch_filter(obs)[0])
     with pytest.raises(ValueError, match="motion: given twice"):
         NearestNeighbourParticleFilter(system, transition=system).fit(X, Z)
+
+
+def test_the_gaussian_filters_refuse_impossible_covariances(rotation):
+    system, _, (_, obs) = rotation
+    for filt in (kb.filters.ExtendedKalman(system), kb.filters.UnscentedKalman(system)):
+        with pytest.raises(ValueError, match="P0: expected a symmetric covariance"):
+            filt.initialize(np.zeros(2), [[1.0, 0.5], [0.0, 1.0]])
+        with pytest.raises(ValueError, match="P0: expected a positive semi-definite covariance"):
+            filt.initialize(np.zeros(2), -np.eye(2))
+        filt.initialize(np.zeros(2), np.eye(2))
+        filt.predict()
+        with pytest.raises(ValueError, match="R: expected a positive semi-definite covariance"):
+            filt.update(obs[0], R=-np.eye(2))
+        filt.update(obs[0], R=np.eye(2) * 0.1)
+        assert np.all(np.linalg.eigvalsh(filt.P) > 0)
+        with pytest.raises(ValueError, match="zs: expected at least one observation"):
+            filt.batch_filter([])
+    with pytest.raises(ValueError, match="P0: expected a positive semi-definite"):
+        ParticleFilter(system, rng=0).initialize(np.zeros(2), np.diag([1.0, -1.0]))
+
+
+def test_nested_lists_are_one_sequence_and_a_list_of_arrays_several(rotation):
+    _, (X, Z), (_, obs) = rotation
+    from_lists = kb.KernelBayesFilter().fit(X.tolist(), Z.tolist())
+    np.testing.assert_array_equal(from_lists.batch_filter(obs)[0], kb.KernelBayesFilter().fit(X, Z).batch_filter(obs)[0])
+    assert kb.KernelBayesFilter().fit([X[:150], X[150:]], [Z[:150], Z[150:]]).predecessors_.size == 298
+
+
+def test_scalar_observations_are_taken_as_fit_took_them():
+    x = np.cumsum(np.random.default_rng(0).normal(size=200)) * 0.1
+    z = x + 0.1 * np.random.default_rng(1).normal(size=200)
+    kbf = kb.KernelBayesFilter().fit(x, z)             # states (T,), observations (T,)
+    means = kbf.batch_filter(z[:20])[0]                # observations in the same layout
+    kbf.reset().predict()
+    kbf.update(z[0])
+    assert means.shape == (20, 1) and kbf.x.shape == (1,)
+
+
+def test_an_estimate_that_leaves_the_training_states_is_counted_and_warned_about():
+    # the original rule with vanishing regularisers: signed weights extrapolate far outside the states
+    system = kb.systems.Oscillation()
+    X, Z = system.simulate(200, rng=0)
+    _, Zt = system.simulate(60, rng=1)
+    kbf = kb.KernelBayesFilter(rule="original", reg_prior=1e-12, reg_update=1e-12).fit(X, Z)
+    with pytest.warns(kb.NumericalWarning, match="left the training states' bounding box by more than 10%"):
+        means = kbf.batch_filter(Zt)[0]
+    low, high = X.min(axis=0), X.max(axis=0)
+    outside = np.sum(np.any((means < low - 0.1 * (high - low)) | (means > high + 0.1 * (high - low)), axis=1))
+    assert outside > 0 and kbf.diagnostics["outside_training"] >= outside
+    quiet = kb.KernelBayesFilter().fit(X, Z)
+    quiet.batch_filter(Zt)
+    assert quiet.diagnostics["outside_training"] == 0

@@ -246,6 +246,8 @@ class Filter:
             Predicted estimates ``x_prior``, ``P_prior`` at each step.
         """
         zs = list(zs)
+        if not zs:
+            raise ValueError("zs: expected at least one observation")
         if us is not None:
             us = list(us)
             if len(us) != len(zs):

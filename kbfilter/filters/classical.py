@@ -58,8 +58,26 @@ def _check_system(system):
     return system
 
 
+#: how far from symmetric positive semi-definite a covariance may be, relative to its largest entry
+COVARIANCE_RTOL = 1e-8
+
+
 def _covariance(value, name, dim):
-    return check_matrix(value, name, n_features=dim, allow_1d=False).copy()
+    """A covariance given at the boundary: square, symmetric and positive semi-definite within
+    ``COVARIANCE_RTOL`` of its largest entry (returned symmetrised), else a ``ValueError``."""
+    A = check_matrix(value, name, n_features=dim, allow_1d=False)
+    if A.shape != (dim, dim):
+        raise ValueError(f"{name}: expected a covariance of shape ({dim}, {dim}), got shape {A.shape}")
+    tol = COVARIANCE_RTOL * max(1.0, float(np.max(np.abs(A))))
+    if np.max(np.abs(A - A.T)) > tol:
+        raise ValueError(f"{name}: expected a symmetric covariance matrix; it differs from its transpose by "
+                         f"{np.max(np.abs(A - A.T)):.3g}")
+    A = 0.5 * (A + A.T)
+    smallest = float(np.linalg.eigvalsh(A)[0])
+    if smallest < -tol:
+        raise ValueError(f"{name}: expected a positive semi-definite covariance matrix; its smallest eigenvalue is "
+                         f"{smallest:.3g}")
+    return A
 
 
 def _belief_part(name, check, doc):
@@ -107,7 +125,7 @@ class _GaussianFilter(_StartsFromFirstObservation):
         self
             The filter, with its belief set.
         """
-        self.x, self.P = x0, P0
+        self.x, self.P = x0, _covariance(P0, "P0", self.system.dim_x)
         return self
 
     @property

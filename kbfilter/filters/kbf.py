@@ -29,7 +29,15 @@ __all__ = ["KernelBayesFilter", "FilterModel"]
 
 # What the filter does itself when its weights cannot be normalised (see ``embedding.normalise_weights``).
 _OWN_FALLBACKS = {"clipped": "weights summed to <= 0; used their clipped, normalised positive part",
-                  "collapsed": "no weight was positive; kept the previous belief"}
+                  "collapsed": "no weight was positive; kept the previous belief",
+                  "outside_training": "the estimate left the training states' bounding box by more than "
+                                      "OUTSIDE_MARGIN of their range (signed weights extrapolate: a larger "
+                                      "regulariser keeps them closer to a mean)"}
+
+#: an estimate farther than this fraction of the training states' range (per coordinate) outside their
+#: bounding box is counted and warned about (``diagnostics["outside_training"]``): the normalised weights
+#: may be negative, so the weighted mean can extrapolate past every training state
+OUTSIDE_MARGIN = 0.1
 
 
 @persistent("states", "kept", "predecessors", "kernel_x", "observation", "transition", "projection_operator",
@@ -78,6 +86,25 @@ class FilterModel(SharedModel):
         self.estimate = check_choice(estimate, "estimate", ("mean", "raw_mean", "mode"))
         self.fit_diagnostics = fit_diagnostics
         self.point = getattr(self, f"_{estimate}")
+        low, high = states.min(axis=0), states.max(axis=0)
+        self._bounds = (low - OUTSIDE_MARGIN * (high - low), high + OUTSIDE_MARGIN * (high - low))
+
+    def outside(self, x):
+        """Whether the estimate ``x`` lies outside the training states' bounding box widened by
+        ``OUTSIDE_MARGIN`` of their range on each side.
+
+        Parameters
+        ----------
+        x : ndarray of shape (dim_x,)
+            An estimate.
+
+        Returns
+        -------
+        bool
+            True when some coordinate is outside.
+        """
+        low, high = self._bounds
+        return bool(np.any(x < low) or np.any(x > high))
 
     def _mean(self, w, raw):
         return w @ self.states
@@ -226,7 +253,9 @@ class KernelBayesFilter(Persistent, LearnedFilter):
         see ``KernelBayesRule``), ``"transition_jitter"`` / ``"transition_lu"`` and ``"rank_cap"``
         (the default rank rule stopped at ``MAX_RANK``) at fit, and the
         filter's own: ``"clipped"`` (weights summing to <= 0 replaced by their normalised positive
-        part) and ``"collapsed"`` (no positive weight at all: the previous belief is kept);
+        part), ``"collapsed"`` (no positive weight at all: the previous belief is kept) and
+        ``"outside_training"`` (an estimate more than ``OUTSIDE_MARGIN``, 10 %, of the training
+        states' range outside their bounding box: counted and warned about, not changed);
         ``"outlier"`` counts the observations the gate set aside (``outlier_quantile``; counted,
         not warned about).
         Each kind is warned about once per reset. A loaded filter keeps its fit-time counts and
@@ -461,6 +490,13 @@ class KernelBayesFilter(Persistent, LearnedFilter):
         self._set_estimate("post", self.x_prior, self.P_prior)
         return self
 
+    def _checked_point(self, w, raw):
+        x = self.model_.point(w, raw)
+        if self.model_.outside(x):
+            self._record("outside_training", _OWN_FALLBACKS["outside_training"].replace(
+                "OUTSIDE_MARGIN", f"{OUTSIDE_MARGIN:.0%}"))
+        return x
+
     def _normalised(self, w, fallback):
         p, rule = normalise_weights(w)
         if rule is not None:
@@ -480,7 +516,7 @@ class KernelBayesFilter(Persistent, LearnedFilter):
         check_is_fitted(self, "model_")
         model = self.model_
         self.weights_prior = self._normalised(model.transition.apply(self.weights, u), fallback=self.weights)
-        self._set_estimate("prior", model.point(self.weights_prior, self.weights_prior),
+        self._set_estimate("prior", self._checked_point(self.weights_prior, self.weights_prior),
                            model.covariance(self.weights_prior))
 
     @limited_blas
@@ -506,4 +542,4 @@ class KernelBayesFilter(Persistent, LearnedFilter):
         raw, info = model.observation.posterior_weights(model.projection_operator @ self.weights_prior, row)
         self._record_all(info)
         self.weights = self._normalised(raw, fallback=self.weights_prior)
-        self._set_estimate("post", model.point(self.weights, raw), model.covariance(self.weights))
+        self._set_estimate("post", self._checked_point(self.weights, raw), model.covariance(self.weights))
