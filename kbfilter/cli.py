@@ -9,6 +9,7 @@ import argparse
 import ast
 import contextlib
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -166,6 +167,8 @@ def bench_command(args, parser, folder_per_length=False):
     if args.runs is None:
         args.runs = BENCH_SYSTEMS[args.system].quick_runs
     many = folder_per_length or len(args.train_lengths) > 1
+    if args.out is not None and not args.out.strip():
+        parser.error("argument --out: expected a folder, got an empty name (leave --out out for the default)")
     out = args.out or _unused_folder(args.default_out or f"results/bench-{args.system}", many, args.force)
     folders = {T: f"{out}/train{T}" if many else out for T in args.train_lengths}
     if not args.force:
@@ -189,13 +192,31 @@ def bench_command(args, parser, folder_per_length=False):
     import matplotlib
 
     matplotlib.use("Agg")
-    with backend:
+    with backend, _terminated_as_interrupted():
         for T, folder in folders.items():
             print(f"kbfilter bench {args.system}: {args.runs} runs, training {T} steps "
                   f"(last {configs[T].validation_length} for tuning), test {args.test_length} steps; results in "
                   f"{folder}", flush=True)
             run_and_report(configs[T], folder, n_jobs=args.jobs, progress=not args.quiet, command=args.command_line)
     return 0
+
+
+@contextlib.contextmanager
+def _terminated_as_interrupted():
+    """SIGTERM ends the run as Ctrl-C does: joblib then shuts its worker pool down instead of leaving
+    the workers running after the parent has gone."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def scenario_main(system, argv=None):

@@ -300,3 +300,95 @@ def test_the_command_line_checks_its_arguments_once_and_passes_one_configuration
                   n_jobs=1, progress=False)[0]["mse"]
     with pytest.raises(ValueError, match="search"):
         BenchConfig.checked("rotation", search="random")
+
+
+def _tiny_report(out, **kwargs):
+    from kbfilter.bench import run_and_report
+
+    return run_and_report("rotation", out, runs=1, train_length=40, test_length=10, validation_length=20,
+                          methods=("ekf",), n_jobs=1, progress=False, print_fn=lambda *a: None, **kwargs)
+
+
+def test_an_interrupted_or_failed_write_leaves_no_results_json(tmp_path, monkeypatch):
+    import kbfilter.plots as plots
+
+    def interrupted(ax, path):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(plots, "save_figure", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _tiny_report(tmp_path / "a")
+    assert not (tmp_path / "a" / "results.json").exists()          # the next run does not take it as done
+    assert json.loads((tmp_path / "a" / "results.partial.json").read_text())["runs"]   # nothing is lost
+
+    def disk_full(ax, path):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(plots, "save_figure", disk_full)
+    with pytest.raises(OSError, match=r"No space left.*the results are in .*results.partial.json"):
+        _tiny_report(tmp_path / "b")
+    assert not (tmp_path / "b" / "results.json").exists()
+    monkeypatch.undo()
+    _tiny_report(tmp_path / "b")
+    assert (tmp_path / "b" / "results.json").exists() and not list((tmp_path / "b").glob("*.partial*"))
+
+
+def test_a_folder_another_run_holds_is_refused(tmp_path):
+    import os
+
+    from kbfilter.bench.report import LOCK_NAME
+
+    (tmp_path / LOCK_NAME).write_text(str(os.getppid()))          # a live process holds it
+    with pytest.raises(ValueError, match="is in use by another kbfilter bench"):
+        _tiny_report(tmp_path)
+    (tmp_path / LOCK_NAME).write_text("999999999")                # left by a run that died
+    _tiny_report(tmp_path)
+    assert (tmp_path / "results.json").exists() and not (tmp_path / LOCK_NAME).exists()
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", "rotation", "--out", " ", "--runs", "1"])
+    assert exit_.value.code == 2
+
+
+def _descendants(pid):
+    from pathlib import Path
+
+    found, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                children = [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            for c in children:
+                if c not in found:
+                    found.add(c)
+                    todo.append(c)
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_sigterm_shuts_the_worker_pool_down(tmp_path):
+    import os
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "kbfilter", "bench", "rotation", "--runs", "6", "--jobs", "2",
+                             "--train-length", "400", "--quiet", "--out", str(tmp_path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    workers, deadline = set(), time.time() + 60
+    while len(workers) < 2 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+        workers = _descendants(proc.pid)
+    assert workers, "the bench started no worker"
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    deadline = time.time() + 30
+    alive = workers
+    while alive and time.time() < deadline:
+        time.sleep(0.5)
+        alive = {w for w in workers if os.path.exists(f"/proc/{w}") and
+                 "Z" not in open(f"/proc/{w}/stat").read().split(")")[-1].split()[0]}
+    assert not alive, f"workers left running after SIGTERM: {sorted(alive)}"
+    assert not (tmp_path / "results.json").exists()

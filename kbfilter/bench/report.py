@@ -1,8 +1,10 @@
 """The benchmark's report: statistics, the table, ``results.json`` / ``results.csv`` and figures."""
 
+import contextlib
 import csv
 import datetime
 import json
+import os
 import platform
 import sys
 import time
@@ -15,10 +17,57 @@ from scipy.stats import wilcoxon
 from .catalogue import BENCH_SYSTEMS, REFERENCE, make_system
 from .runner import BenchConfig, check_n_jobs, run_bench
 
-__all__ = ["summarise", "format_table", "write_results", "run_and_report", "writable_folder", "provenance",
-           "system_parameters"]
+__all__ = ["folder_lock", "LOCK_NAME", "summarise", "format_table", "write_results", "run_and_report",
+           "writable_folder", "provenance", "system_parameters"]
 
 _PACKAGES = ("kbfilter", "numpy", "scipy", "scikit-learn", "filterpy", "joblib", "matplotlib")
+
+
+#: the file a running benchmark holds in its output folder, so that a second run refuses the folder
+LOCK_NAME = ".kbfilter-bench.lock"
+
+
+@contextlib.contextmanager
+def folder_lock(out):
+    """Hold the output folder for one run: a second run into it is refused while this one lasts.
+
+    The lock is a file naming the process that holds it; a lock left by a process that no longer
+    runs (killed) is taken over.
+
+    Parameters
+    ----------
+    out : path-like
+        The folder (it exists).
+
+    Raises
+    ------
+    ValueError
+        Naming ``out``, when another running process holds it.
+    """
+    lock = Path(out) / LOCK_NAME
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            break
+        except FileExistsError:
+            try:
+                pid = int(lock.read_text() or 0)
+                os.kill(pid, 0)
+            except (ValueError, ProcessLookupError, FileNotFoundError):
+                lock.unlink(missing_ok=True)  # left by a run that died: take it over
+                continue
+            except PermissionError:
+                pass  # the process exists and belongs to someone else
+            raise ValueError(f"out: {str(out)!r} is in use by another kbfilter bench (process {pid}); wait for it "
+                             f"to finish or choose another --out") from None
+    else:
+        raise ValueError(f"out: cannot take {str(lock)!r}")
+    try:
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        yield Path(out)
+    finally:
+        lock.unlink(missing_ok=True)
 
 
 def writable_folder(out):
@@ -193,16 +242,37 @@ def write_results(out, system, rows, summary, config, command=None):
     list of pathlib.Path
         The files written.
     """
-    from ..plots import plot_frames, plot_map, plot_mse_box, plot_trajectory, save_figure
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     system_ = make_system(system, config.get("system_params"))
     runs = [{k: v for k, v in r.items() if k != "trajectory"} for r in rows]
-    with open(out / "results.json", "w") as fh:
+    # Every file is written under a temporary name and renamed into place once all are written,
+    # results.json last: a folder holds complete results or none (results.json is what says a folder
+    # holds results). The record goes first, so that a failure later leaves it to recover.
+    record = out / "results.partial.json"
+    with open(record, "w") as fh:
         json.dump({"system": system, "provenance": provenance(system_, command), "config": config, "summary": summary,
                    "runs": runs}, fh, indent=1)
-    with open(out / "results.csv", "w", newline="") as fh:
+    try:
+        paths = _write_table_and_figures(out, system, system_, rows)
+    except (OSError, ValueError) as exc:
+        raise OSError(f"could not write the results' table and figures to {str(out)!r} ({exc}); the results are "
+                      f"in {str(record)!r}") from exc
+    for path in paths:
+        os.replace(_partial(path), path)
+    os.replace(record, out / "results.json")
+    return [out / "results.json", *paths]
+
+
+def _partial(path):
+    return path.with_name(f"{path.stem}.partial{path.suffix}")
+
+
+def _write_table_and_figures(out, system, system_, rows):
+    """results.csv and the figures, each under its temporary name; returns the final names."""
+    from ..plots import plot_frames, plot_map, plot_mse_box, plot_trajectory, save_figure
+
+    with open(_partial(out / "results.csv"), "w", newline="") as fh:
         writer = csv.writer(fh)
         metrics = list(rows[0].get("errors", {}))
         writer.writerow(["run", "method", "mse", *metrics, "ms_per_step", "fit_s", "tune_s"])
@@ -210,20 +280,20 @@ def write_results(out, system, rows, summary, config, command=None):
             for m in r["mse"]:
                 writer.writerow([i, m, r["mse"][m], *(r["errors"][k][m] for k in metrics), r["ms_per_step"][m],
                                  r["fit_s"][m], r["tune_s"][m]])
-    paths = [out / "results.json", out / "results.csv", out / "mse_boxplot.png", out / "trajectory.png"]
+    paths = [out / "results.csv", out / "mse_boxplot.png", out / "trajectory.png"]
     ax = plot_mse_box({m: [r["mse"][m] for r in rows] for m in rows[0]["mse"]})
     ax.set_title(f"{system}: test MSE over {len(rows)} runs")
-    save_figure(ax, paths[2])
+    save_figure(ax, _partial(paths[1]))
     traj = rows[0]["trajectory"]
     ax = plot_trajectory(traj["states"], traj["estimates"])
     ax.figure.suptitle(f"{system}: run 0, first 100 test steps")
-    save_figure(ax, paths[3])
+    save_figure(ax, _partial(paths[2]))
     if hasattr(system_, "top_down"):  # a map: the room from above with the paths and the particles
         paths.append(out / "map.png")
         ax = plot_map(system_, traj["states"], traj["estimates"], traj.get("particles", {}),
                       weights=traj.get("particle_weights"))
         ax.set_title(f"{system}: run 0, the test path from above")
-        save_figure(ax, paths[-1])
+        save_figure(ax, _partial(paths[-1]))
     elif np.asarray(traj["observations"]).ndim > 2:  # images: a row of frames with truth and estimates
         steps = np.linspace(0, len(traj["states"]) - 1, 6).astype(int)
         shown = [m for m in BENCH_SYSTEMS[system].frame_methods if m in traj["estimates"]]
@@ -233,7 +303,7 @@ def write_results(out, system, rows, summary, config, command=None):
         coords = {k: system_.pixel_coordinates(v[steps], traj["latent"][steps]) for k, v in points.items()}
         marks = [{k: tuple(c[j]) for k, c in coords.items()} for j in range(len(steps))]
         paths.append(out / "frames.png")
-        save_figure(plot_frames(np.asarray(traj["observations"])[steps], titles, marks), paths[-1])
+        save_figure(plot_frames(np.asarray(traj["observations"])[steps], titles, marks), _partial(paths[-1]))
     return paths
 
 
@@ -272,10 +342,11 @@ def run_and_report(system, out, runs=10, train_length=1000, test_length=200, met
         system, runs, train_length, test_length, methods, validation_length, None, search, n_folds, seed, filter_seeds,
         reference, system_params)
     out = writable_folder(out)  # before the run, so that its results cannot be lost at the end
-    start = time.perf_counter()
-    rows = run_bench(config, n_jobs=n_jobs, progress=progress)
-    summary = summarise(rows, config.reference)
-    print_fn(format_table(summary, config.runs, config.reference))
-    paths = write_results(out, config.system, rows, summary, config.record(), command)
+    with folder_lock(out):
+        start = time.perf_counter()
+        rows = run_bench(config, n_jobs=n_jobs, progress=progress)
+        summary = summarise(rows, config.reference)
+        print_fn(format_table(summary, config.runs, config.reference))
+        paths = write_results(out, config.system, rows, summary, config.record(), command)
     print_fn(f"\n{time.perf_counter() - start:.0f} s; wrote " + ", ".join(str(p) for p in paths))
     return rows, summary
