@@ -102,3 +102,15 @@ def test_every_public_callable_has_a_numpydoc_docstring():
         if inspect.isfunction(obj) and not doc["Returns"] and not doc["Yields"] and _returns_a_value(obj):
             problems.append(f"{name}: no Returns section")
     assert not problems, "\n".join(problems)
+
+
+def test_every_readme_code_block_runs_on_its_own_and_prints_a_result():
+    import sys
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    assert blocks
+    for block in blocks:
+        result = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "MSE" in result.stdout, result.stdout
