@@ -178,6 +178,8 @@ class Kernel(BaseEstimator):
             The Gram matrix of each set.
         """
         X = np.asarray(X, dtype=np.float64)
+        if self.is_radial:  # distances from one point of each set (see _RadialKernel._gram)
+            X = X - X[:, :1, :]
         sq = np.einsum("qmd,qmd->qm", X, X)
         inner = X @ np.swapaxes(X, 1, 2)
         return self._from_parts(sq[:, :, None] + sq[:, None, :] - 2.0 * inner, inner)
@@ -276,6 +278,14 @@ class _RadialKernel(Kernel):
     def _from_parts(self, sqdist, inner):
         return self._profile(np.maximum(sqdist, 0.0), self._resolved())
 
+    def _gram(self, A, B):
+        # Distances come from ||a||^2 + ||b||^2 - 2 a.b, which loses every digit to cancellation for
+        # points far from the origin (1e8 and 1e8 + 1 would be at distance 0) and overflows to NaN past
+        # 1e154: measure them from one of the points, in bandwidths.
+        s = self._resolved()
+        origin = A[0]
+        return self._unit_gram((A - origin) / s, (B - origin) / s)
+
 
 @persistent("bandwidth_")
 class GaussianKernel(_RadialKernel):
@@ -305,8 +315,9 @@ class GaussianKernel(_RadialKernel):
 
     _learnable = True
 
-    def _gram(self, A, B):
-        return rbf_kernel(A, B, **self.sklearn_metric()[1])
+    @staticmethod
+    def _unit_gram(A, B):
+        return rbf_kernel(A, B, gamma=0.5)
 
     def sklearn_metric(self):
         """scikit-learn's ``"rbf"`` with ``gamma = 1 / (2 s^2)``.
@@ -348,8 +359,9 @@ class LaplaceKernel(_RadialKernel):
     0.0820849986238988
     """
 
-    def _gram(self, A, B):
-        return np.exp(-euclidean_distances(A, B) / self._resolved())
+    @staticmethod
+    def _unit_gram(A, B):
+        return np.exp(-euclidean_distances(A, B))
 
     @staticmethod
     def _profile(sqdist, s):

@@ -282,3 +282,23 @@ def test_an_estimate_that_leaves_the_training_states_is_counted_and_warned_about
     quiet = kb.KernelBayesFilter().fit(X, Z)
     quiet.batch_filter(Zt)
     assert quiet.diagnostics["outside_training"] == 0
+
+
+def test_distances_far_from_the_origin_keep_their_digits():
+    for kernel, expected in ((kb.GaussianKernel(1.0), np.exp(-0.5)), (kb.LaplaceKernel(1.0), np.exp(-1.0))):
+        np.testing.assert_allclose(kernel([[1e8]], [[1e8 + 1]]), [[expected]], rtol=1e-9)
+        np.testing.assert_allclose(kernel.gram_batched([[[1e8], [1e8 + 1]]])[0, 0, 1], expected, rtol=1e-9)
+    G = kb.GaussianKernel(1e290)(np.array([[1e300], [1e300 + 1e290]]), np.array([[1e300]]))
+    np.testing.assert_allclose(G[:, 0], [1.0, np.exp(-0.5)], rtol=1e-6)
+
+
+def test_an_observation_no_particle_explains_keeps_the_prediction(rotation):
+    system, _, (_, obs) = rotation
+    pf = ParticleFilter(system, n_particles=100, rng=0).initialize(np.zeros(2), np.eye(2))
+    pf.predict()
+    with pytest.warns(kb.NumericalWarning, match="no particle gives the observation a finite likelihood"):
+        pf.update([1e200, 1e200])
+    assert np.all(np.isfinite(pf.x)) and np.array_equal(pf.x_post, pf.x_prior)
+    pf.predict()
+    pf.update(obs[0])
+    assert np.all(np.isfinite(pf.x))

@@ -458,7 +458,14 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, _StartsFromFirstObser
         if z is None:
             self._keep_prediction()
             return
-        self.log_likelihood = self.belief.reweight_log(self.system.observation_loglik(z, self.belief.particles))
+        with np.errstate(over="ignore", invalid="ignore"):
+            loglik = self.system.observation_loglik(z, self.belief.particles)
+        self.log_likelihood = self.belief.reweight_log(loglik)
+        if not np.isfinite(self.log_likelihood):
+            warn_user("ParticleFilter: no particle gives the observation a finite likelihood (it is far from "
+                      "every predicted observation); kept the prediction", NumericalWarning)
+            self._keep_prediction()
+            return
         self.ess = self.belief.ess
         self._set_estimate("post", *self.belief.estimate())
         self.resampled = self.belief.resample_if_due(self.ess_threshold, self.rng)

@@ -148,11 +148,16 @@ class ParticleBelief:
         -------
         float
             ``log sum_j a_j exp(loglik_j)``: the log of the normaliser (the log likelihood of the
-            observation under the belief the weights held before).
+            observation under the belief the weights held before). When it is not finite (no
+            particle gives the observation a finite, positive likelihood, e.g. one so far away that
+            its squared distance overflows), the weights are left as they were and the caller
+            decides.
         """
         logw = np.log(self.weights) + loglik
-        log_norm = float(logsumexp(logw))
-        self.weights = np.exp(logw - log_norm)
+        with np.errstate(invalid="ignore"):
+            log_norm = float(logsumexp(logw))
+        if np.isfinite(log_norm):
+            self.weights = np.exp(logw - log_norm)
         return log_norm
 
     def reweight(self, factor):
