@@ -20,7 +20,6 @@ import time
 import numpy as np
 
 import kbfilter as kb
-from kbfilter.filters.kbf import mapped_observation
 from kbfilter.filters.kmc import herd_with_particles
 
 PARAMS = {"scale": 0.2, "scale_z": 0.5, "reg_prior": 1e-2, "reg_update": 1e-2}
@@ -66,7 +65,7 @@ def main(argv=None):
     # the parts, on the particles the filter holds now
     kmc = filters["resample='ratio', approximation='exact'"]
     rule, X, U = kmc.rule_, kmc.states_, kmc.particles
-    z = mapped_observation(test_images[-1], robot.obs_shape, kmc.features_)
+    z = kmc.observation_model_.admit(test_images[-1])  # mapped by the filter's features
     repeat = 10
     parts = {}
     parts["prior kernel k(X, U)"], cross = timed(lambda: rule.kernel_x_(X, U), repeat)

@@ -75,7 +75,7 @@ def mapped_observation(z, obs_shape, features):
     obs_shape : tuple of int
         The shape of one training observation.
     features : transformer or None
-        The fitted map of :func:`fitted_observation_features`.
+        The fitted map (:meth:`ObservationSpace.fitted`).
 
     Returns
     -------
