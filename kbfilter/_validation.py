@@ -121,10 +121,23 @@ def check_choice(value, name, choices):
     return value
 
 
-def check_rng(rng):
+def check_rng(rng, name="random_state"):
     """Normalise ``rng`` (None, int, SeedSequence or Generator) to a Generator: every random
-    choice in kbfilter draws from one, so the same seed gives the same numbers."""
+    choice in kbfilter draws from one, so the same seed gives the same numbers. Anything else is a
+    ``ValueError`` naming ``name``."""
+    seed_like = isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) and rng >= 0
+    if not (rng is None or seed_like or isinstance(rng, (np.random.Generator, np.random.SeedSequence,
+                                                              np.random.BitGenerator))):
+        raise ValueError(f"{name}: expected None, a non-negative int, a SeedSequence or a numpy Generator, got {rng!r}")
     return np.random.default_rng(rng)
+
+
+def check_n_jobs(n_jobs):
+    """Check joblib's ``n_jobs`` before any work: None, a positive number of workers, or negative
+    (``-1``: all cores); 0 is refused with a ``ValueError``."""
+    if n_jobs is not None and (check_int(n_jobs, "n_jobs", minimum=-2**31) == 0):
+        raise ValueError("n_jobs: expected a positive number of workers, or -1 for all cores, got 0")
+    return n_jobs
 
 
 def check_observation(z, sample_shape, name="z"):

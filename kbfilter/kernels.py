@@ -217,6 +217,10 @@ class Kernel(BaseEstimator):
         return None
 
 
+# a bandwidth whose square is not a normal float makes every kernel value 0 or 1: refused
+_SMALLEST_BANDWIDTH = 1e-150
+
+
 class _RadialKernel(Kernel):
     is_radial = True
     # whether bandwidth="bkl" (Bayesian kernel learning) applies: Gaussian kernels only
@@ -261,6 +265,10 @@ class _RadialKernel(Kernel):
             self.bandwidth_ = scale * med
         else:
             self.bandwidth_ = scale * check_positive(self.bandwidth, "bandwidth")
+        if not _SMALLEST_BANDWIDTH <= self.bandwidth_ <= 1 / _SMALLEST_BANDWIDTH:
+            raise ValueError(f"bandwidth: expected scale x bandwidth between {_SMALLEST_BANDWIDTH:g} and "
+                             f"{1 / _SMALLEST_BANDWIDTH:g}, got {self.bandwidth_!r} (its square over- or underflows); "
+                             f"rescale the data instead")
         return self
 
     def __sklearn_is_fitted__(self):

@@ -18,7 +18,7 @@ from joblib import Parallel, delayed
 from sklearn.base import clone
 from tqdm.auto import tqdm
 
-from ._validation import check_choice, check_controls, check_int, check_rng, check_sequences
+from ._validation import check_choice, check_controls, check_int, check_n_jobs, check_rng, check_sequences
 from ._warnings import warn_user
 from .filters.grids import (BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, MONTE_CARLO_IMAGE_GRID,
                             MONTE_CARLO_SCALABLE_IMAGE_GRID, NEIGHBOUR_GRID, SCALABLE_BLUR_GRID, SCALABLE_GRID)
@@ -260,6 +260,7 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
     ['reg_prior', 'reg_update', 'scale']
     """
     check_choice(search, "search", ("coordinate", "grid"))
+    check_n_jobs(n_jobs)
     grid = {k: tuple(v) for k, v in (default_grid(filter, observations) if param_grid is None
                                      else param_grid).items()}
     if not grid or any(len(v) == 0 for v in grid.values()):

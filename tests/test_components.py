@@ -302,3 +302,20 @@ def test_an_observation_no_particle_explains_keeps_the_prediction(rotation):
     pf.predict()
     pf.update(obs[0])
     assert np.all(np.isfinite(pf.x))
+
+
+def test_arguments_that_fell_through_to_dependencies_are_value_errors_naming_them(rotation):
+    system, (X, Z), _ = rotation
+    cases = [
+        ("random_state: expected None", lambda: kb.KernelBayesFilter(approximation="rff", random_state="seed").fit(X, Z)),
+        ("random_state: expected None", lambda: kb.KernelMonteCarloFilter(system, random_state="seed").fit(X, Z)),
+        ("rng: expected None", lambda: ParticleFilter(system, rng="seed")),
+        ("features: expected 'auto', None or a transformer", lambda: kb.KernelBayesFilter(features=3).fit(X, Z)),
+        ("kernel_x: bandwidth: expected scale x bandwidth between",
+         lambda: kb.KernelBayesFilter(kernel_x=kb.GaussianKernel(1e-300)).fit(X, Z)),
+        ("n_jobs: expected a positive number", lambda: kb.tune_filter(kb.KernelBayesFilter(), X, Z, n_jobs=0,
+                                                                       validation_length=50, progress=False)),
+    ]
+    for message, call in cases:
+        with pytest.raises(ValueError, match=message):
+            call()

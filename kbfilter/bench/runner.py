@@ -16,7 +16,7 @@ from joblib import Parallel, delayed
 from sklearn.base import clone
 from tqdm.auto import tqdm
 
-from .._validation import check_choice, check_int
+from .._validation import check_choice, check_int, check_n_jobs
 from ..linalg import NumericalWarning
 from ..threads import limited_blas
 from ..tuning import check_validation_length, tune_filter
@@ -214,13 +214,6 @@ class BenchConfig:
         del record["system"], record["param_grid"]
         record["methods"] = list(self.methods)
         return record
-
-
-def check_n_jobs(n_jobs):
-    """Check joblib's ``n_jobs`` before any work: None, a positive number of workers, or negative
-    (``-1``: all cores); 0 is refused with a ``ValueError``."""
-    if n_jobs is not None and (check_int(n_jobs, "n_jobs", minimum=-2**31) == 0):
-        raise ValueError("n_jobs: expected a positive number of workers, or -1 for all cores, got 0")
 
 
 def run_trial(config, seed, train_length=None, test_length=None, methods=None, validation_length=None,

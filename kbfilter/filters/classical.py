@@ -371,7 +371,7 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, _StartsFromFirstObser
     def __init__(self, system, n_particles=1000, rng=None, ess_threshold=1.0):
         self.system = _check_system(system)
         self.n_particles = check_int(n_particles, "n_particles", minimum=2)
-        self.rng = check_rng(rng)
+        self.rng = check_rng(rng, "rng")
         self.ess_threshold = check_fraction(ess_threshold, "ess_threshold")
         self.initialized = False
 

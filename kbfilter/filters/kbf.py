@@ -328,6 +328,7 @@ class KernelBayesFilter(Persistent, LearnedFilter):
             The fitted filter, its belief reset to uniform over the training states.
         """
         settings = ObservationSettings.of(self)
+        rng = check_rng(self.random_state)
         if isinstance(self.transition, ConditionalEmbedding):
             transition_method = self.transition.method
         else:
@@ -362,7 +363,6 @@ class KernelBayesFilter(Persistent, LearnedFilter):
         # one state and one observation kernel, fitted on all the training data and handed on as fitted
         kernels = settings.fitted_kernels(X, Z)
         kernel_x = kernels[0]
-        rng = check_rng(self.random_state)
         kept = np.arange(T)
         if self.compress is not None:
             picked = kept_transitions(X[pred], X[pred + 1], Z[pred + 1], self.compress, self.compression, kernels,

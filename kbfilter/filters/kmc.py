@@ -318,6 +318,7 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, LearnedFilter):
         check_choice(self.candidates, "candidates", ("both", "training"))
         check_int(self.n_particles, "n_particles", minimum=2)
         check_fraction(self.ess_threshold, "ess_threshold")
+        check_rng(self.random_state)  # before any work (reset draws from it)
         X, Z, obs_shape = training_pairs(states, observations)
         if X.shape[0] < 3:
             raise ValueError(f"states: expected at least 3 training pairs, got {X.shape[0]}")

@@ -62,6 +62,10 @@ def observation_features(features, obs_shape):
     if isinstance(features, str):
         check_choice(features, "features", ("auto",))
         return IMAGE_FEATURES if len(obs_shape) > 1 else None
+    if features is not None and not (callable(getattr(features, "fit", None))
+                                     and callable(getattr(features, "transform", None))):
+        raise ValueError(f"features: expected 'auto', None or a transformer with fit and transform, got "
+                         f"{type(features).__name__}")
     return features
 
 

@@ -108,7 +108,7 @@ def controlled_run(system, T, rng, burn_in, policy):
     """
     T = check_int(T, "T")
     burn_in = check_int(burn_in, "burn_in", minimum=0)
-    rng = check_rng(rng)
+    rng = check_rng(rng, "rng")
     x = system.initial_state(rng)
     states, controls = np.empty((T, system.dim_x)), np.empty((T, system.dim_u))
     for t in range(burn_in + T):
@@ -341,7 +341,7 @@ class System:
         """
         T = check_int(T, "T")
         burn_in = check_int(burn_in, "burn_in", minimum=0)
-        rng = check_rng(rng)
+        rng = check_rng(rng, "rng")
         x = self.initial_state(rng)
         states = np.empty((T, self.dim_x))
         for t in range(burn_in + T):
