@@ -162,7 +162,8 @@ def bench_command(args, parser, folder_per_length=False):
     """Run ``kbfilter bench`` (or a scenario script) from parsed arguments; returns the exit code."""
     from .bench import BENCH_SYSTEMS, run_and_report
     from .bench.report import writable_folder
-    from .bench.runner import BenchConfig, check_n_jobs
+    from ._validation import check_n_jobs
+    from .bench.runner import BenchConfig
 
     if args.runs is None:
         args.runs = BENCH_SYSTEMS[args.system].quick_runs

@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import wilcoxon
 
+from .._validation import check_n_jobs
 from .catalogue import BENCH_SYSTEMS, REFERENCE, make_system
-from .runner import BenchConfig, check_n_jobs, run_bench
+from .runner import BenchConfig, run_bench
 
 __all__ = ["folder_lock", "LOCK_NAME", "summarise", "format_table", "write_results", "run_and_report",
            "writable_folder", "provenance", "system_parameters"]

@@ -22,7 +22,7 @@ from ..threads import limited_blas
 from ..tuning import check_validation_length, tune_filter
 from .catalogue import CATALOGUE, DEFAULT_METHODS, make_system, reference_method
 
-__all__ = ["BenchConfig", "run_trial", "run_bench", "check_bench_arguments", "check_n_jobs"]
+__all__ = ["BenchConfig", "run_trial", "run_bench", "check_bench_arguments"]
 
 #: test steps after which the reference method's particles are kept for the figure (run 0)
 SNAPSHOT_STEPS = (0, 5, 20)

@@ -91,16 +91,16 @@ def system_control(system, u):
     return u
 
 
-def sample_next(transition, X, u, rng, name="motion"):
+def sample_next(motion, X, u, rng, name="motion"):
     """Draw the next state of each row of ``X`` from a sampler :func:`check_motion` accepts.
 
     A system without controls (no ``dim_u``) is called as ``sample_transition(X, rng)`` and
     refuses a control; a controlled system as ``sample_transition(X, rng, u=u)``; a callable as
-    ``transition(X, u, rng)``. What comes back is checked to be finite and of ``X``'s shape.
+    ``motion(X, u, rng)``. What comes back is checked to be finite and of ``X``'s shape.
 
     Parameters
     ----------
-    transition : System or callable
+    motion : System or callable
         The sampler.
     X : ndarray of shape (n, dim_x)
         Current states.
@@ -108,7 +108,7 @@ def sample_next(transition, X, u, rng, name="motion"):
         The control.
     rng : numpy.random.Generator
         The random numbers.
-    name : str, default="transition"
+    name : str, default="motion"
         What error messages call the sampler.
 
     Returns
@@ -116,11 +116,11 @@ def sample_next(transition, X, u, rng, name="motion"):
     ndarray of shape (n, dim_x)
         The next states.
     """
-    if callable(getattr(transition, "sample_transition", None)):
-        u = system_control(transition, u)
-        out = transition.sample_transition(X, rng) if u is None else transition.sample_transition(X, rng, u=u)
+    if callable(getattr(motion, "sample_transition", None)):
+        u = system_control(motion, u)
+        out = motion.sample_transition(X, rng) if u is None else motion.sample_transition(X, rng, u=u)
     else:
-        out = transition(X, u, rng)
+        out = motion(X, u, rng)
     out = np.asarray(out, dtype=np.float64)
     if out.shape != X.shape or not np.all(np.isfinite(out)):
         raise ValueError(f"{name}: expected finite next states of shape {X.shape}, got "
@@ -146,7 +146,7 @@ class CountedFallbacks:
     """Mixin: the fallbacks a fitted filter takes, counted since fit and since the last reset.
 
     What fit counted comes from :meth:`_fit_diagnostics` (by default the fitted model's
-    ``fit_diagnostics``); ``_events`` starts afresh in ``reset``, and each kind is warned about
+    ``fit_diagnostics``, nothing for a filter without a model); ``_events`` starts afresh in ``reset``, and each kind is warned about
     once per reset.
     """
 
@@ -159,6 +159,16 @@ class CountedFallbacks:
         if message is not None and self._events[kind] == 1:
             warn_user(f"{type(self).__name__}: {message} (reported once until reset; see diagnostics)",
                       NumericalWarning)
+
+    def _admitted(self, z, observation):
+        """The observation ``z`` mapped by ``observation`` (a learned observation model), or None
+        when it is missing or the gate sets it aside (counted as ``"outlier"``)."""
+        if z is None:
+            return None
+        row = observation.admit(z)
+        if row is None:
+            self._record("outlier")
+        return row
 
     def _record_all(self, info):
         """Count every kind in ``info`` (kind -> message), as :meth:`_record` does."""
@@ -173,7 +183,8 @@ class CountedFallbacks:
         return self._fit_diagnostics() + self._events
 
     def _fit_diagnostics(self):
-        return self.model_.fit_diagnostics
+        model = getattr(self, "model_", None)
+        return Counter() if model is None else model.fit_diagnostics
 
 
 class Filter:
@@ -312,10 +323,6 @@ class LearnedFilter(CountedFallbacks, Filter, BaseEstimator):
             The filter.
         """
         raise NotImplementedError
-
-    def _fit_diagnostics(self):
-        model = getattr(self, "model_", None)
-        return Counter() if model is None else model.fit_diagnostics
 
     def default_grid(self, observations):
         """The grid :func:`~kbfilter.tune_filter` searches when given none.

@@ -9,7 +9,6 @@ not given an initial belief starts from the first observation: belief ``system.i
 import numpy as np
 from filterpy.kalman import ExtendedKalmanFilter, MerweScaledSigmaPoints, UnscentedKalmanFilter
 from scipy.linalg import LinAlgError
-from scipy.special import logsumexp
 
 from .._validation import (
     check_fraction,
@@ -397,8 +396,7 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, _StartsFromFirstObser
     def _start_from(self, particles):
         self.belief = ParticleBelief(particles)
         self.ess, self.log_likelihood, self.resampled = float(self.n_particles), 0.0, False
-        self._set_estimate("prior", *self.belief.estimate())
-        self._set_estimate("post", *self.belief.estimate())
+        self._estimate_particles("prior", "post")
         self.initialized = True
         return self
 
@@ -442,7 +440,7 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, _StartsFromFirstObser
         """
         self._check_initialized()
         self.belief.particles = sample_next(self.system, self.belief.particles, u, self.rng, name="system")
-        self._set_estimate("prior", *self.belief.estimate())
+        self._estimate_particles("prior")
 
     def update(self, z):
         """Weight the particles by the likelihood of ``z``, then resample if the ESS is low.
@@ -467,5 +465,5 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, _StartsFromFirstObser
             self._keep_prediction()
             return
         self.ess = self.belief.ess
-        self._set_estimate("post", *self.belief.estimate())
+        self._estimate_particles("post")
         self.resampled = self.belief.resample_if_due(self.ess_threshold, self.rng)

@@ -27,17 +27,18 @@ from .transitions import LearnedTransition
 
 __all__ = ["KernelBayesFilter", "FilterModel"]
 
-# What the filter does itself when its weights cannot be normalised (see ``embedding.normalise_weights``).
-_OWN_FALLBACKS = {"clipped": "weights summed to <= 0; used their clipped, normalised positive part",
-                  "collapsed": "no weight was positive; kept the previous belief",
-                  "outside_training": "the estimate left the training states' bounding box by more than "
-                                      "OUTSIDE_MARGIN of their range (signed weights extrapolate: a larger "
-                                      "regulariser keeps them closer to a mean)"}
-
 #: an estimate farther than this fraction of the training states' range (per coordinate) outside their
 #: bounding box is counted and warned about (``diagnostics["outside_training"]``): the normalised weights
 #: may be negative, so the weighted mean can extrapolate past every training state
 OUTSIDE_MARGIN = 0.1
+
+# What the filter does itself when its weights cannot be normalised (see ``embedding.normalise_weights``),
+# and when its estimate leaves the training states.
+_OWN_FALLBACKS = {"clipped": "weights summed to <= 0; used their clipped, normalised positive part",
+                  "collapsed": "no weight was positive; kept the previous belief",
+                  "outside_training": f"the estimate left the training states' bounding box by more than "
+                                      f"{OUTSIDE_MARGIN:.0%} of their range (signed weights extrapolate: a larger "
+                                      f"regulariser keeps them closer to a mean)"}
 
 
 @persistent("states", "kept", "predecessors", "kernel_x", "observation", "transition", "projection_operator",
@@ -493,8 +494,7 @@ class KernelBayesFilter(Persistent, LearnedFilter):
     def _checked_point(self, w, raw):
         x = self.model_.point(w, raw)
         if self.model_.outside(x):
-            self._record("outside_training", _OWN_FALLBACKS["outside_training"].replace(
-                "OUTSIDE_MARGIN", f"{OUTSIDE_MARGIN:.0%}"))
+            self._record("outside_training", _OWN_FALLBACKS["outside_training"])
         return x
 
     def _normalised(self, w, fallback):
@@ -532,10 +532,8 @@ class KernelBayesFilter(Persistent, LearnedFilter):
         """
         check_is_fitted(self, "model_")
         model = self.model_
-        row = None if z is None else model.observation.admit(z)
+        row = self._admitted(z, model.observation)
         if row is None:
-            if z is not None:
-                self._record("outlier")
             self.weights = self.weights_prior
             self._keep_prediction()
             return

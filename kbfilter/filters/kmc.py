@@ -104,7 +104,7 @@ class _Ratio:
             filt._record("unsupported", _FALLBACKS["unsupported"])
             filt._keep_prediction()
             return
-        filt._set_estimate("post", *belief.estimate())
+        filt._estimate_particles("post")
         belief.resample_if_due(filt.ess_threshold, filt._rng)
 
 
@@ -404,8 +404,7 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, LearnedFilter):
                 samples = KernelMean(samples, kernel=self.rule_.kernel_x_).herd(N).points
             self.belief = ParticleBelief(samples)
         self.weights = np.full(X.shape[0], 1.0 / X.shape[0])
-        self._set_estimate("prior", *self.belief.estimate())
-        self._set_estimate("post", *self.belief.estimate())
+        self._estimate_particles("prior", "post")
         return self
 
     # -- filterpy surface -------------------------------------------------------------------------------
@@ -420,7 +419,7 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, LearnedFilter):
         """
         check_is_fitted(self, "model_")
         self.belief.particles = sample_next(motion_of(self), self.belief.particles, u, self._rng)
-        self._set_estimate("prior", *self.belief.estimate())
+        self._estimate_particles("prior")
 
     @limited_blas
     def update(self, z):
@@ -435,10 +434,8 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, LearnedFilter):
         """
         check_is_fitted(self, "model_")
         model = self.model_
-        row = None if z is None else model.observation.admit(z)
+        row = self._admitted(z, model.observation)
         if row is None:
-            if z is not None:
-                self._record("outlier")
             self._keep_prediction()
             return
         mu, view = model.kernel_states.prior(self.belief.particles, self.belief.weights)

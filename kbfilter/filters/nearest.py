@@ -21,7 +21,7 @@ from ..threads import limited_blas
 from .base import LearnedFilter, check_motion, motion_of, sample_next, training_pairs
 from .grids import NEIGHBOUR_GRID
 from .observation import ObservationSpace
-from .outliers import check_outlier_quantile, outlier_gate
+from .outliers import check_outlier_quantile
 from .particles import HoldsParticles, ParticleBelief, ParticleWeightsAlias
 
 __all__ = ["NearestImage", "NearestNeighbourParticleFilter"]
@@ -34,7 +34,7 @@ class _ImageLookup(LearnedFilter):
         X, Z, obs_shape = training_pairs(states, observations)
         self.n_features_in_ = X.shape[1]
         space, Z = ObservationSpace.fitted(self.features, obs_shape, Z, X)
-        self.space_ = ObservationSpace(obs_shape, space.features, outlier_gate(Z, outlier_quantile))
+        self.space_ = space.gated(Z, outlier_quantile)
         self.states_ = X
         self.index_ = NearestNeighbors(n_neighbors=min(check_int(self.n_neighbors, "n_neighbors"), len(X))).fit(Z)
 
@@ -251,8 +251,7 @@ class NearestNeighbourParticleFilter(HoldsParticles, ParticleWeightsAlias, _Imag
         self._events = Counter()
         self._rng = check_rng(self.random_state)
         self.belief = ParticleBelief.drawn_from(self.states_, self.n_particles, self._rng)
-        self._set_estimate("prior", *self.belief.estimate())
-        self._set_estimate("post", *self.belief.estimate())
+        self._estimate_particles("prior", "post")
         return self
 
     def predict(self, u=None):
@@ -265,7 +264,7 @@ class NearestNeighbourParticleFilter(HoldsParticles, ParticleWeightsAlias, _Imag
         """
         check_is_fitted(self, "index_")
         self.belief.particles = sample_next(motion_of(self), self.belief.particles, u, self._rng)
-        self._set_estimate("prior", *self.belief.estimate())
+        self._estimate_particles("prior")
 
     @limited_blas
     def update(self, z):
@@ -290,5 +289,5 @@ class NearestNeighbourParticleFilter(HoldsParticles, ParticleWeightsAlias, _Imag
         sq = np.sum((self.belief.particles[:, None, :] - votes[None, :, :]) ** 2, axis=2)
         loglik = logsumexp(-sq / (2 * self.width_**2), axis=1)
         self.belief.reweight_log(np.logaddexp(loglik, loglik.max() + np.log(1e-3)))
-        self._set_estimate("post", *self.belief.estimate())
+        self._estimate_particles("post")
         self.belief.resample_if_due(self.ess_threshold, self._rng)

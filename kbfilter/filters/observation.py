@@ -317,8 +317,7 @@ class ObservationSettings:
             kernel_z=approximated_kernel(kernel_z, self.approximation, self.rank, self.reg_update, rng),
             reg_prior=self.reg_prior, reg_update=self.reg_update,
         ).fit(X, Z)
-        gated = ObservationSpace(space.obs_shape, space.features, outlier_gate(Z, self.outlier_quantile))
-        return LearnedObservationModel(gated, rule, Counter(rule.diagnostics_))
+        return LearnedObservationModel(space.gated(Z, self.outlier_quantile), rule, Counter(rule.diagnostics_))
 
 
 @persistent("obs_shape", "features", "gate")
@@ -373,6 +372,23 @@ class ObservationSpace(SharedModel):
             features.set_params(image_shape=obs_shape)  # e.g. GaussianBlur
         features.fit(Z, X)
         return cls(obs_shape, features), np.asarray(features.transform(Z), dtype=np.float64)
+
+    def gated(self, Z, quantile):
+        """This space with the outlier gate of ``quantile`` fitted on ``Z``.
+
+        Parameters
+        ----------
+        Z : ndarray of shape (n, n_features)
+            The training observations, mapped into this space.
+        quantile : float or None
+            The checked ``outlier_quantile`` (None: no gate).
+
+        Returns
+        -------
+        ObservationSpace
+            A new space with the same feature map.
+        """
+        return ObservationSpace(self.obs_shape, self.features, outlier_gate(Z, quantile))
 
     def map(self, z):
         """One observation, checked, as a row in this space (see :func:`mapped_observation`).

@@ -116,9 +116,6 @@ class ParticleBelief:
         m = states.shape[0]
         return cls(states[rng.choice(m, size=n, replace=m < n)])
 
-    def __len__(self):
-        return len(self.weights)
-
     @property
     def ess(self):
         """The effective sample size ``1 / sum_j a_j^2``."""
@@ -226,6 +223,13 @@ class HoldsParticles:
     def particle_weights(self):
         """The particles' normalised weights: ndarray of shape (n_particles,)."""
         return self.belief.weights
+
+    def _estimate_particles(self, *which):
+        """Record the particles' weighted mean and covariance as the ``"prior"`` and/or ``"post"``
+        estimate (computed once)."""
+        mean, cov = self.belief.estimate()
+        for name in which:
+            self._set_estimate(name, mean, cov)
 
 
 class ParticleWeightsAlias:
