@@ -9,11 +9,16 @@ import os
 import sys
 import warnings
 
+import joblib
+
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# frames passed over on the way to the user's line: ours, and joblib's (tuning and the bench call
+# back into the package through it, so its frames sit between the user and the warning)
+_PASSED_OVER = (_PACKAGE, os.path.dirname(os.path.abspath(joblib.__file__)) + os.sep)
 
 
 def warn_user(message, category):
-    """``warnings.warn`` attributed to the innermost caller outside this package.
+    """``warnings.warn`` attributed to the innermost caller outside this package (and joblib).
 
     Parameters
     ----------
@@ -28,7 +33,7 @@ def warn_user(message, category):
     """
     level, frame = 2, sys._getframe(1)
     # stop at the outermost frame when every caller is ours (the command line)
-    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PASSED_OVER):
         frame = frame.f_back
         level += 1
     warnings.warn(message, category, stacklevel=level)

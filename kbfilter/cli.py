@@ -19,7 +19,7 @@ from . import __version__
 _FLAGS = {"runs": "--runs", "train_length": "--train-length", "test_length": "--test-length",
           "validation_length": "--validation-length", "n_folds": "--folds", "methods": "--methods",
           "n_jobs": "--jobs", "seed": "--seed", "out": "--out", "filter_seeds": "--filter-seeds",
-          "reference": "--reference", "system_params": "--system-param"}
+          "reference": "--reference", "system_params": "--system-param", "grid_axes": "--grid"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -44,6 +44,20 @@ def _system_param(text):
         return name, ast.literal_eval(value)
     except (ValueError, SyntaxError):
         return name, value
+
+
+def _grid_axis(text):
+    """``NAME=v1,v2,...`` as ``(name, values)``, the values numbers."""
+    name, sep, values = (part.strip() for part in text.partition("="))
+    if not sep or not name or not values:
+        raise argparse.ArgumentTypeError(f"expected NAME=v1,v2,..., got {text!r}")
+    numbers = []
+    for value in values.split(","):
+        try:
+            numbers.append(int(value) if value.strip().lstrip("+-").isdigit() else float(value))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected numbers after {name}=, got {value.strip()!r}") from None
+    return name, tuple(numbers)
 
 
 def add_bench_arguments(parser, system=None, runs=None, train_lengths=(500,), jobs=-1, out=None):
@@ -83,6 +97,11 @@ def add_bench_arguments(parser, system=None, runs=None, train_lengths=(500,), jo
                         type=_system_param,
                         help="a parameter of the system in place of its default, e.g. distinct_walls=False for "
                              "localization (repeatable; values are Python literals)")
+    parser.add_argument("--grid", dest="grid_axes", action="append", default=[], metavar="NAME=v1,v2,...",
+                        type=_grid_axis,
+                        help="values for one axis of the tuned methods' grids in place of their own, e.g. "
+                             "scale=0.05,0.1,0.2 (repeatable; tuning still extends an axis whose best value is "
+                             "an end)")
     parser.add_argument("--search", choices=("coordinate", "grid"), default="coordinate",
                         help="hyperparameter search (default coordinate)")
     parser.add_argument("--jobs", type=int, default=jobs, help="parallel runs (default -1: all cores)")
@@ -182,7 +201,7 @@ def bench_command(args, parser, folder_per_length=False):
         check_n_jobs(args.jobs)
         configs = {T: BenchConfig.checked(args.system, args.runs, T, args.test_length, args.methods,
                                           args.validation_length, None, args.search, args.folds, args.seed,
-                                          args.filter_seeds, args.reference, system_params)
+                                          args.filter_seeds, args.reference, system_params, dict(args.grid_axes))
                    for T in args.train_lengths}
         for folder in folders.values():
             writable_folder(folder)

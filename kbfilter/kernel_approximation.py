@@ -231,7 +231,7 @@ class RandomFourierKernel(_FeatureKernel):
             raise ValueError(f"kernel: random Fourier features need a Gaussian kernel, got {type(k).__name__}")
         seed = int(check_rng(self.random_state).integers(2**31 - 1))
         self.kernel_ = k
-        self.sampler_ = RBFSampler(gamma=metric[1]["gamma"], n_components=rank, random_state=seed).fit(X)
+        self.sampler_ = RBFSampler(gamma=metric[1]["gamma"], n_components=rank, random_state=seed).fit(k.coordinates(X))
         return self
 
     def __sklearn_is_fitted__(self):
@@ -260,4 +260,4 @@ class RandomFourierKernel(_FeatureKernel):
         if check_input:
             check_is_fitted(self)
             X = check_matrix(X, "X", n_features=self.sampler_.random_weights_.shape[0])
-        return self.sampler_.transform(X)
+        return self.sampler_.transform(self.kernel_.coordinates(X))

@@ -23,6 +23,7 @@ from scipy.spatial.distance import pdist
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.metrics.pairwise import euclidean_distances, linear_kernel, rbf_kernel
+from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
 from ._validation import check_int, check_matrix, check_positive
@@ -68,8 +69,9 @@ def median_distance(X, max_points=1000, random_state=0):
 class Kernel(BaseEstimator):
     """Base class: ``k(A, B)`` returns the Gram matrix ``[k(a_i, b_j)]``."""
 
-    #: True when ``k(a, b)`` depends only on ``||a - b||`` and decreases with it, so kernel
-    #: similarity ranks neighbours exactly as Euclidean distance does (algorithms §3, kNN).
+    #: True when ``k(a, b)`` depends only on ``||c(a) - c(b)||`` and decreases with it, where ``c`` is
+    #: :meth:`coordinates`: kernel similarity ranks neighbours exactly as Euclidean distance between
+    #: the points' coordinates does (algorithms §3, kNN).
     is_radial = False
     #: True when the kernel is ``k(a, b) = phi(a) . phi(b)`` with an explicit finite feature map
     #: (:meth:`features`): Gram matrices are then ``Phi Phi^T`` and solves can use the
@@ -92,6 +94,26 @@ class Kernel(BaseEstimator):
             Features with ``k(a, b) = phi(a) . phi(b)``.
         """
         raise TypeError(f"{type(self).__name__} has no explicit finite feature map")
+
+    def coordinates(self, X):
+        """The points in the coordinates the kernel measures distances in.
+
+        The points themselves, except for a radial kernel with ``standardise=True``, which divides
+        each column by its standard deviation in the fit data. Code that goes around the kernel
+        to scikit-learn (a neighbour index, ``Nystroem``, ``RBFSampler`` with
+        :meth:`sklearn_metric`) hands it these coordinates.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n, d)
+            The points (already checked).
+
+        Returns
+        -------
+        ndarray of shape (n, d)
+            Their coordinates.
+        """
+        return X
 
     def fit(self, X):
         """Resolve data-dependent hyperparameters (a kernel without any has nothing to do).
@@ -177,7 +199,7 @@ class Kernel(BaseEstimator):
         ndarray of shape (q, m, m)
             The Gram matrix of each set.
         """
-        X = np.asarray(X, dtype=np.float64)
+        X = self.coordinates(np.asarray(X, dtype=np.float64))
         if self.is_radial:  # distances from one point of each set (see _RadialKernel._gram)
             X = X - X[:, :1, :]
         sq = np.einsum("qmd,qmd->qm", X, X)
@@ -197,8 +219,8 @@ class Kernel(BaseEstimator):
         ndarray of the broadcast shape without the last axis
             ``k(a, b)`` for each pair.
         """
-        A = np.asarray(A, dtype=np.float64)
-        B = np.asarray(B, dtype=np.float64)
+        A = self.coordinates(np.asarray(A, dtype=np.float64))
+        B = self.coordinates(np.asarray(B, dtype=np.float64))
         diff = A - B
         return self._from_parts(np.einsum("...d,...d->...", diff, diff), np.einsum("...d,...d->...", A, B))
 
@@ -206,7 +228,8 @@ class Kernel(BaseEstimator):
         return self._from_parts(sqdist, np.einsum("nd,nd->n", A, A))
 
     def sklearn_metric(self):
-        """The scikit-learn kernel equal to this one, for ``pairwise_kernels`` and ``Nystroem``.
+        """The scikit-learn kernel equal to this one on :meth:`coordinates`, for ``pairwise_kernels``
+        and ``Nystroem``.
 
         Returns
         -------
@@ -226,28 +249,40 @@ class _RadialKernel(Kernel):
     # whether bandwidth="bkl" (Bayesian kernel learning) applies: Gaussian kernels only
     _learnable = False
 
-    def __init__(self, bandwidth="median", scale=1.0, max_median_points=1000, random_state=0):
+    def __init__(self, bandwidth="median", scale=1.0, max_median_points=1000, random_state=0, standardise=False):
         self.bandwidth = bandwidth
         self.scale = scale
         self.max_median_points = max_median_points
         self.random_state = random_state
+        self.standardise = standardise
 
     def fit(self, X):
         """Resolve the bandwidth: ``scale`` times the median distance of ``X`` (``"median"``),
-        its Bayesian kernel learning bandwidth (``"bkl"``, Gaussian kernel), or ``bandwidth``.
+        its Bayesian kernel learning bandwidth (``"bkl"``, Gaussian kernel), or ``bandwidth``;
+        with ``standardise``, first the columns' standard deviations, and the bandwidth on the
+        standardised data.
 
         Parameters
         ----------
         X : array-like of shape (n, d)
             The data of the median heuristic or of Bayesian kernel learning (not used for a
-            float bandwidth).
+            float bandwidth), and of the standard deviations.
 
         Returns
         -------
         self : Kernel
-            The kernel, with ``bandwidth_`` set.
+            The kernel, with ``bandwidth_`` (and ``column_scale_``) set.
         """
         scale = check_positive(self.scale, "scale")
+        if not isinstance(self.standardise, (bool, np.bool_)):
+            raise ValueError(f"standardise: expected True or False, got {self.standardise!r}")
+        if self.standardise:
+            X = check_matrix(X, "X", min_samples=2)
+            # scikit-learn's scaler leaves a constant column's scale at 1 (it adds nothing to distances)
+            self.column_scale_ = StandardScaler(with_mean=False).fit(X).scale_
+            X = X / self.column_scale_
+        elif hasattr(self, "column_scale_"):
+            del self.column_scale_  # refitted without standardising
         if isinstance(self.bandwidth, str) and self.bandwidth == "bkl" and self._learnable:
             X = check_matrix(X, "X", min_samples=4)
             self.bandwidth_ = scale * bayesian_bandwidth(X, random_state=self.random_state).bandwidth
@@ -272,9 +307,48 @@ class _RadialKernel(Kernel):
         return self
 
     def __sklearn_is_fitted__(self):
+        if self.standardise and not hasattr(self, "column_scale_"):
+            return False
         return hasattr(self, "bandwidth_") or not isinstance(self.bandwidth, str)
 
+    def _after_load(self):
+        # a saved file is untrusted: its fitted values must be ones fit could have produced
+        if hasattr(self, "bandwidth_"):
+            b = self.bandwidth_
+            if not (isinstance(b, float) and _SMALLEST_BANDWIDTH <= b <= 1 / _SMALLEST_BANDWIDTH):
+                raise ValueError(f"bandwidth_: expected a float between {_SMALLEST_BANDWIDTH:g} and "
+                                 f"{1 / _SMALLEST_BANDWIDTH:g}, got {b!r}")
+        if self.standardise:
+            c = getattr(self, "column_scale_", None)
+            if not (isinstance(c, np.ndarray) and c.ndim == 1 and c.dtype == np.float64 and c.size > 0
+                    and np.all(np.isfinite(c)) and np.all(c > 0)):
+                raise ValueError("column_scale_: expected a non-empty 1-D float array of positive finite numbers")
+
+    def coordinates(self, X):
+        """The points with each column divided by its standard deviation in the fit data when
+        ``standardise`` is True, else the points themselves (see :meth:`Kernel.coordinates`).
+
+        Parameters
+        ----------
+        X : ndarray of shape (n, d)
+            The points (already checked).
+
+        Returns
+        -------
+        ndarray of shape (n, d)
+            Their coordinates.
+        """
+        if not self.standardise:
+            return X
+        if not hasattr(self, "column_scale_"):
+            raise NotFittedError(f"{type(self).__name__}(standardise=True) must be fitted to data before use")
+        if X.shape[-1] != self.column_scale_.shape[0]:
+            raise ValueError(f"X: expected {self.column_scale_.shape[0]} columns (the fit data's), got {X.shape[-1]}")
+        return X / self.column_scale_
+
     def _resolved(self):
+        if self.standardise and not hasattr(self, "column_scale_"):
+            raise NotFittedError(f"{type(self).__name__}(standardise=True) must be fitted to data before use")
         if hasattr(self, "bandwidth_"):
             return self.bandwidth_
         if isinstance(self.bandwidth, str):
@@ -291,11 +365,13 @@ class _RadialKernel(Kernel):
         # points far from the origin (1e8 and 1e8 + 1 would be at distance 0) and overflows to NaN past
         # 1e154: measure them from one of the points, in bandwidths.
         s = self._resolved()
+        if self.standardise:
+            s = s * self.column_scale_  # one bandwidth per column, in the data's units
         origin = A[0]
         return self._unit_gram((A - origin) / s, (B - origin) / s)
 
 
-@persistent("bandwidth_")
+@persistent("bandwidth_", "column_scale_")
 class GaussianKernel(_RadialKernel):
     """Gaussian (RBF) kernel ``exp(-||a - b||^2 / (2 s^2))`` (algorithms §1).
 
@@ -313,6 +389,13 @@ class GaussianKernel(_RadialKernel):
         Size of the seeded subsample the median heuristic looks at.
     random_state : int or None
         Seed of that subsample, and of the points ``"bkl"`` holds out.
+    standardise : bool, default=False
+        Measure distances between standardised points: ``fit`` divides each column by its
+        standard deviation (``column_scale_``) before resolving the bandwidth, so ``s`` is in
+        standard deviations and each column has its own bandwidth ``s * column_scale_[j]`` in
+        the data's units. Columns in different units (an angle and an angular velocity) then
+        count alike; on one column, or columns of equal spread, the kernel is unchanged. The
+        filters' default state kernel is standardised.
 
     Examples
     --------
@@ -343,7 +426,7 @@ class GaussianKernel(_RadialKernel):
         return np.exp(-sqdist / (2.0 * s * s))
 
 
-@persistent("bandwidth_")
+@persistent("bandwidth_", "column_scale_")
 class LaplaceKernel(_RadialKernel):
     """Laplace kernel ``exp(-||a - b|| / s)`` with the Euclidean norm (algorithms §1).
 
@@ -359,6 +442,9 @@ class LaplaceKernel(_RadialKernel):
         Size of the seeded subsample the median heuristic looks at.
     random_state : int or None
         Seed of that subsample.
+    standardise : bool, default=False
+        Measure distances between standardised points (each column divided by its standard
+        deviation in the fit data), as for :class:`GaussianKernel`.
 
     Examples
     --------
@@ -442,8 +528,9 @@ def _from_sklearn(kernel, name):
                      f"(GaussianKernel), or RBF")
 
 
-def as_kernel(kernel, name):
-    """An unfitted clone of ``kernel`` (Gaussian with the median heuristic when None).
+def as_kernel(kernel, name, standardise=False):
+    """An unfitted clone of ``kernel`` (Gaussian with the median heuristic when None, on
+    standardised columns when ``standardise``).
 
     scikit-learn's ``RBF(length_scale=l)`` and ``Matern(length_scale=l, nu=0.5 or inf)`` are
     accepted and become :class:`GaussianKernel` / :class:`LaplaceKernel` with bandwidth ``l``,
@@ -456,6 +543,8 @@ def as_kernel(kernel, name):
         The kernel.
     name : str
         The argument's name, for error messages.
+    standardise : bool, default=False
+        The ``standardise`` of the default kernel (a kernel passed in keeps its own).
 
     Returns
     -------
@@ -465,7 +554,7 @@ def as_kernel(kernel, name):
     from sklearn.base import clone
 
     if kernel is None:
-        return GaussianKernel("median")
+        return GaussianKernel("median", standardise=standardise)
     converted = _from_sklearn(kernel, name)
     if converted is not None:
         return converted

@@ -44,7 +44,8 @@ def plot_trajectory(states, estimates, steps=100, axes=None):
 
     One panel per method draws the true path (grey) and the method's estimate over the first
     ``steps`` test steps: in the phase plane of the first two coordinates, or against time for a
-    one-dimensional state; its title gives the method's MSE over those steps. A last panel draws
+    one-dimensional state; its title gives the method's MSE over those steps and every state
+    coordinate (the squared Euclidean error of the whole state, whatever the panel draws). A last panel draws
     each method's running mean squared error against time, so that methods whose paths look
     alike are still told apart.
 
@@ -84,7 +85,9 @@ def plot_trajectory(states, estimates, steps=100, axes=None):
         ax.plot(*((states[:, 0], states[:, 1]) if phase else (t, states[:, 0])), color="0.6", lw=2,
                 label="true state")
         ax.plot(*((est[:, 0], est[:, 1]) if phase else (t, est[:, 0])), color=f"C{k}", lw=1, label=name)
-        ax.set_title(f"{name}: MSE {np.mean(errors[name]):.3g}", fontsize=9)
+        ax.set_title(f"{name}: MSE {np.mean(errors[name]):.3g} ({len(states)} steps, "
+                     f"{'all ' + str(states.shape[1]) + ' coordinates' if states.shape[1] > 1 else 'x[0]'})",
+                     fontsize=9)
         ax.set_xlabel("x[0]" if phase else "test step", fontsize=8)
         ax.set_ylabel("x[1]" if phase else "x[0]", fontsize=8)
         ax.tick_params(labelsize=7)

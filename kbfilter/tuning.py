@@ -12,6 +12,7 @@ import copy
 import itertools
 import time
 import warnings
+from collections import Counter
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -28,7 +29,7 @@ from .threads import limited_blas
 __all__ = ["DEFAULT_GRID", "SCALABLE_GRID", "IMAGE_GRID", "FEATURE_GRID", "BLUR_GRID", "MONTE_CARLO_IMAGE_GRID",
            "MONTE_CARLO_SCALABLE_IMAGE_GRID", "SCALABLE_BLUR_GRID",
            "NEIGHBOUR_GRID", "tune_filter", "validation_split",
-           "validation_mse", "check_validation_length", "default_grid"]
+           "validation_mse", "check_validation_length", "default_grid", "MAX_EXTENSIONS"]
 
 def check_validation_length(n_steps, validation_length, n_folds=1, name="train_length"):
     """Check that ``n_steps`` training steps leave room for ``n_folds`` validation blocks.
@@ -175,24 +176,79 @@ def default_grid(filter, observations):
     return grid(observations)
 
 
-def _edge_warnings(grid, best):
-    """Warn for each numeric parameter whose chosen value is the end of a sorted grid list."""
+#: how many times :func:`tune_filter` may extend each end of each grid axis by default
+MAX_EXTENSIONS = 3
+
+
+def _extendable(values):
+    """True for an axis :func:`tune_filter` can extend: three or more numbers (not booleans),
+    strictly increasing or strictly decreasing."""
+    if len(values) < 3 or not all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+                                  for v in values):
+        return False
+    steps = np.diff(np.asarray(values, dtype=np.float64))
+    return bool(np.all(steps > 0) or np.all(steps < 0))
+
+
+def _beyond(end, inner):
+    """The value one step past ``end``, away from its neighbour ``inner``: by their ratio when both
+    are positive (a geometric grid), by their difference otherwise; an integer axis stays integer.
+    None when there is no such value (a positive axis would reach zero, an integer would repeat)."""
+    if end > 0 and inner > 0:
+        new = end * (end / inner)
+    else:
+        new = end + (end - inner)
+    if isinstance(end, (int, np.integer)) and isinstance(inner, (int, np.integer)):
+        new = int(round(new))
+        if new == end:
+            return None
+    else:
+        new = float(f"{new:.12g}")  # 1e-6 x 0.1 is 1e-07, not 1.0000000000000002e-07
+    if end > 0 and inner > 0 and not new > 0:
+        return None
+    return new if np.isfinite(new) else None
+
+
+def _extend_edges(grid, best, added, counts, max_extensions):
+    """Extend, in place, each axis of ``grid`` whose ``best`` value is one of its ends, past that end.
+
+    ``added`` maps an axis to the values added so far and ``counts`` an ``(axis, end)`` pair to the
+    extensions of that end (both updated); each end is extended at most ``max_extensions`` times.
+    Returns the names of the axes extended now."""
+    grown = []
     for name, values in grid.items():
-        if len(values) < 3 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        if not _extendable(values) or best[name] not in (values[0], values[-1]):
             continue
-        ascending = list(values) == sorted(values)
-        if not ascending and list(values) != sorted(values, reverse=True):
+        last = best[name] == values[-1]
+        if counts[name, last] >= max_extensions:
             continue
-        low, high = min(values), max(values)
-        if best[name] in (low, high):
-            side = "smallest" if best[name] == low else "largest"
-            warn_user(f"tune_filter: the chosen {name}={best[name]!r} is the {side} value of its grid; the best "
-                      f"value may lie beyond it (extend param_grid[{name!r}])", UserWarning)
+        end, inner = (values[-1], values[-2]) if last else (values[0], values[1])
+        new = _beyond(end, inner)
+        if new is None:
+            continue
+        grid[name] = values + (new,) if last else (new,) + values
+        added.setdefault(name, []).append(new)
+        counts[name, last] += 1
+        grown.append(name)
+    return grown
+
+
+def _edge_warnings(grid, best, added, max_extensions):
+    """Warn for each axis whose chosen value is still an end of its (monotone, numeric) list."""
+    for name, values in grid.items():
+        if not _extendable(values) or best[name] not in (values[0], values[-1]):
+            continue
+        side = "smallest" if best[name] == min(values) else "largest"
+        done = (f"after {len(added[name])} extension(s) of the axis (max_extensions={max_extensions})"
+                if name in added else f"(max_extensions={max_extensions})")
+        warn_user(f"tune_filter: the chosen {name}={best[name]!r} is the {side} value of its grid {done}; the "
+                  f"best value may lie beyond it (raise max_extensions or extend param_grid[{name!r}])", UserWarning)
 
 
 @limited_blas
 def tune_filter(filter, states, observations, param_grid=None, validation_length=200, n_jobs=None,
-                progress=True, search="coordinate", n_folds=1, controls=None, n_repeats=1):
+                progress=True, search="coordinate", n_folds=1, controls=None, n_repeats=1,
+                max_extensions=MAX_EXTENSIONS):
     """Choose a filter's hyperparameters on held-out training steps; refit on all the data.
 
     Parameters
@@ -230,13 +286,23 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
         between neighbouring settings. With more, run ``i`` has ``random_state`` set to the
         ``i``-th of ``n_repeats`` integers below ``2**63`` drawn by
         ``numpy.random.default_rng(random_state)`` (a Generator passed in is not advanced).
+    max_extensions : int, default=3
+        Grids that follow the optimum: when the best value of an axis of three or more numbers
+        (strictly increasing or decreasing) is one of its ends, the axis gets one more value past
+        that end and the search goes on from the best point; each end is extended at most this
+        many times. The step is the grid's own: the ratio of the end value to its neighbour when
+        both are positive (``scale`` 2, 4 gives 8; ``reg_prior`` 1e-5, 1e-6 gives 1e-7), their
+        difference otherwise; an integer axis stays integer and a positive one positive. 0 never
+        extends (a chosen end is only warned about).
 
     Returns
     -------
     filter : KernelBayesFilter, KernelMonteCarloFilter or another filter estimator
-        A clone refitted on all the data with the chosen parameters; ``best_params_`` and
-        ``search_table_`` (one dict per evaluated point, with its mean validation ``mse``) and
-        ``refit_time_`` (seconds the final fit took) are set on it.
+        A clone refitted on all the data with the chosen parameters; ``best_params_``,
+        ``search_table_`` (one dict per evaluated point, with its mean validation ``mse``),
+        ``param_grid_`` (the grid searched, extensions included), ``extended_params_`` (for
+        each extended axis, the values added, in the order they were added; empty when none was)
+        and ``refit_time_`` (seconds the final fit took) are set on it.
 
     Raises
     ------
@@ -247,8 +313,8 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
     Warns
     -----
     UserWarning
-        When a chosen value is the smallest or largest of its (sorted, numeric) grid list: the
-        best value may lie beyond the grid.
+        When a chosen value is still the smallest or largest of its (sorted, numeric) grid list
+        once its extensions are used up: the best value may lie beyond the grid.
 
     Examples
     --------
@@ -270,6 +336,7 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
         if name not in valid:
             raise ValueError(f"param_grid: {name!r} is not a parameter of {type(filter).__name__}")
     n_folds = check_int(n_folds, "n_folds")
+    max_extensions = check_int(max_extensions, "max_extensions", minimum=0)
     seeds = _repeat_seeds(filter, check_int(n_repeats, "n_repeats"))
     if len(seeds) > 1 and "random_state" in grid:
         raise ValueError("param_grid: random_state cannot be tuned when n_repeats draws the seeds; pass n_repeats=1")
@@ -292,11 +359,7 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
                 failures[p] = message
         bar.update(len(todo) * len(runs))
 
-    if search == "grid":
-        bar.total = int(np.prod([len(v) for v in grid.values()])) * len(runs)
-        evaluate(list(itertools.product(*grid.values())))
-    else:
-        current = [valid[n] if valid[n] in grid[n] else grid[n][len(grid[n]) // 2] for n in names]
+    def coordinate_search(current):
         for _ in range(5):
             before = list(current)
             # the bar's total: what is done, plus at most every new point of this sweep
@@ -308,10 +371,23 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
                 current = list(min(candidates, key=lambda p: scores[p]))
             if current == before:
                 break
-        bar.total = bar.n
-        bar.refresh()
+
+    added, counts = {}, Counter()
+    current = [valid[n] if valid[n] in grid[n] else grid[n][len(grid[n]) // 2] for n in names]
+    while True:
+        if search == "grid":
+            bar.total = int(np.prod([len(v) for v in grid.values()])) * len(runs)
+            evaluate(list(itertools.product(*grid.values())))
+        else:
+            coordinate_search(current)
+        best = min(scores, key=lambda p: scores[p])
+        if not np.isfinite(scores[best]) or not _extend_edges(grid, dict(zip(names, best)), added, counts,
+                                                               max_extensions):
+            break
+        current = list(best)
+    bar.total = bar.n
+    bar.refresh()
     bar.close()
-    best = min(scores, key=lambda p: scores[p])
     if failures:
         first = next(iter(failures))
         cause = f"the first, {dict(zip(names, first))}, raised {failures[first]}"
@@ -320,13 +396,15 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
         warn_user(f"tune_filter: {len(failures)} of {len(scores)} settings failed and were skipped; {cause}",
                   NumericalWarning)
     best_params = dict(zip(names, best))
-    _edge_warnings(grid, best_params)
+    _edge_warnings(grid, best_params, added, max_extensions)
     start = time.perf_counter()
     tuned = clone(filter).set_params(**best_params)
     tuned = tuned.fit(states, observations) if controls is None else tuned.fit(states, observations, controls)
     tuned.refit_time_ = time.perf_counter() - start
     tuned.best_params_ = best_params
     tuned.search_table_ = [dict(zip(names, p), mse=m) for p, m in scores.items()]
+    tuned.param_grid_ = dict(grid)
+    tuned.extended_params_ = {name: tuple(values) for name, values in added.items()}
     return tuned
 
 

@@ -163,7 +163,12 @@ def test_tune_filter_warns_when_the_best_value_is_on_the_edge_of_its_grid():
     # rotation's noise wants a small regulariser: 10, 30, 100 puts the best at the low edge
     with pytest.warns(UserWarning, match=r"the chosen reg_update=10.0 is the smallest value of its grid"):
         kb.tune_filter(kb.KernelBayesFilter(), states, obs, validation_length=50, progress=False,
-                       param_grid={"reg_update": (10.0, 30.0, 100.0)})
+                       param_grid={"reg_update": (10.0, 30.0, 100.0)}, max_extensions=0)
+    # by default the grid follows the optimum down instead: 10 / 3, then 10 / 9, ...
+    tuned = kb.tune_filter(kb.KernelBayesFilter(), states, obs, validation_length=50, progress=False,
+                           param_grid={"reg_update": (10.0, 30.0, 100.0)})
+    assert tuned.extended_params_["reg_update"][0] == pytest.approx(10.0 / 3.0)
+    assert tuned.best_params_["reg_update"] < 10.0
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         kb.tune_filter(kb.KernelBayesFilter(), states, obs, validation_length=50, progress=False,

@@ -54,6 +54,20 @@ def test_ekf_and_ukf_are_exact_on_a_linear_gaussian_system():
     assert np.mean(np.sum((pf[1:] - exact) ** 2, axis=1)) < 2e-3
 
 
+def test_default_jacobians_are_central_differences_of_the_means():
+    # Oscillation has closed-form Jacobians; the base class's finite differences must agree
+    from kbfilter.systems import System, finite_difference_jacobian
+
+    system = Oscillation()
+    for x in ([0.7, -0.4], [3.0, 1e3]):
+        np.testing.assert_allclose(System.transition_jacobian(system, np.array(x)), system.transition_jacobian(
+            np.array(x)), rtol=1e-7, atol=1e-8)
+        np.testing.assert_allclose(System.observation_jacobian(system, np.array(x)), system.observation_jacobian(
+            np.array(x)), rtol=1e-7, atol=1e-8)
+    J = finite_difference_jacobian(lambda X: np.column_stack([X[:, 0] ** 3, np.exp(X[:, 1])]), [2.0, -1.0])
+    np.testing.assert_allclose(J, [[12.0, 0.0], [0.0, np.exp(-1.0)]], rtol=1e-9, atol=1e-12)
+
+
 def test_ekf_jacobian_matches_finite_differences():
     system = Oscillation()
     x = np.array([0.7, -0.4])
@@ -188,14 +202,14 @@ def test_tune_filter_picks_the_best_validation_point_and_never_sees_test_data(ro
     (states, obs), _ = rotation_data
     grid = {"scale": (0.5, 1.0, 2.0), "reg_prior": (1e-4, 1e-2), "reg_update": (1e-4, 1e-1)}
     full = kb.tune_filter(KernelBayesFilter(), states, obs, param_grid=grid, validation_length=100,
-                          progress=False, search="grid")
+                          progress=False, search="grid", max_extensions=0)
     assert len(full.search_table_) == 12
     best = min(full.search_table_, key=lambda r: r["mse"])
     assert full.best_params_ == {k: best[k] for k in grid}
     # the refit uses all training data
     assert full.n_train_ == len(states)
     coordinate = kb.tune_filter(KernelBayesFilter(), states, obs, param_grid=grid, validation_length=100,
-                                progress=False)
+                                progress=False, max_extensions=0)
     assert len(coordinate.search_table_) <= 12
     assert min(r["mse"] for r in coordinate.search_table_) >= best["mse"]
     with pytest.raises(ValueError, match="param_grid"):
@@ -265,7 +279,8 @@ def test_a_system_missing_part_of_its_model_says_which_class_and_method():
         Incomplete().simulate(5, rng=0)
     with pytest.raises(NotImplementedError, match=r"Incomplete\.transition_mean"):
         Incomplete().sample_transition(np.zeros((3, 1)), np.random.default_rng(0))
-    with pytest.raises(NotImplementedError, match=r"Incomplete\.observation_jacobian"):
+    # the Jacobians default to finite differences of the means, so the mean is what is missing
+    with pytest.raises(NotImplementedError, match=r"Incomplete\.observe_mean"):
         Incomplete().observation_jacobian(np.zeros(1))
 
 

@@ -59,7 +59,7 @@ class DiffusingKernelBayesFilter(LearnedFilter):
         settings = ObservationSettings.of(self)                # checks the shared parameters once
         X, Z, obs_shape = training_pairs(states, observations)   # checked, stacked, flattened
         space, Z = ObservationSpace.fitted(settings.features, obs_shape, Z, X)         # feature map
-        kernels = settings.fitted_kernels(X, Z)                # each kernel fitted once, then shared
+        kernels = settings.fitted_kernels(X, Z, space)         # each kernel fitted once, then shared
         self.observation_ = settings.fit_model(space, X, Z, settings.reg_prior, None, kernels)
         rule = self.observation_.rule
         self.states_ = X

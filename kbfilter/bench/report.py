@@ -286,8 +286,10 @@ def _write_table_and_figures(out, system, system_, rows):
     ax.set_title(f"{system}: test MSE over {len(rows)} runs")
     save_figure(ax, _partial(paths[1]))
     traj = rows[0]["trajectory"]
-    ax = plot_trajectory(traj["states"], traj["estimates"])
-    ax.figure.suptitle(f"{system}: run 0, first 100 test steps")
+    shown = min(100, len(traj["states"]))
+    ax = plot_trajectory(traj["states"], traj["estimates"], steps=shown)
+    ax.figure.suptitle(f"{system}: run 0, first {shown} test steps (panel MSEs over those steps and all state "
+                       f"coordinates; the table's are over every test step)", fontsize=9)
     save_figure(ax, _partial(paths[2]))
     if hasattr(system_, "top_down"):  # a map: the room from above with the paths and the particles
         paths.append(out / "map.png")

@@ -35,7 +35,10 @@ def _fitted(method, system, data, rng, row, config):
     controlled system."""
     start = time.perf_counter()
     if method.kind == "tuned":
-        filt = tune_filter(method.build(system, rng), *data[:2], param_grid=config.param_grid or method.grid(system),
+        template = method.build(system, rng)
+        grid = dict(config.param_grid or method.grid(system))
+        grid.update({k: v for k, v in config.grid_axes.items() if k in template.get_params()})
+        filt = tune_filter(template, *data[:2], param_grid=grid,
                            validation_length=config.validation_length, n_jobs=1, progress=False,
                            search=config.search, n_folds=config.n_folds,
                            controls=data[2] if len(data) > 2 else None,
@@ -43,6 +46,7 @@ def _fitted(method, system, data, rng, row, config):
         row["tune_s"][method.name] = time.perf_counter() - start
         row["fit_s"][method.name] = filt.refit_time_
         row["params"][method.name] = filt.best_params_
+        row["extended"][method.name] = {k: list(v) for k, v in filt.extended_params_.items()}
         return filt
     if method.kind == "trained":
         filt = method.build(system, rng).fit(*data)
@@ -107,6 +111,28 @@ def _children(seed, n):
             for k in range(n)]
 
 
+def _checked_axes(grid_axes, system, methods):
+    """``grid_axes`` as ``{name: tuple of numbers}``, each name a parameter of one of the tuned ``methods``."""
+    if grid_axes is None:
+        return {}
+    if not isinstance(grid_axes, dict):
+        raise ValueError(f"grid_axes: expected a dict of parameter names and value lists, got {grid_axes!r}")
+    rng = np.random.default_rng(0)
+    tuned = [name for name in methods if CATALOGUE[name].kind == "tuned"]
+    params = {p for name in tuned for p in CATALOGUE[name].build(system, rng).get_params()}
+    checked = {}
+    for name, values in grid_axes.items():
+        if name not in params:
+            raise ValueError(f"grid_axes: {name!r} is not a parameter of any tuned method "
+                             f"({', '.join(tuned) or 'none among the methods'})")
+        values = tuple(values) if isinstance(values, (list, tuple)) else (values,)
+        if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v)
+                                 for v in values):
+            raise ValueError(f"grid_axes: expected {name}'s values to be finite numbers, got {values!r}")
+        checked[name] = values
+    return checked
+
+
 @dataclass(frozen=True)
 class BenchConfig:
     """What a benchmark run is: the system, the protocol and the methods, checked once.
@@ -142,6 +168,9 @@ class BenchConfig:
         The method the others are compared with.
     system_params : dict
         Parameters of the system in place of its defaults.
+    grid_axes : dict
+        Axes that replace (or add) the same axes of each tuned method's grid, for the methods
+        that have such a parameter (``--grid`` on the command line).
     """
 
     system: str
@@ -157,18 +186,19 @@ class BenchConfig:
     filter_seeds: int = 1
     reference: str = None
     system_params: dict = field(default_factory=dict)
+    grid_axes: dict = field(default_factory=dict)
 
     @classmethod
     def checked(cls, system, runs=10, train_length=1000, test_length=200, methods=None, validation_length=None,
                 param_grid=None, search="coordinate", n_folds=1, seed=0, filter_seeds=1, reference=None,
-                system_params=None):
+                system_params=None, grid_axes=None):
         """The configuration, every argument checked and every default resolved.
 
         Parameters
         ----------
         system, runs, train_length, test_length, methods, validation_length, param_grid, search
             As :func:`run_bench` takes them.
-        n_folds, seed, filter_seeds, reference, system_params
+        n_folds, seed, filter_seeds, reference, system_params, grid_axes
             As :func:`run_bench` takes them (``methods``, ``validation_length`` and ``reference``
             may be None for the system's defaults).
 
@@ -183,7 +213,7 @@ class BenchConfig:
             Naming the first bad argument.
         """
         system_params = dict(system_params or {})
-        make_system(system, system_params)  # the system's name and parameters
+        bench_system = make_system(system, system_params)  # the system's name and parameters
         methods = tuple(DEFAULT_METHODS[system] if methods is None else methods)
         if not methods:
             raise ValueError("methods: expected at least one method")
@@ -199,8 +229,9 @@ class BenchConfig:
             train_length, bench_validation_length(train_length, validation_length), n_folds)
         if reference is not None:
             check_choice(reference, "reference", methods)
+        grid_axes = _checked_axes(grid_axes, bench_system, methods)
         return cls(system, runs, train_length, test_length, methods, validation_length, param_grid, search, n_folds,
-                   seed, filter_seeds, reference_method(system, reference), system_params)
+                   seed, filter_seeds, reference_method(system, reference), system_params, grid_axes)
 
     def record(self):
         """The configuration as ``results.json`` records it.
@@ -213,6 +244,7 @@ class BenchConfig:
         record = asdict(self)
         del record["system"], record["param_grid"]
         record["methods"] = list(self.methods)
+        record["grid_axes"] = {k: list(v) for k, v in self.grid_axes.items()}
         return record
 
 
@@ -256,7 +288,8 @@ def run_trial(config, seed, train_length=None, test_length=None, methods=None, v
         data = system.simulate(train_length, rng)
         test_states, test_obs, test_latent = system.simulate(test_length, rng, return_latent=True)
         test_controls = None
-    row = {"mse": {}, "errors": {}, "ms_per_step": {}, "fit_s": {}, "tune_s": {}, "params": {}, "mse_per_seed": {}}
+    row = {"mse": {}, "errors": {}, "ms_per_step": {}, "fit_s": {}, "tune_s": {}, "params": {}, "extended": {},
+           "mse_per_seed": {}}
     estimates, particles, weights = {}, {}, {}
     for name in config.methods:
         method = CATALOGUE[name]
@@ -308,7 +341,7 @@ def check_bench_arguments(system, runs=10, train_length=1000, test_length=200, m
 @limited_blas
 def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None, n_jobs=None, seed=0,
               progress=True, validation_length=None, param_grid=None, search="coordinate", n_folds=1,
-              filter_seeds=1, reference=None, system_params=None):
+              filter_seeds=1, reference=None, system_params=None, grid_axes=None):
     """Run the benchmark; returns the per-run rows (the first one keeps its test trajectory).
 
     Every run gets its own spawned seed (``numpy.random.SeedSequence.spawn``), so the same ``seed`` gives the same numbers
@@ -346,17 +379,22 @@ def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None,
     system_params : dict, optional
         The system's parameters in place of its defaults, e.g. ``{"distinct_walls": False}`` for
         ``localization`` (see :func:`~kbfilter.bench.make_system`).
+    grid_axes : dict, optional
+        Values for one or more grid axes, e.g. ``{"scale": (0.05, 0.1, 0.2)}``: they replace the
+        same axis of each tuned method's grid (or add it), for the methods that have that
+        parameter; ``kbfilter bench --grid scale=0.05,0.1,0.2``.
 
     Returns
     -------
     list of dict
-        One row per run: ``mse``, ``ms_per_step``, ``fit_s``, ``tune_s``, ``params`` and
-        ``mse_per_seed`` by method.
+        One row per run: ``mse``, ``ms_per_step``, ``fit_s``, ``tune_s``, ``params``,
+        ``extended`` (the grid values tuning added past an edge, see
+        :func:`~kbfilter.tune_filter`) and ``mse_per_seed`` by method.
     """
     check_n_jobs(n_jobs)
     if not isinstance(system, BenchConfig):
         system = BenchConfig.checked(system, runs, train_length, test_length, methods, validation_length, param_grid,
-                                     search, n_folds, seed, filter_seeds, reference, system_params)
+                                     search, n_folds, seed, filter_seeds, reference, system_params, grid_axes)
     config = system
     seeds = np.random.SeedSequence(config.seed).spawn(config.runs)
     jobs = (delayed(run_trial)(config, s, keep_estimates=(i == 0)) for i, s in enumerate(seeds))

@@ -154,10 +154,14 @@ class KernelBayesFilter(Persistent, LearnedFilter):
         and given the filter's state kernel and ``reg_transition``; its other parameters
         (method, rank, ``gamma``, ...) are kept.
     kernel_x, kernel_z : Kernel, optional
-        Kernels on states and observations; Gaussian with the median heuristic by default.
+        Kernels on states and observations. By default Gaussian with the median heuristic, on
+        standardised columns for the states and for vector observations (each column divided by
+        its standard deviation, so coordinates in different units count alike; see
+        :ref:`own-data`), on raw distances for images and feature maps. A kernel passed in is
+        used as it is (``GaussianKernel(standardise=True)`` standardises).
     kernel_u : Kernel, optional
         Kernel on controls, for a filter fitted with controls; Gaussian with the median heuristic
-        by default (its bandwidth is multiplied by ``scale`` too).
+        on standardised columns by default (its bandwidth is multiplied by ``scale`` too).
     scale : float
         Multiplies both kernels' bandwidths (``s = scale * median``, Xu et al. (2022) §6.2's beta).
     scale_z : float or None
@@ -362,7 +366,7 @@ class KernelBayesFilter(Persistent, LearnedFilter):
         reg_transition = reg_prior if self.reg_transition is None else check_positive(self.reg_transition,
                                                                                       "reg_transition")
         # one state and one observation kernel, fitted on all the training data and handed on as fitted
-        kernels = settings.fitted_kernels(X, Z)
+        kernels = settings.fitted_kernels(X, Z, space)
         kernel_x = kernels[0]
         kept = np.arange(T)
         if self.compress is not None:
@@ -387,7 +391,8 @@ class KernelBayesFilter(Persistent, LearnedFilter):
             transition = LearnedTransition(
                 embedding, embedding.weights_operator(X[kept]).placed(np.searchsorted(kept, pred + 1), len(kept)))
         else:
-            kernel_u = fitted_kernel(scaled_kernel(self.kernel_u, "kernel_u", settings.scale), "kernel_u", U[pred + 1])
+            kernel_u = fitted_kernel(scaled_kernel(self.kernel_u, "kernel_u", settings.scale, standardise=True),
+                                     "kernel_u", U[pred + 1])
             if settings.approximation == "exact":
                 transition = ControlledTransition.build(X, pred, U, rule.kernel_x_, kernel_u, reg_transition)
             else:  # the product kernel on Nystrom landmark pairs, at the rank rule of the other kernels

@@ -193,7 +193,11 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, LearnedFilter):
         The update: importance-weighted KBR with KuLSIF weights or the original KBR
         (see :class:`~kbfilter.KernelBayesRule`).
     kernel_x, kernel_z : Kernel, optional
-        Kernels on states and observations; Gaussian with the median heuristic by default.
+        Kernels on states and observations. By default Gaussian with the median heuristic, on
+        standardised columns for the states and for vector observations (each column divided by
+        its standard deviation, so coordinates in different units count alike; see
+        :ref:`own-data`), on raw distances for images and feature maps. A kernel passed in is
+        used as it is (``GaussianKernel(standardise=True)`` standardises).
     scale : float, default=1.0
         Multiplies both kernels' bandwidths.
     scale_z : float or None, default=None
@@ -327,7 +331,7 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, LearnedFilter):
         # only the Fourier features draw at fit: a Generator passed as random_state is left as it
         # was for the other representations
         rng = check_rng(self.random_state) if settings.approximation == "rff" else None
-        observation = settings.fit_model(space, X, Z, settings.reg_prior, rng, settings.fitted_kernels(X, Z))
+        observation = settings.fit_model(space, X, Z, settings.reg_prior, rng, settings.fitted_kernels(X, Z, space))
         diagnostics = Counter(observation.fit_diagnostics)
         if settings.approximation == "nystrom" and settings.rank is None:
             report_rank_cap("KernelMonteCarloFilter", observation.short_kernels, diagnostics)

@@ -144,7 +144,7 @@ def approximated_kernel(kernel, approximation, rank, reg, rng):
                                random_state=int(rng.integers(2**31 - 1)))
 
 
-def scaled_kernel(kernel, name, scale):
+def scaled_kernel(kernel, name, scale, standardise=False):
     """An unfitted clone of ``kernel`` (see :func:`~kbfilter.kernels.as_kernel`) with its
     bandwidth multiplied by ``scale`` (kernels without a ``scale`` parameter are left as they are).
 
@@ -156,13 +156,15 @@ def scaled_kernel(kernel, name, scale):
         The argument's name, for error messages.
     scale : float
         The multiplier.
+    standardise : bool, default=False
+        Whether the default kernel (``kernel=None``) standardises its inputs' columns.
 
     Returns
     -------
     Kernel
         The scaled clone.
     """
-    kernel = as_kernel(kernel, name)
+    kernel = as_kernel(kernel, name, standardise)
     if "scale" in kernel.get_params():
         kernel.set_params(scale=kernel.scale * scale)
     return kernel
@@ -245,9 +247,11 @@ class ObservationSettings:
         self.scale_z = self.scale if scale_z is None else check_positive(scale_z, "scale_z")
         self.reg_prior = check_positive(reg_prior, "reg_prior")
         self.reg_update = check_positive(reg_update, "reg_update")
-        # unfitted, scaled clones: the parameters themselves are never changed
-        self.kernel_x = scaled_kernel(kernel_x, "kernel_x", self.scale)
-        self.kernel_z = scaled_kernel(kernel_z, "kernel_z", self.scale_z)
+        # unfitted, scaled clones: the parameters themselves are never changed. The default state
+        # kernel standardises its columns (states mix units); the default observation kernel's
+        # choice waits for the observations (see fitted_kernels)
+        self.kernel_x = scaled_kernel(kernel_x, "kernel_x", self.scale, standardise=True)
+        self.kernel_z = None if kernel_z is None else scaled_kernel(kernel_z, "kernel_z", self.scale_z)
         self.features = features
 
     @classmethod
@@ -266,8 +270,14 @@ class ObservationSettings:
         """
         return cls(**{name: getattr(estimator, name) for name in cls.PARAMS})
 
-    def fitted_kernels(self, X, Z):
+    def fitted_kernels(self, X, Z, space):
         """The state and observation kernels fitted once, frozen to be handed on as they are.
+
+        With ``kernel_z=None`` the observation kernel is Gaussian with the median heuristic, on
+        standardised columns when the observations are vectors compared as they are (their
+        entries may be in different units: a range and a bearing), on the raw distances for
+        images and for the output of a feature map (whose columns are comparable already, or
+        ordered by variance, as PCA's are, and standardising would inflate the noise ones).
 
         Parameters
         ----------
@@ -275,6 +285,8 @@ class ObservationSettings:
             All the training states.
         Z : ndarray of shape (T, n_features)
             All the training observations, mapped.
+        space : ObservationSpace
+            Where ``Z`` lives (:meth:`ObservationSpace.fitted`).
 
         Returns
         -------
@@ -282,8 +294,12 @@ class ObservationSettings:
             Fitted (e.g. the median heuristic resolved on ``X`` and ``Z``) and frozen
             (:meth:`~kbfilter.kernels.Kernel.frozen`).
         """
+        kernel_z = self.kernel_z
+        if kernel_z is None:
+            raw_vectors = len(space.obs_shape) <= 1 and space.features is None
+            kernel_z = scaled_kernel(None, "kernel_z", self.scale_z, standardise=raw_vectors)
         return (fitted_kernel(self.kernel_x, "kernel_x", X).frozen(),
-                fitted_kernel(self.kernel_z, "kernel_z", Z).frozen())
+                fitted_kernel(kernel_z, "kernel_z", Z).frozen())
 
     def fit_model(self, space, X, Z, state_reg, rng, kernels):
         """Fit kernel Bayes' rule on the pairs ``(X, Z)`` and the outlier gate on ``Z``.

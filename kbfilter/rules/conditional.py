@@ -271,7 +271,7 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         return self._factor(G, name)
 
     def _index_neighbours(self):
-        self.neighbors_ = NearestNeighbors(n_neighbors=self.n_neighbors_).fit(self.A_)
+        self.neighbors_ = NearestNeighbors(n_neighbors=self.n_neighbors_).fit(self.kernel_in_.coordinates(self.A_))
 
     def _after_load(self):
         # the neighbour index is derived from the training inputs, so it is rebuilt, not saved
@@ -317,8 +317,8 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         name, params = metric
         seed = check_rng(self.random_state).integers(2**31 - 1)
         self.nystroem_ = Nystroem(kernel=name, kernel_params=params or None, n_components=rank,
-                                  random_state=int(seed)).fit(A)
-        self._fit_features(self.nystroem_.transform(A), reg)
+                                  random_state=int(seed))
+        self._fit_features(self.nystroem_.fit_transform(self.kernel_in_.coordinates(A)), reg)
 
     def _fit_rff(self, A, reg):
         metric = self.kernel_in_.sklearn_metric()
@@ -327,8 +327,8 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
                              f"its spectrum), got {type(self.kernel_in_).__name__}")
         seed = check_rng(self.random_state).integers(2**31 - 1)
         self.sampler_ = RBFSampler(gamma=metric[1]["gamma"], n_components=check_int(self.rank, "rank"),
-                                   random_state=int(seed)).fit(A)
-        self._fit_features(self.sampler_.transform(A), reg)
+                                   random_state=int(seed))
+        self._fit_features(self.sampler_.fit_transform(self.kernel_in_.coordinates(A)), reg)
 
     def _fit_features(self, Phi, reg):
         """``G_a = Phi Phi^T``: ``w = Phi (Phi^T Phi + n eps I)^{-1} phi(a)``, no n x n matrix."""
@@ -405,9 +405,9 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
 
     def _query_features(self, Q):
         if self.method == "nystrom":
-            return self.nystroem_.transform(Q)
+            return self.nystroem_.transform(self.kernel_in_.coordinates(Q))
         if self.method == "rff":
-            return self.sampler_.transform(Q)
+            return self.sampler_.transform(self.kernel_in_.coordinates(Q))
         return self.kernel_in_.features(Q)
 
     def _weights(self, Q):
@@ -425,7 +425,9 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         # to the nearest training input's output instead of dividing by zero.
         empty = ~(total > 0)
         if np.any(empty):
-            nearest = NearestNeighbors(n_neighbors=1).fit(self.A_).kneighbors(Q[empty], return_distance=False)
+            coords = self.kernel_in_.coordinates
+            nearest = NearestNeighbors(n_neighbors=1).fit(coords(self.A_)).kneighbors(coords(Q[empty]),
+                                                                                      return_distance=False)
             K[:, empty] = 0.0
             K[nearest[:, 0], np.flatnonzero(empty)] = 1.0
             total = K.sum(axis=0)
@@ -477,7 +479,7 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         check_is_fitted(self, "neighbors_")
         Q = check_matrix(Q, "Q", n_features=self.A_.shape[1])
         m = self.n_neighbors_
-        idx = self.neighbors_.kneighbors(Q, return_distance=False)
+        idx = self.neighbors_.kneighbors(self.kernel_in_.coordinates(Q), return_distance=False)
         vals = np.empty(idx.shape)
         # memory per query is O(m r) on the low-rank path; the dense path sub-chunks itself
         for rows in _chunks(Q.shape[0], max(1, _BLOCK_ENTRIES // (64 * m))):

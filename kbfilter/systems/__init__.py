@@ -1,6 +1,6 @@
 """State-space systems with known models: simulators, and the models classical filters need."""
 
-from .base import System
+from .base import System, finite_difference_jacobian
 from .circular import Oscillation, Rotation
 from .camera import CameraOrientation
 from .linear import ControlledLinearGaussian, LinearGaussian
@@ -8,4 +8,4 @@ from .robot import RobotInRoom
 from .sprite import MovingSprite
 
 __all__ = ["System", "Rotation", "Oscillation", "LinearGaussian", "ControlledLinearGaussian", "MovingSprite",
-           "CameraOrientation", "RobotInRoom"]
+           "CameraOrientation", "RobotInRoom", "finite_difference_jacobian"]

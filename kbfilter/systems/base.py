@@ -119,12 +119,49 @@ def controlled_run(system, T, rng, burn_in, policy):
     return states, controls, system.sample_observation(states, rng)
 
 
+def finite_difference_jacobian(mean, x):
+    """The Jacobian of a vectorised map at one point, by central differences.
+
+    Each coordinate is moved by ``h_j = eps^(1/3) * max(1, |x_j|)`` (``eps`` the float64 machine
+    epsilon; the step that balances truncation and round-off for central differences), all
+    ``2 dim_x`` points evaluated in one call.
+
+    Parameters
+    ----------
+    mean : callable
+        Maps an array of shape (n, dim_x) to one of shape (n, m): ``transition_mean`` or
+        ``observe_mean``.
+    x : array-like of shape (dim_x,)
+        The point.
+
+    Returns
+    -------
+    ndarray of shape (m, dim_x)
+        ``d mean / dx`` at ``x``, to about 1e-10 relative for smooth maps.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> J = finite_difference_jacobian(lambda X: np.column_stack([np.sin(X[:, 0]) * X[:, 1]]), [0.0, 2.0])
+    >>> np.round(J, 8)
+    array([[2., 0.]])
+    """
+    x = np.asarray(x, dtype=np.float64).ravel()
+    h = np.finfo(np.float64).eps ** (1 / 3) * np.maximum(1.0, np.abs(x))
+    steps = np.diag(h)
+    values = np.asarray(mean(np.vstack([x + steps, x - steps])), dtype=np.float64)
+    d = x.shape[0]
+    return ((values[:d] - values[d:]) / (2.0 * h[:, None])).T
+
+
 class System:
     """A state-space model ``x_{t+1} = f(x_t) + N(0, Q)``, ``z_t = h(x_t) + N(0, R)``.
 
     Subclasses define ``dim_x``, ``dim_z``, :meth:`transition_mean`, :meth:`observe_mean`,
-    ``process_cov`` and ``observation_cov``, and may override the Jacobians, the samplers and
-    :meth:`initial_state`.
+    ``process_cov`` and ``observation_cov``, :meth:`initial_state` (to simulate and for the
+    particle filter) and :meth:`initial_belief` (for the Kalman filters), and may override the
+    Jacobians (central finite differences of the means by default), the samplers and
+    :meth:`errors`. The guide's "Your own data" page writes one.
     """
 
     #: dimension of the state
@@ -173,6 +210,9 @@ class System:
     def transition_jacobian(self, x):
         """The Jacobian of ``f`` at one state ``x`` (dim_x,), for the extended Kalman filter.
 
+        By default central finite differences of :meth:`transition_mean`
+        (:func:`finite_difference_jacobian`); a system with a closed form overrides it.
+
         Parameters
         ----------
         x : ndarray of shape (dim_x,)
@@ -183,7 +223,7 @@ class System:
         ndarray of shape (dim_x, dim_x)
             ``df/dx`` at ``x``.
         """
-        raise self._missing("transition_jacobian", "the Jacobian of its transition")
+        return finite_difference_jacobian(self.transition_mean, x)
 
     def observe_mean(self, X):
         """``h(x)`` for each row of ``X``: the mean observation.
@@ -203,6 +243,9 @@ class System:
     def observation_jacobian(self, x):
         """The Jacobian of ``h`` at one state ``x``, for the extended Kalman filter.
 
+        By default central finite differences of :meth:`observe_mean`
+        (:func:`finite_difference_jacobian`); a system with a closed form overrides it.
+
         Parameters
         ----------
         x : ndarray of shape (dim_x,)
@@ -213,7 +256,7 @@ class System:
         ndarray of shape (dim_z, dim_x)
             ``dh/dx`` at ``x``.
         """
-        raise self._missing("observation_jacobian", "the Jacobian of its observation")
+        return finite_difference_jacobian(self.observe_mean, x)
 
     def sample_transition(self, X, rng, u=None):
         """Draw the next state for each row of ``X``: the transition mean plus ``N(0, process_cov)``.
