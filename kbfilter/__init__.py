@@ -6,7 +6,7 @@ algorithms in the library's notation; docstrings cite its sections as "algorithm
 
 from . import features, filters, systems
 from .embedding import KernelMean
-from .filters import KernelBayesFilter, KernelMonteCarloFilter
+from .filters import KernelBayesFilter, KernelMonteCarloFilter, LearnedMotionFilter
 from .kernel_approximation import NystromKernel, RandomFourierKernel
 from .kernels import GaussianKernel, LaplaceKernel, LinearKernel, median_distance
 from .linalg import NumericalWarning
@@ -45,6 +45,7 @@ __all__ = [
     "systems",
     "KernelBayesFilter",
     "KernelMonteCarloFilter",
+    "LearnedMotionFilter",
     "tune_filter",
     "mmd_test",
     "GaussianKernel",

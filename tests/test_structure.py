@@ -90,7 +90,7 @@ def test_the_benchmark_and_the_plots_load_on_first_use():
 
 # the modules that define a filter (a class the user runs), as opposed to the components they compose
 FILTER_MODULES = {"kbfilter.filters.kbf", "kbfilter.filters.kmc", "kbfilter.filters.nearest",
-                  "kbfilter.filters.classical", "kbfilter.filters.window"}
+                  "kbfilter.filters.classical", "kbfilter.filters.window", "kbfilter.filters.motion"}
 
 
 def test_the_filter_modules_are_the_ones_defining_filters():

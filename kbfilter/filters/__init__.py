@@ -3,7 +3,8 @@
 from .classical import ExtendedKalman, ParticleFilter, UnscentedKalman
 from .kbf import KernelBayesFilter
 from .kmc import KernelMonteCarloFilter
+from .motion import LearnedMotion, LearnedMotionFilter
 from .nearest import NearestImage, NearestNeighbourParticleFilter
 from .window import WindowRegressor
 
-__all__ = ["KernelBayesFilter", "KernelMonteCarloFilter", "NearestImage", "NearestNeighbourParticleFilter", "WindowRegressor", "ExtendedKalman", "UnscentedKalman", "ParticleFilter"]
+__all__ = ["KernelBayesFilter", "KernelMonteCarloFilter", "LearnedMotion", "LearnedMotionFilter", "NearestImage", "NearestNeighbourParticleFilter", "WindowRegressor", "ExtendedKalman", "UnscentedKalman", "ParticleFilter"]

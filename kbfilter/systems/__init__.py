@@ -6,6 +6,8 @@ from .camera import CameraOrientation
 from .linear import ControlledLinearGaussian, LinearGaussian
 from .robot import RobotInRoom
 from .sprite import MovingSprite
+from .tracking import ConstantVelocity, PositionFixes, dropouts
 
 __all__ = ["System", "Rotation", "Oscillation", "LinearGaussian", "ControlledLinearGaussian", "MovingSprite",
-           "CameraOrientation", "RobotInRoom", "finite_difference_jacobian"]
+           "CameraOrientation", "RobotInRoom", "finite_difference_jacobian",
+           "ConstantVelocity", "PositionFixes", "dropouts"]

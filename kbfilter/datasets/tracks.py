@@ -1,0 +1,383 @@
+"""Recorded tracks as training and test sequences: projection, resampling, splits by vehicle.
+
+A recording is a table of position reports (time, vehicle, latitude, longitude). Loading it
+
+1. drops reports with no finite position, outside ``bounds``, or (``max_speed``) implying a speed
+   from the vehicle's previous kept report no vehicle of the kind reaches (a corrupt fix);
+2. projects every position to east / north metres on a plane: the azimuthal equidistant
+   projection of a sphere of the Earth's mean radius about one origin for the whole recording
+   (the centre of its positions' latitude / longitude box unless given), which keeps distances and
+   directions from the origin exact on the sphere and distorts lengths by less than 0.04 % within
+   300 km of it;
+3. cuts each vehicle's reports where two consecutive ones are more than ``max_gap`` seconds apart,
+   so that no motion is invented across a gap, and resamples each piece to a fixed ``step`` by linear
+   interpolation of the positions between reports;
+4. adds the velocity at each step as the central difference of the resampled positions (one-sided
+   at the ends), so that positions and velocities agree, and keeps the pieces of at least
+   ``min_length`` steps.
+
+The result is a :class:`TrackSet`: a list of arrays of shape (n_i, 4) holding east, north,
+east velocity and north velocity, ready for ``fit``, with the vehicles, the times and the origin.
+"""
+
+import csv
+from dataclasses import dataclass, field, replace
+from importlib import resources
+
+import numpy as np
+
+from .._validation import check_int, check_positive, check_rng
+
+__all__ = ["EARTH_RADIUS", "TrackSet", "project", "unproject", "load_tracks_csv", "load_opensky", "load_solent"]
+
+#: the Earth's mean radius (IUGG), metres: the sphere of the projection
+EARTH_RADIUS = 6_371_008.8
+#: one knot in metres a second
+KNOT = 1852.0 / 3600.0
+
+
+def _origin(origin):
+    lat0, lon0 = (float(v) for v in origin)
+    if not (-90.0 < lat0 < 90.0 and -180.0 <= lon0 <= 180.0):
+        raise ValueError(f"origin: expected (latitude, longitude) in degrees, got {origin!r}")
+    return lat0, lon0
+
+
+def project(lat, lon, origin):
+    """East and north metres of positions, on the azimuthal equidistant plane about ``origin``.
+
+    Parameters
+    ----------
+    lat, lon : array-like
+        Latitudes and longitudes in degrees (same shape).
+    origin : (float, float)
+        Latitude and longitude of the plane's origin, in degrees.
+
+    Returns
+    -------
+    east, north : ndarray
+        Metres; ``hypot(east, north)`` is the great-circle distance from the origin on a sphere of
+        radius :data:`EARTH_RADIUS`.
+
+    Examples
+    --------
+    >>> east, north = project([51.0], [0.0], origin=(50.0, 0.0))
+    >>> round(float(north[0]))  # one degree of latitude on the sphere
+    111195
+    """
+    lat0, lon0 = np.radians(_origin(origin))
+    phi, lam = np.radians(np.asarray(lat, dtype=np.float64)), np.radians(np.asarray(lon, dtype=np.float64))
+    dlam = lam - lon0
+    cos_c = np.clip(np.sin(lat0) * np.sin(phi) + np.cos(lat0) * np.cos(phi) * np.cos(dlam), -1.0, 1.0)
+    c = np.arccos(cos_c)
+    # c / sin(c) -> 1 at the origin; written through sinc to stay exact there
+    k = 1.0 / np.sinc(c / np.pi)
+    east = EARTH_RADIUS * k * np.cos(phi) * np.sin(dlam)
+    north = EARTH_RADIUS * k * (np.cos(lat0) * np.sin(phi) - np.sin(lat0) * np.cos(phi) * np.cos(dlam))
+    return east, north
+
+
+def unproject(east, north, origin):
+    """Latitudes and longitudes of plane positions: the inverse of :func:`project`.
+
+    Parameters
+    ----------
+    east, north : array-like
+        Metres on the plane about ``origin``.
+    origin : (float, float)
+        Latitude and longitude of the plane's origin, in degrees.
+
+    Returns
+    -------
+    lat, lon : ndarray
+        Degrees.
+
+    Examples
+    --------
+    >>> lat, lon = unproject(*project([50.9], [-1.4], (50.8, -1.2)), (50.8, -1.2))
+    >>> bool(abs(lat[0] - 50.9) < 1e-9 and abs(lon[0] + 1.4) < 1e-9)
+    True
+    """
+    lat0, lon0 = np.radians(_origin(origin))
+    x, y = np.asarray(east, dtype=np.float64), np.asarray(north, dtype=np.float64)
+    rho = np.hypot(x, y)
+    c = rho / EARTH_RADIUS
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(rho > 0, y * np.sin(c) / rho, 0.0)
+    phi = np.arcsin(np.clip(np.cos(c) * np.sin(lat0) + ratio * np.cos(lat0), -1.0, 1.0))
+    lam = lon0 + np.arctan2(x * np.sin(c), rho * np.cos(lat0) * np.cos(c) - y * np.sin(lat0) * np.sin(c))
+    return np.degrees(phi), (np.degrees(lam) + 180.0) % 360.0 - 180.0
+
+
+@dataclass(frozen=True)
+class TrackSet:
+    """Resampled tracks of a recording, in metres on one plane (what the loaders return).
+
+    Parameters
+    ----------
+    tracks : list of ndarray of shape (n_i, 4)
+        One array per piece of track: east, north (m), east velocity, north velocity (m/s), one row
+        every ``step`` seconds. Pass ``tracks`` (or :meth:`positions`) to a filter's ``fit``.
+    times : list of ndarray of shape (n_i,)
+        The times of the rows, seconds after the recording's first report.
+    vehicles : list of str
+        The vehicle each piece belongs to (a vehicle with a long gap gives several pieces).
+    step : float
+        Seconds between rows.
+    origin : (float, float)
+        Latitude and longitude of the plane's origin.
+    attribution : str
+        Where the recording comes from, to be kept with results made from it.
+    dropped : dict
+        How many reports loading dropped, by reason (``no_position``, ``outside_bounds``,
+        ``implausible_speed``, ``repeated_time``).
+    """
+
+    tracks: list
+    times: list
+    vehicles: list
+    step: float
+    origin: tuple
+    attribution: str = ""
+    dropped: dict = field(default_factory=dict)
+
+    def __len__(self):
+        return len(self.tracks)
+
+    def positions(self):
+        """The tracks' east / north columns.
+
+        Returns
+        -------
+        list of ndarray of shape (n_i, 2)
+            Metres.
+        """
+        return [track[:, :2] for track in self.tracks]
+
+    def subset(self, vehicles):
+        """The pieces of the given vehicles.
+
+        Parameters
+        ----------
+        vehicles : iterable of str
+            Vehicle identifiers.
+
+        Returns
+        -------
+        TrackSet
+            The same recording, restricted to those vehicles.
+        """
+        keep = set(vehicles)
+        index = [i for i, v in enumerate(self.vehicles) if v in keep]
+        return replace(self, tracks=[self.tracks[i] for i in index], times=[self.times[i] for i in index],
+                       vehicles=[self.vehicles[i] for i in index])
+
+    def split(self, test_size=0.3, random_state=None):
+        """Training and test tracks, split by vehicle: every piece of a vehicle goes to one side.
+
+        Parameters
+        ----------
+        test_size : float, default=0.3
+            The fraction of the vehicles held out (at least one, and at least one left).
+        random_state : int, Generator or None
+            Which vehicles; the same seed gives the same split.
+
+        Returns
+        -------
+        train, test : TrackSet
+            Disjoint in vehicles.
+        """
+        fraction = check_positive(test_size, "test_size")
+        if not fraction < 1.0:
+            raise ValueError(f"test_size: expected a fraction between 0 and 1, got {test_size!r}")
+        vehicles = sorted(set(self.vehicles))
+        if len(vehicles) < 2:
+            raise ValueError(f"test_size: a split needs at least two vehicles, the tracks hold {len(vehicles)}")
+        n_test = min(max(1, int(round(fraction * len(vehicles)))), len(vehicles) - 1)
+        test = set(check_rng(random_state).permutation(vehicles)[:n_test].tolist())
+        return self.subset(v for v in vehicles if v not in test), self.subset(test)
+
+
+def _seconds(values, name):
+    """Report times as float seconds: numbers, or ISO 8601 date-times (UTC)."""
+    try:
+        return np.array([float(v) for v in values])
+    except ValueError:
+        pass
+    try:
+        stamps = np.array(values, dtype="datetime64[ns]")
+    except ValueError as exc:
+        raise ValueError(f"{name}: expected numbers (seconds) or ISO 8601 date-times, got {values[0]!r}") from exc
+    return (stamps - stamps.min()).astype(np.int64) / 1e9
+
+
+def _read_columns(path, columns):
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        missing = [c for c in columns if c not in (reader.fieldnames or ())]
+        if missing:
+            raise ValueError(f"path: {path} has no column {missing[0]!r} (it has {', '.join(reader.fieldnames or ())})")
+        rows = [[row[c] for c in columns] for row in reader]
+    if not rows:
+        raise ValueError(f"path: {path} holds no reports")
+    return [list(col) for col in zip(*rows)]
+
+
+def _plausible(t, east, north, max_speed):
+    """Indices of the reports kept when each must be reachable from the last kept one at ``max_speed``."""
+    kept = [0]
+    for i in range(1, len(t)):
+        j = kept[-1]
+        dt = t[i] - t[j]
+        if dt > 0 and np.hypot(east[i] - east[j], north[i] - north[j]) <= max_speed * dt:
+            kept.append(i)
+    return np.array(kept)
+
+
+def _pieces(t, east, north, step, max_gap, min_length):
+    """Resampled pieces ``(times, rows)`` of one vehicle's time-sorted reports."""
+    cuts = np.flatnonzero(np.diff(t) > max_gap) + 1
+    pieces = []
+    for start, stop in zip(np.r_[0, cuts], np.r_[cuts, len(t)]):
+        ts = t[start:stop]
+        grid = ts[0] + step * np.arange(int(np.floor((ts[-1] - ts[0]) / step + 1e-9)) + 1)
+        if len(grid) < max(min_length, 2):
+            continue
+        pos = np.column_stack([np.interp(grid, ts, east[start:stop]), np.interp(grid, ts, north[start:stop])])
+        pieces.append((grid, np.hstack([pos, np.gradient(pos, step, axis=0)])))
+    return pieces
+
+
+def load_tracks_csv(path, time="time", vehicle="id", lat="lat", lon="lon", step=10.0, max_gap=60.0, min_length=10,
+                    origin=None, bounds=None, max_speed=None, attribution=""):
+    """Tracks from a CSV of position reports, one row per report.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The CSV file, with a header row.
+    time, vehicle, lat, lon : str
+        The columns of the report time (seconds, or ISO 8601 date-times in UTC), the vehicle's
+        identifier, and its latitude and longitude in degrees.
+    step : float, default=10.0
+        Seconds between resampled rows.
+    max_gap : float, default=60.0
+        The longest time between two reports that is interpolated across; a longer gap ends a
+        piece of track and a new one starts after it.
+    min_length : int, default=10
+        Pieces with fewer resampled rows are dropped.
+    origin : (float, float), optional
+        Latitude and longitude of the plane's origin; default the centre of the reports' box.
+    bounds : (float, float, float, float), optional
+        ``(lat_min, lat_max, lon_min, lon_max)``: reports outside are dropped.
+    max_speed : float, optional
+        Metres a second: a report farther from the vehicle's previous kept report than this speed
+        allows is dropped as a corrupt fix.
+    attribution : str
+        Kept on the result.
+
+    Returns
+    -------
+    TrackSet
+        The resampled tracks; ``dropped`` counts the reports dropped for each reason.
+    """
+    step = check_positive(step, "step")
+    max_gap = check_positive(max_gap, "max_gap")
+    if max_gap < step:
+        raise ValueError(f"max_gap: expected at least step = {step}, got {max_gap}")
+    min_length = check_int(min_length, "min_length", minimum=2)
+    times, ids, lats, lons = _read_columns(path, [time, vehicle, lat, lon])
+    t = _seconds(times, time)
+    t = t - t.min()
+    ids = np.array(ids)
+    la = np.array([float(v) if v.strip() else np.nan for v in lats])
+    lo = np.array([float(v) if v.strip() else np.nan for v in lons])
+    keep = np.isfinite(la) & np.isfinite(lo) & np.isfinite(t) & (np.abs(la) < 90) & (np.abs(lo) <= 180)
+    dropped = {"no_position": int(np.sum(~keep))}
+    if bounds is not None:
+        lat_min, lat_max, lon_min, lon_max = (float(b) for b in bounds)
+        inside = (la >= lat_min) & (la <= lat_max) & (lo >= lon_min) & (lo <= lon_max)
+        dropped["outside_bounds"] = int(np.sum(keep & ~inside))
+        keep &= inside
+    if not np.any(keep):
+        raise ValueError(f"path: {path} holds no report with a position (inside bounds)")
+    t, ids, la, lo = t[keep], ids[keep], la[keep], lo[keep]
+    origin = ((la.min() + la.max()) / 2, (lo.min() + lo.max()) / 2) if origin is None else _origin(origin)
+    east, north = project(la, lo, origin)
+    tracks, track_times, vehicles = [], [], []
+    dropped["implausible_speed"] = dropped["repeated_time"] = 0
+    for name in sorted(set(ids.tolist())):
+        mine = np.flatnonzero(ids == name)
+        mine = mine[np.argsort(t[mine], kind="stable")]
+        first = np.r_[True, np.diff(t[mine]) > 0]  # one report per time: the first
+        dropped["repeated_time"] += int(np.sum(~first))
+        mine = mine[first]
+        if max_speed is not None:
+            plausible = _plausible(t[mine], east[mine], north[mine], check_positive(max_speed, "max_speed"))
+            dropped["implausible_speed"] += len(mine) - len(plausible)
+            mine = mine[plausible]
+        for grid, rows in _pieces(t[mine], east[mine], north[mine], step, max_gap, min_length):
+            tracks.append(rows)
+            track_times.append(grid)
+            vehicles.append(name)
+    if not tracks:
+        raise ValueError(f"min_length: no piece of track in {path} has {min_length} rows at step {step} s with gaps "
+                         f"of at most max_gap = {max_gap} s")
+    return TrackSet(tracks, track_times, vehicles, step, tuple(float(v) for v in origin), attribution, dropped)
+
+
+def _shipped(name):
+    return resources.files(__package__).joinpath("data", name)
+
+
+_STONE_SOUP = ("redistributed in the Stone Soup repository (Defence Science and Technology Laboratory UK, MIT "
+               "licence); see kbfilter/datasets/data/ATTRIBUTION.md")
+
+
+def load_opensky(step=10.0, max_gap=30.0, min_length=10, origin=None):
+    """ADS-B tracks of 84 aircraft over the United Kingdom (The OpenSky Network, 12 July 2021).
+
+    Reports every 10 s over 20 minutes; with the default ``max_gap`` a single missed report is
+    interpolated across and a longer gap starts a new piece. Reports implying more than 350 m/s
+    are dropped. Attribution: ``kbfilter/datasets/data/ATTRIBUTION.md`` (cite Schäfer et al.
+    (2014) when you publish on it).
+
+    Parameters
+    ----------
+    step, max_gap, min_length, origin
+        As :func:`load_tracks_csv` takes them.
+
+    Returns
+    -------
+    TrackSet
+        About 80 tracks of about 10 km to 300 km, in metres about the centre of the recording.
+    """
+    with resources.as_file(_shipped("OpenSky_Plane_States.csv")) as path:
+        return load_tracks_csv(path, time="time", vehicle="icao24", lat="lat", lon="lon", step=step,
+                               max_gap=max_gap, min_length=min_length, origin=origin, max_speed=350.0,
+                               attribution="The OpenSky Network (opensky-network.org), " + _STONE_SOUP)
+
+
+def load_solent(step=10.0, max_gap=60.0, min_length=10, origin=None):
+    """AIS tracks of the ships in the Solent, south coast of England (12 January 2016, 84 minutes).
+
+    Reports come at irregular times (every few seconds for a ship under way, minutes for one at
+    anchor); positions are interpolated linearly between reports at most ``max_gap`` apart.
+    Reports outside the Solent's box (latitude 50.5-51.0, longitude -1.7 to -0.8) and reports
+    implying more than 25 m/s (about 49 knots) are dropped as corrupt fixes. Attribution:
+    ``kbfilter/datasets/data/ATTRIBUTION.md``.
+
+    Parameters
+    ----------
+    step, max_gap, min_length, origin
+        As :func:`load_tracks_csv` takes them.
+
+    Returns
+    -------
+    TrackSet
+        Ships under way and at anchor, in metres about the centre of the Solent's reports.
+    """
+    with resources.as_file(_shipped("SolentAIS_20160112_130211.csv")) as path:
+        return load_tracks_csv(path, time="Time", vehicle="MMSI", lat="Latitude_degrees", lon="Longitude_degrees",
+                               step=step, max_gap=max_gap, min_length=min_length, origin=origin,
+                               bounds=(50.5, 51.0, -1.7, -0.8), max_speed=25.0, attribution="AIS, " + _STONE_SOUP)

@@ -1,0 +1,389 @@
+"""Learned motion that transfers: the law of the step ``x_{t+1} - x_t`` given what it depends on,
+and a particle filter that moves by it.
+
+The kernel Bayes filter learns the transition as weights over the training states, so its belief
+can never leave them: a track that goes where the log did not go is lost. Here the transition is
+learned in a frame that carries over. The step ``d_t = x_{t+1} - x_t`` is regressed on chosen
+inputs ``a_t`` (the velocity, for a vehicle: not its position, unless the motion depends on where
+it is) in two parts:
+
+- a linear regression ``L`` on all the training pairs, which carries the structure every vehicle
+  shares (a position moves by its velocity) and extrapolates it to inputs the log never held;
+- the local law of what ``L`` misses: the offsets ``e_j = d_j - L(a_j)`` of the ``n_neighbors``
+  training steps whose inputs are nearest to the query (each input column standardised), which
+  carry the noise of the motion and whatever depends on the inputs non-linearly where the log has
+  data, and stay bounded where it has none.
+
+A draw of the next state is ``x' = x + L(a) + e_j``, with ``e_j`` the offset of one of the
+particle's neighbours drawn at random: the nearest-neighbour estimate of the conditional law of
+the offsets, sampled as recorded, so the draws' mean is the learned mean step and their spread the
+recorded one.
+
+Two simpler designs failed on a constant-velocity system and are not used: a local mean of the
+neighbours' steps moved each particle by its neighbours' velocity rather than its own, and local
+linear fits, extrapolated past the recorded velocities, accelerated particles without bound;
+weighting the neighbours by a narrow kernel made duplicated particles draw the same offset, and
+the resampled cloud collapsed.
+"""
+
+from collections import Counter
+
+import numpy as np
+from scipy.stats import chi2
+from sklearn.base import BaseEstimator
+from sklearn.neighbors import NearestNeighbors
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.validation import check_is_fitted
+
+from .._validation import check_fraction, check_int, check_matrix, check_positive, check_rng, check_sequences, \
+    check_vector
+from ..threads import limited_blas
+from .base import LearnedFilter
+from .particles import HoldsParticles, ParticleBelief
+
+__all__ = ["LearnedMotion", "LearnedMotionFilter", "MOTION_GRID"]
+
+#: the learned-motion filter's default tuning grid: the neighbours a draw comes from
+MOTION_GRID = {"n_neighbors": (5, 10, 20, 40, 80)}
+
+
+def _state_sequences(states):
+    """One trajectory (T, dim_x) or a list of arrays of them, checked."""
+    several = isinstance(states, (list, tuple)) and len(states) > 0 and isinstance(states[0], np.ndarray)
+    seqs = list(states) if several else [states]
+    xs = []
+    for i, x in enumerate(seqs):
+        xs.append(check_matrix(x, f"states[{i}]" if several else "states", min_samples=2,
+                               n_features=xs[0].shape[1] if xs else None))
+    return xs
+
+
+class LearnedMotion(BaseEstimator):
+    """The law of the next state learned from trajectories: a linear step plus neighbours' offsets.
+
+    Parameters
+    ----------
+    inputs : sequence of int or None, default=None
+        The state columns the step depends on; None: all of them. For a vehicle whose state is
+        ``(east, north, v_east, v_north)``, ``inputs=(2, 3)`` learns a motion that holds anywhere.
+    n_neighbors : int, default=30
+        The training steps whose offsets a query draws from: fewer follow the local motion more
+        closely, more give a smoother law.
+
+    Attributes
+    ----------
+    steps_ : ndarray of shape (n, dim_x)
+        The training steps ``x_{t+1} - x_t``.
+    coef_ : ndarray of shape (1 + n_inputs, dim_x)
+        The linear part: intercept, then one row per input.
+    offsets_ : ndarray of shape (n, dim_x)
+        The steps' offsets from the linear part, which a draw samples among the neighbours.
+    scaler_ : sklearn.preprocessing.StandardScaler
+        Standardises the inputs before neighbours are looked up.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> v = np.tile([2.0, 3.0, 4.0], 100)                         # a velocity that cycles
+    >>> track = np.column_stack([np.r_[0.0, np.cumsum(v)[:-1]], v])   # position moves by v
+    >>> motion = LearnedMotion(inputs=(1,), n_neighbors=10).fit(track)
+    >>> motion.sample_transition([[1e6, 3.0]], rng=0)             # far from anything in training
+    array([[1.000003e+06, 4.000000e+00]])
+    """
+
+    def __init__(self, inputs=None, n_neighbors=30):
+        self.inputs = inputs
+        self.n_neighbors = n_neighbors
+
+    def _columns(self, dim_x):
+        if self.inputs is None:
+            return np.arange(dim_x)
+        columns = np.asarray(self.inputs).ravel()
+        if columns.size == 0 or not np.issubdtype(columns.dtype, np.integer) or columns.min() < 0 \
+                or columns.max() >= dim_x or len(set(columns.tolist())) != columns.size:
+            raise ValueError(f"inputs: expected distinct column indices below {dim_x} (the state's dimension), "
+                             f"got {self.inputs!r}")
+        return columns
+
+    @limited_blas
+    def fit(self, states):
+        """Learn the steps of one trajectory or a list of them.
+
+        Parameters
+        ----------
+        states : array-like of shape (T, dim_x), or a list of such arrays
+            The training trajectories (rows one step apart).
+
+        Returns
+        -------
+        self : LearnedMotion
+            The fitted motion.
+        """
+        xs = _state_sequences(states)
+        before = np.vstack([x[:-1] for x in xs])
+        self.steps_ = np.vstack([np.diff(x, axis=0) for x in xs])
+        self.n_features_in_ = before.shape[1]
+        self.columns_ = self._columns(before.shape[1])
+        n = len(before)
+        k = check_int(self.n_neighbors, "n_neighbors", minimum=1)
+        if n < k:
+            raise ValueError(f"n_neighbors: expected at most the {n} training steps, got {k}")
+        self.n_neighbors_ = k
+        inputs = before[:, self.columns_]
+        self.scaler_ = StandardScaler().fit(inputs)
+        self.index_ = NearestNeighbors(n_neighbors=k).fit(self.scaler_.transform(inputs))
+        # the linear part, by least squares on [1, a] over every training pair
+        design = np.hstack([np.ones((n, 1)), inputs])
+        self.coef_ = np.linalg.lstsq(design, self.steps_, rcond=None)[0]
+        self.offsets_ = self.steps_ - design @ self.coef_
+        return self
+
+    def _neighbours(self, inputs):
+        return self.index_.kneighbors(self.scaler_.transform(inputs), return_distance=False)
+
+    def mean_step(self, X):
+        """The learned mean step ``m(a)`` at states ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, dim_x)
+            States.
+
+        Returns
+        -------
+        ndarray of shape (n, dim_x)
+            ``E[x_{t+1} - x_t | a_t]`` at each.
+        """
+        check_is_fitted(self, "steps_")
+        X = check_matrix(X, "X", n_features=self.n_features_in_)
+        inputs = X[:, self.columns_]
+        return self.coef_[0] + inputs @ self.coef_[1:] + self.offsets_[self._neighbours(inputs)].mean(axis=1)
+
+    def sample_transition(self, X, rng=None, u=None):
+        """A draw of the next state for each row of ``X`` (the motion model's interface).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, dim_x)
+            Current states.
+        rng : int, Generator or None
+            The random numbers.
+        u : None
+            Controls are not learned here; must be None.
+
+        Returns
+        -------
+        ndarray of shape (n, dim_x)
+            ``x + L(a) + e_j`` for each row.
+        """
+        check_is_fitted(self, "steps_")
+        if u is not None:
+            raise ValueError("u: LearnedMotion learns no control; expected None")
+        rng = check_rng(rng)
+        X = check_matrix(X, "X", n_features=self.n_features_in_)
+        inputs = X[:, self.columns_]
+        idx = self._neighbours(inputs)
+        pick = idx[np.arange(len(X)), rng.integers(idx.shape[1], size=len(X))]
+        return X + self.coef_[0] + inputs @ self.coef_[1:] + self.offsets_[pick]
+
+
+class LearnedMotionFilter(HoldsParticles, LearnedFilter):
+    """A particle filter that moves by motion learned from trajectories and weighs by a sensor model.
+
+    The motion is :class:`LearnedMotion` (a linear step given ``inputs`` plus an offset drawn from
+    the nearest training steps'), so the belief can leave the training states: a track in a place the log never
+    visited is followed as long as it moves as the logged ones did. The observation's weight is the
+    sensor's likelihood ``sensor.observation_loglik(z, X)``, e.g. a
+    :class:`~kbfilter.systems.tracking.ConstantVelocity` model's (whose motion part is not used).
+
+    Parameters
+    ----------
+    sensor : object with ``observation_loglik(z, X)``
+        The sensor model. When it also has ``initial_belief(z0)`` returning ``(mean, cov)``,
+        ``batch_filter`` starts from that Gaussian (drawn once); otherwise from the training states.
+    inputs, n_neighbors
+        Of the :class:`LearnedMotion`.
+    n_particles : int, default=1000
+        Particles.
+    ess_threshold : float in (0, 1], default=0.5
+        Resample when the effective sample size falls below this fraction of the particles.
+    reacquire : float in (0, 1) or None, default=0.999
+        Lost-track recovery, as trackers do it: when the observation lies outside this
+        probability's gate around every particle's predicted observation (the squared Mahalanobis
+        distance ``(z - h(x))^T R^{-1} (z - h(x))`` above the chi-square quantile, for a sensor
+        with ``observe_mean``, ``observation_cov`` and ``initial_belief``), the particles are drawn
+        afresh from ``sensor.initial_belief(z)``; counted as ``"reacquired"`` in ``diagnostics``
+        and warned about. None never does.
+    random_state : int, Generator or None
+        The random numbers; the same seed gives the same estimates.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import kbfilter as kb
+    >>> from kbfilter.systems.tracking import ConstantVelocity
+    >>> rng = np.random.default_rng(0)
+    >>> v = np.cumsum(0.1 * rng.standard_normal((300, 2)), axis=0) + [5.0, 0.0]
+    >>> track = np.hstack([np.cumsum(v, axis=0), v])                  # east, north, velocities
+    >>> cv = ConstantVelocity(step=1.0, accel=0.1, speed=10.0)      # its sensor: fixes, 5 m noise
+    >>> lmf = LearnedMotionFilter(cv, inputs=(2, 3), random_state=0).fit(track, track[:, :2])
+    >>> far = track[:50] + [1e5, 1e5, 0.0, 0.0]                      # somewhere the log never went
+    >>> means = lmf.batch_filter(cv.sensor.observe(far, rng=1))[0]
+    >>> bool(np.sqrt(np.mean(np.sum((means[10:, :2] - far[10:, :2]) ** 2, axis=1))) < 10.0)
+    True
+    """
+
+    def __init__(self, sensor=None, inputs=None, n_neighbors=30, n_particles=1000, ess_threshold=0.5,
+                 reacquire=0.999, random_state=None):
+        self.sensor = sensor
+        self.inputs = inputs
+        self.n_neighbors = n_neighbors
+        self.n_particles = n_particles
+        self.ess_threshold = ess_threshold
+        self.reacquire = reacquire
+        self.random_state = random_state
+
+    @limited_blas
+    def fit(self, states, observations, controls=None):
+        """Learn the motion from the training trajectories (the observations are the sensor's; they
+        are checked against the states but the likelihood is ``sensor``'s).
+
+        Parameters
+        ----------
+        states : array-like of shape (T, dim_x), or a list of such arrays
+            Training trajectories.
+        observations : array-like or list of array-like
+            Their observations (row for row).
+        controls : None
+            Not supported.
+
+        Returns
+        -------
+        self : LearnedMotionFilter
+            The fitted filter, reset.
+        """
+        if not callable(getattr(self.sensor, "observation_loglik", None)):
+            raise ValueError(f"sensor: expected a sensor model with observation_loglik(z, X), got "
+                             f"{type(self.sensor).__name__}")
+        if controls is not None:
+            raise ValueError("controls: LearnedMotionFilter learns no control; expected None")
+        check_int(self.n_particles, "n_particles", minimum=2)
+        check_fraction(self.ess_threshold, "ess_threshold")
+        self.gate_ = None
+        if self.reacquire is not None:
+            q = check_fraction(self.reacquire, "reacquire")
+            if q >= 1:
+                raise ValueError(f"reacquire: expected a probability below 1 or None, got {self.reacquire!r}")
+            if all(callable(getattr(self.sensor, m, None)) for m in ("observe_mean", "initial_belief")) \
+                    and hasattr(self.sensor, "observation_cov"):
+                R = check_matrix(self.sensor.observation_cov, "sensor.observation_cov")
+                self.gate_ = (float(chi2.ppf(q, R.shape[0])), np.linalg.inv(R))
+        xs, zs, obs_shape = check_sequences(states, observations)
+        self.obs_shape_ = obs_shape
+        self.motion_ = LearnedMotion(self.inputs, self.n_neighbors).fit(xs)
+        self.states_ = np.vstack(xs)
+        self.n_features_in_ = self.states_.shape[1]
+        return self.reset()
+
+    def _grid_for(self, obs_shape):
+        return MOTION_GRID
+
+    def reset(self, prior=None):
+        """Draw the particles afresh and restart the random generator from ``random_state``.
+
+        Parameters
+        ----------
+        prior : (mean, cov) or array-like of shape (n_particles, dim_x), optional
+            A Gaussian to draw the particles from, or the particles; by default they are drawn
+            uniformly from the training states.
+
+        Returns
+        -------
+        self : LearnedMotionFilter
+            The filter with its new particles.
+        """
+        check_is_fitted(self, "motion_")
+        self._events = Counter()
+        self._rng = check_rng(self.random_state)
+        self._started = prior is not None
+        self.belief = self._drawn(prior)
+        self._estimate_particles("prior", "post")
+        return self
+
+    def _drawn(self, prior):
+        """The particles of ``prior`` (see :meth:`reset`)."""
+        N, d = self.n_particles, self.n_features_in_
+        if prior is None:
+            return ParticleBelief.drawn_from(self.states_, N, self._rng)
+        if isinstance(prior, tuple) and len(prior) == 2:
+            mean = check_vector(prior[0], "prior[0]", length=d)
+            cov = check_matrix(prior[1], "prior[1]", n_features=d)
+            return ParticleBelief(self._rng.multivariate_normal(mean, cov, size=N))
+        return ParticleBelief(check_matrix(prior, "prior", n_features=d))
+
+    def _start_batch(self, zs):
+        # like the Kalman filters: a first belief from the first observation, when the sensor gives one
+        start = getattr(self.sensor, "initial_belief", None)
+        if self._started or zs[0] is None or not callable(start):
+            return 0, []
+        try:
+            belief = start(np.asarray(zs[0], dtype=np.float64).reshape(self.obs_shape_))
+        except NotImplementedError:
+            return 0, []
+        self.reset(prior=tuple(belief))
+        return 1, [(self.x.copy(), self.P.copy(), self.x.copy(), self.P.copy())]
+
+    def _lost(self, z):
+        """True when ``z`` is outside the reacquisition gate of every particle."""
+        if self.gate_ is None:
+            return False
+        threshold, R_inv = self.gate_
+        diff = z.ravel() - self.sensor.observe_mean(self.belief.particles)
+        return bool(np.min(np.einsum("nd,de,ne->n", diff, R_inv, diff)) > threshold)
+
+    @limited_blas
+    def predict(self, u=None):
+        """Move every particle by a draw of the learned motion.
+
+        Parameters
+        ----------
+        u : None
+            Not supported.
+        """
+        check_is_fitted(self, "motion_")
+        self._started = True
+        self.belief.particles = self.motion_.sample_transition(self.belief.particles, self._rng, u)
+        self._estimate_particles("prior")
+
+    @limited_blas
+    def update(self, z):
+        """Weigh the particles by the sensor's likelihood of ``z``; resample when the ESS is low.
+
+        Parameters
+        ----------
+        z : array-like or None
+            The observation; None (missing) keeps the prediction.
+        """
+        check_is_fitted(self, "motion_")
+        self._started = True
+        if z is None:
+            self._keep_prediction()
+            return
+        z = np.asarray(z, dtype=np.float64)
+        if z.size != int(np.prod(self.obs_shape_)) or not np.all(np.isfinite(z)):
+            raise ValueError(f"z: expected a finite observation of shape {self.obs_shape_}, got shape {z.shape}")
+        if self._lost(z):
+            self._record("reacquired", "the observation was outside the gate of every particle; drew the particles "
+                                       "afresh from the sensor's belief at it (see reacquire)")
+            self.belief = self._drawn(tuple(self.sensor.initial_belief(z.reshape(self.obs_shape_))))
+            self._estimate_particles("post")
+            return
+        with np.errstate(over="ignore", invalid="ignore"):
+            loglik = self.sensor.observation_loglik(z.reshape(self.obs_shape_), self.belief.particles)
+        if not np.isfinite(self.belief.reweight_log(loglik)):
+            self._record("no_likelihood", "no particle gives the observation a finite likelihood; kept the "
+                                          "prediction")
+            self._keep_prediction()
+            return
+        self._estimate_particles("post")
+        self.belief.resample_if_due(self.ess_threshold, self._rng)

@@ -1,0 +1,111 @@
+"""The recorded tracks: projection, resampling across gaps, splits by vehicle, the shipped recordings."""
+
+import numpy as np
+import pytest
+
+from kbfilter.datasets import EARTH_RADIUS, load_opensky, load_solent, load_tracks_csv, project, unproject
+
+
+def _haversine(lat1, lon1, lat2, lon2):
+    p1, p2, dl = np.radians(lat1), np.radians(lat2), np.radians(lon2 - lon1)
+    a = np.sin((p2 - p1) / 2) ** 2 + np.cos(p1) * np.cos(p2) * np.sin(dl / 2) ** 2
+    return 2 * EARTH_RADIUS * np.arcsin(np.sqrt(a))
+
+
+def test_the_projection_round_trips_to_a_metre_and_keeps_great_circle_distances_from_the_origin():
+    rng = np.random.default_rng(0)
+    origin = (52.25, -1.70)
+    lat = origin[0] + rng.uniform(-4, 4, 500)
+    lon = origin[1] + rng.uniform(-6, 6, 500)
+    east, north = project(lat, lon, origin)
+    back_lat, back_lon = unproject(east, north, origin)
+    error_m = _haversine(lat, lon, back_lat, back_lon)
+    assert error_m.max() < 1.0
+    np.testing.assert_allclose(np.hypot(east, north), _haversine(origin[0], origin[1], lat, lon), rtol=1e-9)
+    # east is east and north is north; the origin maps to 0 exactly
+    e, n = project([origin[0], origin[0] + 0.1, origin[0]], [origin[1], origin[1], origin[1] + 0.1], origin)
+    assert e[0] == 0.0 and n[0] == 0.0 and n[1] > 0 and abs(e[1]) < 1e-6 and e[2] > 0
+    # London to Paris, a distance everyone can check: 343.5 km on this sphere
+    e, n = project([48.8566], [2.3522], (51.5074, -0.1278))
+    assert abs(np.hypot(e, n)[0] - _haversine(51.5074, -0.1278, 48.8566, 2.3522)) < 1e-3
+    with pytest.raises(ValueError, match="origin"):
+        project([0.0], [0.0], (95.0, 0.0))
+
+
+def _write(path, rows):
+    path.write_text("t,id,lat,lon\n" + "\n".join(",".join(str(v) for v in row) for row in rows) + "\n")
+    return path
+
+
+def test_resampling_interpolates_between_reports_and_never_across_a_long_gap(tmp_path):
+    # one vehicle going north at 10 m/s, reports every 7 s, with a 100 s silence in the middle
+    origin = (50.0, 0.0)
+    times = np.r_[np.arange(0, 200, 7.0), np.arange(300, 500, 7.0)]
+    north_m = 10.0 * times
+    lat, lon = unproject(np.zeros_like(north_m), north_m, origin)
+    path = _write(tmp_path / "log.csv", [(t, "a", la, lo) for t, la, lo in zip(times, lat, lon)])
+    tracks = load_tracks_csv(path, time="t", step=5.0, max_gap=60.0, min_length=5, origin=origin)
+    assert len(tracks) == 2 and tracks.vehicles == ["a", "a"]
+    for piece_times, piece in zip(tracks.times, tracks.tracks):
+        assert np.all(np.diff(piece_times) == 5.0)
+        inside = (piece_times >= 200) & (piece_times < 300)
+        assert not inside.any()  # nothing invented in the silence
+        np.testing.assert_allclose(piece[:, 1], 10.0 * piece_times, atol=1e-6)   # north, interpolated
+        np.testing.assert_allclose(piece[:, 3], 10.0, atol=1e-6)                   # north velocity
+        np.testing.assert_allclose(piece[:, [0, 2]], 0.0, atol=1e-6)
+    # a longer max_gap joins the pieces and interpolates across
+    joined = load_tracks_csv(path, time="t", step=5.0, max_gap=120.0, min_length=5, origin=origin)
+    assert len(joined) == 1
+
+
+def test_loading_drops_corrupt_fixes_and_says_how_many(tmp_path):
+    origin = (50.0, 0.0)
+    times = np.arange(0, 300, 10.0)
+    lat, lon = unproject(np.zeros_like(times), 5.0 * times, origin)
+    rows = [(t, "b", la, lo) for t, la, lo in zip(times, lat, lon)]
+    rows[10] = (rows[10][0], "b", 51.0, 0.0)      # a jump of about 100 km in 10 s
+    rows.append((5.0, "b", "", ""))                # no position
+    rows.append((20.0, "b", lat[2], lon[2]))      # the same time twice
+    path = _write(tmp_path / "log.csv", rows)
+    tracks = load_tracks_csv(path, time="t", step=10.0, max_gap=30.0, origin=origin, max_speed=50.0)
+    assert tracks.dropped == {"no_position": 1, "implausible_speed": 1, "repeated_time": 1}
+    np.testing.assert_allclose(tracks.tracks[0][:, 1], 5.0 * tracks.times[0], atol=1e-6)
+    with pytest.raises(ValueError, match="no column 'time'"):
+        load_tracks_csv(path)
+    with pytest.raises(ValueError, match="max_gap: expected at least step"):
+        load_tracks_csv(path, time="t", step=10.0, max_gap=5.0)
+    with pytest.raises(ValueError, match="min_length: no piece of track"):
+        load_tracks_csv(path, time="t", step=10.0, max_gap=30.0, min_length=1000)
+
+
+def test_iso_times_are_read_as_seconds(tmp_path):
+    path = tmp_path / "ais.csv"
+    path.write_text("t,id,lat,lon\n2016-01-12 13:00:00.000,s,50.0,0.0\n2016-01-12 13:00:30.500,s,50.001,0.0\n"
+                    "2016-01-12 13:01:00.000,s,50.002,0.0\n")
+    tracks = load_tracks_csv(path, time="t", step=10.0, max_gap=60.0, min_length=3)
+    np.testing.assert_array_equal(tracks.times[0], [0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0])
+
+
+def test_the_split_is_by_vehicle_and_reproducible():
+    tracks = load_solent()
+    train, test = tracks.split(test_size=0.3, random_state=4)
+    assert set(train.vehicles).isdisjoint(test.vehicles)
+    assert set(train.vehicles) | set(test.vehicles) == set(tracks.vehicles)
+    assert len(train) + len(test) == len(tracks)
+    again = tracks.split(test_size=0.3, random_state=4)[1]
+    assert again.vehicles == test.vehicles
+    with pytest.raises(ValueError, match="test_size"):
+        tracks.split(test_size=1.5)
+
+
+@pytest.mark.parametrize("loader", [load_opensky, load_solent])
+def test_the_shipped_recordings_load_as_sequences_ready_for_fit(loader):
+    tracks = loader()
+    assert len(tracks) > 40 and "Stone Soup" in tracks.attribution
+    for track, times in zip(tracks.tracks, tracks.times):
+        assert track.shape[1] == 4 and len(track) == len(times) >= 10 and np.all(np.isfinite(track))
+        np.testing.assert_allclose(np.diff(times), tracks.step)
+        # velocities are the central differences of the positions
+        np.testing.assert_allclose(track[1:-1, 2:], (track[2:, :2] - track[:-2, :2]) / (2 * tracks.step), atol=1e-6)
+    speeds = np.concatenate([np.hypot(*t[:, 2:].T) for t in tracks.tracks])
+    assert speeds.max() < (350.0 if loader is load_opensky else 25.0)

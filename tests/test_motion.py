@@ -1,0 +1,163 @@
+"""Learned motion that transfers, and the tracking models it is compared with."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import kbfilter as kb
+from kbfilter.filters import LearnedMotion, LearnedMotionFilter
+from kbfilter.systems import ConstantVelocity, PositionFixes, dropouts
+
+CV = ConstantVelocity(step=1.0, accel=0.5, sensor=PositionFixes(3.0), speed=10.0)
+
+
+@pytest.fixture(scope="module")
+def cv_data():
+    train = [CV.simulate(300, rng=s, burn_in=0)[0] for s in range(10)]
+    test_states, test_obs = CV.simulate(200, rng=99, burn_in=0)
+    return train, test_states, test_obs
+
+
+def _mse(means, states, skip=20):
+    return float(np.mean(np.sum((means[skip:, :2] - states[skip:, :2]) ** 2, axis=1)))
+
+
+def test_the_linear_part_is_exact_on_linear_steps_and_carries_anywhere():
+    A = np.array([[0.0, 1.0], [-0.1, 0.0]])  # steps are A x: no noise, so every offset is zero
+    x = np.zeros((200, 2))
+    x[0] = [1.0, 0.0]
+    for t in range(199):
+        x[t + 1] = x[t] + A @ x[t] * 0.1
+    motion = LearnedMotion(n_neighbors=5).fit(x)
+    np.testing.assert_allclose(motion.coef_[1:], 0.1 * A.T, atol=1e-12)
+    np.testing.assert_allclose(motion.offsets_, 0.0, atol=1e-12)
+    far = np.array([[1e4, -3e3]])
+    np.testing.assert_allclose(motion.sample_transition(far, rng=0), far + 0.1 * far @ A.T, rtol=1e-12)
+    np.testing.assert_allclose(motion.mean_step(far), 0.1 * far @ A.T, rtol=1e-12)
+
+
+def test_the_learned_mean_step_of_constant_velocity_is_the_velocity(cv_data):
+    train, _, _ = cv_data
+    motion = LearnedMotion(inputs=(2, 3)).fit(train)
+    v = np.array([[0, 0, 3.0, -2.0], [5e5, 5e5, -1.0, 4.0]])
+    # position moves by the velocity, velocity by nothing on average; noise averages to within
+    # a few of its standard errors (0.5 / sqrt(30) for the velocity, 0.25 / sqrt(30) for the position)
+    np.testing.assert_allclose(motion.mean_step(v), np.column_stack([v[:, 2:], np.zeros((2, 2))]), atol=0.35)
+    draws = motion.sample_transition(np.repeat(v[:1], 4000, axis=0), rng=1) - v[:1]
+    np.testing.assert_allclose(draws.std(axis=0), [0.25, 0.25, 0.5, 0.5], rtol=0.2)
+
+
+def test_on_a_linear_gaussian_system_the_learned_motion_approaches_the_kalman_filter(cv_data):
+    train, test_states, test_obs = cv_data
+    kalman = _mse(kb.filters.ExtendedKalman(CV).batch_filter(test_obs)[0], test_states)
+    lmf = LearnedMotionFilter(CV, inputs=(2, 3), random_state=0).fit(train, [x[:, :2] for x in train])
+    learned = _mse(lmf.batch_filter(test_obs)[0], test_states)
+    assert learned < 1.5 * kalman, (learned, kalman)
+    # and the same seed gives the same numbers
+    again = LearnedMotionFilter(CV, inputs=(2, 3), random_state=0).fit(train, [x[:, :2] for x in train])
+    np.testing.assert_array_equal(lmf.reset().batch_filter(test_obs)[0], again.batch_filter(test_obs)[0])
+
+
+def test_a_track_where_the_log_never_went_is_followed_by_learned_motion_and_lost_by_the_kernel_bayes_filter(cv_data):
+    train, test_states, _ = cv_data
+    far = test_states + [2e4, -3e4, 0.0, 0.0]
+    obs = CV.sensor.observe(far, rng=5)
+    lmf = LearnedMotionFilter(CV, inputs=(2, 3), random_state=0).fit(train, [x[:, :2] for x in train])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kbf = kb.KernelBayesFilter().fit(train, [x[:, :2] for x in train])
+        kbf_mse = _mse(kbf.batch_filter(obs)[0], far)
+    assert _mse(lmf.batch_filter(obs)[0], far) < 50.0 < 1e6 < kbf_mse
+
+
+def test_missing_fixes_are_bridged_by_the_motion(cv_data):
+    train, test_states, test_obs = cv_data
+    zs, missing = dropouts(test_obs, rng=3, rate=0.05, length=(5, 10))
+    assert missing.any() and not missing[0]
+    lmf = LearnedMotionFilter(CV, inputs=(2, 3), random_state=0).fit(train, [x[:, :2] for x in train])
+    means = lmf.batch_filter(zs)[0]
+    kalman = kb.filters.ExtendedKalman(CV).batch_filter(zs)[0]
+    inside = lambda m: float(np.mean(np.sum((m[missing, :2] - test_states[missing, :2]) ** 2, axis=1)))
+    assert inside(means) < 3 * inside(kalman)
+
+
+def test_tune_filter_tunes_the_learned_motion_filter_on_its_own_grid(cv_data):
+    train, _, _ = cv_data
+    template = LearnedMotionFilter(CV, inputs=(2, 3), n_particles=200, random_state=0)
+    tuned = kb.tune_filter(template, train, [x[:, :2] for x in train], validation_length=100, progress=False,
+                           max_extensions=0)
+    assert set(tuned.best_params_) == {"n_neighbors"}
+    assert len(tuned.search_table_) >= 3 and all(np.isfinite(r["mse"]) for r in tuned.search_table_)
+
+
+def test_learned_motion_refuses_what_it_cannot_use(cv_data):
+    train, _, test_obs = cv_data
+    obs = [x[:, :2] for x in train]
+    with pytest.raises(ValueError, match="sensor: expected a sensor model"):
+        LearnedMotionFilter(None).fit(train, obs)
+    with pytest.raises(ValueError, match="inputs: expected distinct column indices below 4"):
+        LearnedMotionFilter(CV, inputs=(2, 7)).fit(train, obs)
+    with pytest.raises(ValueError, match="controls"):
+        LearnedMotionFilter(CV).fit(train, obs, controls=[np.zeros((300, 1))] * 10)
+    with pytest.raises(ValueError, match="n_neighbors: expected at most"):
+        LearnedMotion(n_neighbors=10_000).fit(train)
+    lmf = LearnedMotionFilter(CV, inputs=(2, 3), n_particles=50, random_state=0).fit(train, obs)
+    with pytest.raises(ValueError, match="z: expected a finite observation of shape"):
+        lmf.update([1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="u: LearnedMotion learns no control"):
+        lmf.predict(u=[1.0])
+
+
+# -- the hand-written model --------------------------------------------------------------------------
+def test_the_constant_velocity_kalman_filter_is_the_least_squares_line_through_the_fixes():
+    # no process noise and a flat first belief: the filter's estimate at t is the straight line fitted
+    # by least squares to the fixes up to t, evaluated at t (a closed form)
+    model = ConstantVelocity(step=2.0, accel=1e-9, sensor=PositionFixes(4.0), speed=1e7)
+    t = 2.0 * np.arange(30)
+    truth = np.column_stack([100 + 7 * t, -50 - 3 * t, np.full(30, 7.0), np.full(30, -3.0)])
+    fixes = model.sensor.observe(truth, rng=0)
+    means = kb.filters.ExtendedKalman(model).batch_filter(fixes)[0]
+    for k in (5, 12, 29):
+        design = np.column_stack([np.ones(k + 1), t[:k + 1]])
+        coef = np.linalg.lstsq(design, fixes[:k + 1], rcond=None)[0]
+        np.testing.assert_allclose(means[k, :2], coef[0] + coef[1] * t[k], atol=1e-3)
+        np.testing.assert_allclose(means[k, 2:], coef[1], atol=1e-3)
+
+
+def test_the_acceleration_is_chosen_on_training_tracks_by_the_stated_rule():
+    rng = np.random.default_rng(0)
+    v = np.cumsum(0.3 * rng.standard_normal((500, 2)), axis=0)
+    track = np.hstack([np.cumsum(v, axis=0) * 5.0, v])
+    model = ConstantVelocity.fitted([track], step=5.0)
+    assert model.accel == pytest.approx(np.sqrt(np.mean(np.diff(v, axis=0) ** 2)) / 5.0)
+    np.testing.assert_allclose(model.transition_mean([[0, 0, 1.0, 2.0]]), [[5.0, 10.0, 1.0, 2.0]])
+
+
+def test_dropouts_keep_the_first_fix_and_last_as_long_as_asked():
+    zs, missing = dropouts(np.zeros((2000, 2)), rng=7, rate=0.05, length=(3, 6))
+    assert zs[0] is not None and all((z is None) == m for z, m in zip(zs, missing))
+    runs = np.diff(np.flatnonzero(np.diff(np.r_[0, missing.astype(int), 0])))[::2]
+    assert runs[:-1].min() >= 3 and runs[:-1].max() <= 6  # the last may be cut by the end
+    again = dropouts(np.zeros((2000, 2)), rng=7, rate=0.05, length=(3, 6))[1]
+    np.testing.assert_array_equal(missing, again)
+    with pytest.raises(ValueError, match="length"):
+        dropouts(np.zeros((10, 2)), length=(5, 2))
+
+
+def test_a_lost_track_is_reacquired_from_the_sensor_and_counted(cv_data):
+    train, test_states, test_obs = cv_data
+    jumped = test_states.copy()
+    jumped[100:, :2] += [5e3, 0.0]                     # the target reappears 5 km away
+    obs = CV.sensor.observe(jumped, rng=2)
+    fixes = [x[:, :2] for x in train]
+    lmf = LearnedMotionFilter(CV, inputs=(2, 3), random_state=0).fit(train, fixes)
+    with pytest.warns(kb.NumericalWarning, match="outside the gate of every particle"):
+        means = lmf.batch_filter(obs)[0]
+    assert lmf.diagnostics["reacquired"] >= 1
+    assert _mse(means[110:], jumped[110:], skip=0) < 100.0
+    stuck = LearnedMotionFilter(CV, inputs=(2, 3), reacquire=None, random_state=0).fit(train, fixes)
+    assert _mse(stuck.batch_filter(obs)[0][110:], jumped[110:], skip=0) > 1e4
+    assert stuck.diagnostics["reacquired"] == 0
+    with pytest.raises(ValueError, match="reacquire"):
+        LearnedMotionFilter(CV, reacquire=1.0).fit(train, fixes)
