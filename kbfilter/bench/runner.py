@@ -10,6 +10,7 @@ backend is active, so ``joblib.parallel_config(backend="dask")`` moves them to a
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
+from numbers import Real
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -126,8 +127,7 @@ def _checked_axes(grid_axes, system, methods):
             raise ValueError(f"grid_axes: {name!r} is not a parameter of any tuned method "
                              f"({', '.join(tuned) or 'none among the methods'})")
         values = tuple(values) if isinstance(values, (list, tuple)) else (values,)
-        if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v)
-                                 for v in values):
+        if not values or not all(isinstance(v, Real) and not isinstance(v, bool) and np.isfinite(v) for v in values):
             raise ValueError(f"grid_axes: expected {name}'s values to be finite numbers, got {values!r}")
         checked[name] = values
     return checked
