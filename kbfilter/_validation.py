@@ -169,6 +169,25 @@ def _several(states):
         return True
 
 
+def check_state_sequences(states):
+    """Normalise ``states`` alone (trajectories with no observations) to a list of per-sequence
+    arrays, by the rule :func:`check_sequences` follows: one array or list of numbers is one
+    sequence, a list of arrays (or of nested lists) is several.
+
+    Returns
+    -------
+    xs : list of ndarray
+    """
+    seqs = list(states) if _several(states) else [states]
+    if not seqs:
+        raise ValueError("states: expected at least one sequence")
+    xs = []
+    for i, x in enumerate(seqs):
+        xs.append(check_matrix(x, f"states[{i}]" if len(seqs) > 1 else "states", min_samples=2,
+                               n_features=xs[0].shape[1] if xs else None))
+    return xs
+
+
 def check_sequences(states, observations):
     """Normalise ``(states, observations)`` to two equally long lists of per-sequence arrays.
 

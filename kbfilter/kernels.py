@@ -340,15 +340,20 @@ class _RadialKernel(Kernel):
         """
         if not self.standardise:
             return X
+        scale = self._column_scale()
+        if X.shape[-1] != scale.shape[0]:
+            raise ValueError(f"X: expected {scale.shape[0]} columns (the fit data's), got {X.shape[-1]}")
+        return X / scale
+
+    def _column_scale(self):
+        """``column_scale_`` of a standardised kernel, or NotFittedError before ``fit``."""
         if not hasattr(self, "column_scale_"):
             raise NotFittedError(f"{type(self).__name__}(standardise=True) must be fitted to data before use")
-        if X.shape[-1] != self.column_scale_.shape[0]:
-            raise ValueError(f"X: expected {self.column_scale_.shape[0]} columns (the fit data's), got {X.shape[-1]}")
-        return X / self.column_scale_
+        return self.column_scale_
 
     def _resolved(self):
-        if self.standardise and not hasattr(self, "column_scale_"):
-            raise NotFittedError(f"{type(self).__name__}(standardise=True) must be fitted to data before use")
+        if self.standardise:
+            self._column_scale()  # the bandwidth is in standard deviations: meaningless before fit
         if hasattr(self, "bandwidth_"):
             return self.bandwidth_
         if isinstance(self.bandwidth, str):
@@ -366,7 +371,7 @@ class _RadialKernel(Kernel):
         # 1e154: measure them from one of the points, in bandwidths.
         s = self._resolved()
         if self.standardise:
-            s = s * self.column_scale_  # one bandwidth per column, in the data's units
+            s = s * self._column_scale()  # one bandwidth per column, in the data's units
         origin = A[0]
         return self._unit_gram((A - origin) / s, (B - origin) / s)
 

@@ -190,6 +190,13 @@ def _extendable(values):
     return bool(np.all(steps > 0) or np.all(steps < 0))
 
 
+def _end_chosen(values, best):
+    """``"last"`` or ``"first"`` when ``best`` is that end of an extendable axis, else None."""
+    if not _extendable(values) or best not in (values[0], values[-1]):
+        return None
+    return "last" if best == values[-1] else "first"
+
+
 def _beyond(end, inner):
     """The value one step past ``end``, away from its neighbour ``inner``: by their ratio when both
     are positive (a geometric grid), by their difference otherwise; an integer axis stays integer.
@@ -217,9 +224,10 @@ def _extend_edges(grid, best, added, counts, max_extensions):
     Returns the names of the axes extended now."""
     grown = []
     for name, values in grid.items():
-        if not _extendable(values) or best[name] not in (values[0], values[-1]):
+        side = _end_chosen(values, best[name])
+        if side is None:
             continue
-        last = best[name] == values[-1]
+        last = side == "last"
         if counts[name, last] >= max_extensions:
             continue
         end, inner = (values[-1], values[-2]) if last else (values[0], values[1])
@@ -236,7 +244,7 @@ def _extend_edges(grid, best, added, counts, max_extensions):
 def _edge_warnings(grid, best, added, max_extensions):
     """Warn for each axis whose chosen value is still an end of its (monotone, numeric) list."""
     for name, values in grid.items():
-        if not _extendable(values) or best[name] not in (values[0], values[-1]):
+        if _end_chosen(values, best[name]) is None:
             continue
         side = "smallest" if best[name] == min(values) else "largest"
         done = (f"after {len(added[name])} extension(s) of the axis (max_extensions={max_extensions})"

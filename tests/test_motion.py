@@ -103,7 +103,7 @@ def test_learned_motion_refuses_what_it_cannot_use(cv_data):
     with pytest.raises(ValueError, match="n_neighbors: expected at most"):
         LearnedMotion(n_neighbors=10_000).fit(train)
     lmf = LearnedMotionFilter(CV, inputs=(2, 3), n_particles=50, random_state=0).fit(train, obs)
-    with pytest.raises(ValueError, match="z: expected a finite observation of shape"):
+    with pytest.raises(ValueError, match=r"z: expected length 2, got shape \(3,\)"):
         lmf.update([1.0, 2.0, 3.0])
     with pytest.raises(ValueError, match="u: LearnedMotion learns no control"):
         lmf.predict(u=[1.0])

@@ -35,8 +35,8 @@ from sklearn.neighbors import NearestNeighbors
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_fraction, check_int, check_matrix, check_positive, check_rng, check_sequences, \
-    check_vector
+from .._validation import check_fraction, check_int, check_matrix, check_observation, check_positive, check_rng, \
+    check_sequences, check_state_sequences, check_vector
 from ..threads import limited_blas
 from .base import LearnedFilter
 from .particles import HoldsParticles, ParticleBelief
@@ -45,17 +45,6 @@ __all__ = ["LearnedMotion", "LearnedMotionFilter", "MOTION_GRID"]
 
 #: the learned-motion filter's default tuning grid: the neighbours a draw comes from
 MOTION_GRID = {"n_neighbors": (5, 10, 20, 40, 80)}
-
-
-def _state_sequences(states):
-    """One trajectory (T, dim_x) or a list of arrays of them, checked."""
-    several = isinstance(states, (list, tuple)) and len(states) > 0 and isinstance(states[0], np.ndarray)
-    seqs = list(states) if several else [states]
-    xs = []
-    for i, x in enumerate(seqs):
-        xs.append(check_matrix(x, f"states[{i}]" if several else "states", min_samples=2,
-                               n_features=xs[0].shape[1] if xs else None))
-    return xs
 
 
 class LearnedMotion(BaseEstimator):
@@ -119,7 +108,7 @@ class LearnedMotion(BaseEstimator):
         self : LearnedMotion
             The fitted motion.
         """
-        xs = _state_sequences(states)
+        xs = check_state_sequences(states)
         before = np.vstack([x[:-1] for x in xs])
         self.steps_ = np.vstack([np.diff(x, axis=0) for x in xs])
         self.n_features_in_ = before.shape[1]
@@ -338,7 +327,7 @@ class LearnedMotionFilter(HoldsParticles, LearnedFilter):
         if self.gate_ is None:
             return False
         threshold, R_inv = self.gate_
-        diff = z.ravel() - self.sensor.observe_mean(self.belief.particles)
+        diff = z - self.sensor.observe_mean(self.belief.particles)
         return bool(np.min(np.einsum("nd,de,ne->n", diff, R_inv, diff)) > threshold)
 
     @limited_blas
@@ -369,9 +358,7 @@ class LearnedMotionFilter(HoldsParticles, LearnedFilter):
         if z is None:
             self._keep_prediction()
             return
-        z = np.asarray(z, dtype=np.float64)
-        if z.size != int(np.prod(self.obs_shape_)) or not np.all(np.isfinite(z)):
-            raise ValueError(f"z: expected a finite observation of shape {self.obs_shape_}, got shape {z.shape}")
+        z = check_observation(z, self.obs_shape_)
         if self._lost(z):
             self._record("reacquired", "the observation was outside the gate of every particle; drew the particles "
                                        "afresh from the sensor's belief at it (see reacquire)")
