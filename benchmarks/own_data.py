@@ -78,7 +78,7 @@ def main(argv=None):
         row, tuned, extended = one_seed(seed, args.jobs)
         rows.append(row)
         print(f"seed {seed}: " + "  ".join(f"{k} {v:.4f}" for k, v in row.items())
-              + f"  | tuning s: " + " ".join(f"{k} {v:.0f}" for k, v in tuned.items())
+              + "  | tuning s: " + " ".join(f"{k} {v:.0f}" for k, v in tuned.items())
               + f"  | extended: {extended or 'none'}", flush=True)
     means = {k: float(np.mean([r[k] for r in rows])) for k in rows[0]}
     print("mean:   " + "  ".join(f"{k} {v:.4f}" for k, v in means.items()))

@@ -4,9 +4,9 @@ The documentation (``docs/``, built with Sphinx) has the user guide, the API ref
 algorithms in the library's notation; docstrings cite its sections as "algorithms §N".
 """
 
-from . import features, filters, systems
+from . import features, filters, stats, systems
 from .embedding import KernelMean
-from .filters import KernelBayesFilter, KernelMonteCarloFilter, LearnedMotionFilter
+from .filters import KernelBayesFilter, KernelMonteCarloFilter, LearnedMotionFilter, kernel_smoother
 from .kernel_approximation import NystromKernel, RandomFourierKernel
 from .kernels import GaussianKernel, LaplaceKernel, LinearKernel, median_distance
 from .linalg import NumericalWarning
@@ -42,8 +42,10 @@ def __getattr__(name):
 __all__ = [
     "features",
     "filters",
+    "stats",
     "systems",
     "KernelBayesFilter",
+    "kernel_smoother",
     "KernelMonteCarloFilter",
     "LearnedMotionFilter",
     "tune_filter",

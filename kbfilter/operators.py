@@ -4,7 +4,7 @@ The transition matrix and the KuLSIF/KBR projection are ``T x T`` in the mathema
 the exact method stores them as dense arrays. A localized transition is sparse, and a low-rank
 kernel gives ``left @ right.T`` with ``left`` and ``right`` of shape (T, r):
 O(T r) memory and O(T r) work a product. Each class here is one of these shapes, with the same
-small surface (``@``, ``shape``, ``nbytes``, ``toarray``, ``placed``), so a filter built on any of
+small surface (``@``, ``adjoint``, ``shape``, ``nbytes``, ``toarray``, ``placed``), so a filter built on any of
 them runs the same loop.
 
 Examples
@@ -32,6 +32,22 @@ class Operator:
     shape = (0, 0)
 
     def __matmul__(self, v):
+        raise NotImplementedError
+
+    def adjoint(self, v):
+        """The transpose applied to ``v``: ``op.T @ v`` without forming the transpose (a smoother's
+        backward pass runs the transition this way).
+
+        Parameters
+        ----------
+        v : ndarray of shape (shape[0],) or (shape[0], k)
+            A vector or columns.
+
+        Returns
+        -------
+        ndarray of shape (shape[1],) or (shape[1], k)
+            The product.
+        """
         raise NotImplementedError
 
     def toarray(self):
@@ -84,6 +100,9 @@ class DenseOperator(Operator):
     def __matmul__(self, v):
         return self.matrix @ v
 
+    def adjoint(self, v):
+        return self.matrix.T @ v
+
     def toarray(self):
         return self.matrix.copy()
 
@@ -114,6 +133,9 @@ class SparseOperator(Operator):
 
     def __matmul__(self, v):
         return self.matrix @ v
+
+    def adjoint(self, v):
+        return self.matrix.T @ v
 
     def toarray(self):
         return self.matrix.toarray()
@@ -157,6 +179,9 @@ class LowRankOperator(Operator):
 
     def __matmul__(self, v):
         return self.left @ (self.right.T @ v)
+
+    def adjoint(self, v):
+        return self.right @ (self.left.T @ v)
 
     @property
     def rank(self):

@@ -24,6 +24,7 @@ from ._warnings import warn_user
 from .filters.grids import (BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, MONTE_CARLO_IMAGE_GRID,
                             MONTE_CARLO_SCALABLE_IMAGE_GRID, NEIGHBOUR_GRID, SCALABLE_BLUR_GRID, SCALABLE_GRID)
 from .linalg import NumericalWarning
+from .stats import mean_nees
 from .threads import limited_blas
 
 __all__ = ["DEFAULT_GRID", "SCALABLE_GRID", "IMAGE_GRID", "FEATURE_GRID", "BLUR_GRID", "MONTE_CARLO_IMAGE_GRID",
@@ -105,17 +106,21 @@ def validation_split(states, observations, validation_length, fold=0, controls=N
 
 
 def _validation_score(estimator, params, train, validation):
-    """``(mse, None)``, or ``(inf, "ErrorType: message")`` for a setting that fails."""
+    """``(mse, None, mean NEES)``, or ``(inf, "ErrorType: message", None)`` for a setting that
+    fails; the mean NEES is None when the filter reports no positive definite covariance."""
     x_val, z_val, *u_val = validation
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NumericalWarning)
         try:
             kbf = clone(estimator).set_params(**params).fit(*train)
-            means = kbf.batch_filter(z_val, us=u_val[0] if u_val else None)[0]
+            result = tuple(kbf.batch_filter(z_val, us=u_val[0] if u_val else None))
+            means, covs = result[0], (result[1] if len(result) > 1 else None)
         except (ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:
-            return np.inf, f"{type(exc).__name__}: {exc}"
+            return np.inf, f"{type(exc).__name__}: {exc}", None
     mse = float(np.mean(np.sum((means - x_val) ** 2, axis=1)))
-    return (mse, None) if np.isfinite(mse) else (np.inf, "the filter's estimates were not finite")
+    if not np.isfinite(mse):
+        return np.inf, "the filter's estimates were not finite", None
+    return mse, None, mean_nees(x_val, means, covs)
 
 
 def _repeat_seeds(filter, n_repeats):
@@ -254,9 +259,20 @@ def _edge_warnings(grid, best, added, max_extensions):
 
 
 @limited_blas
+def _calibrated_scale(filter, consistency, states):
+    """The ``covariance_scale`` that makes the mean validation NEES ``dim_x``, from the template's."""
+    scale = filter.get_params()["covariance_scale"]
+    if any(c is None for c in consistency) or not np.isfinite(np.mean(consistency)):
+        warn_user("tune_filter: the chosen setting reported a covariance that is not positive definite on the "
+                  "validation data; covariance_scale is left as it was", NumericalWarning)
+        return scale
+    dim_x = np.shape(states[0] if isinstance(states, (list, tuple)) else states)[-1]
+    return float(scale * np.mean(consistency) / dim_x)
+
+
 def tune_filter(filter, states, observations, param_grid=None, validation_length=200, n_jobs=None,
                 progress=True, search="coordinate", n_folds=1, controls=None, n_repeats=1,
-                max_extensions=MAX_EXTENSIONS):
+                max_extensions=MAX_EXTENSIONS, calibrate=True):
     """Choose a filter's hyperparameters on held-out training steps; refit on all the data.
 
     Parameters
@@ -302,6 +318,13 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
         both are positive (``scale`` 2, 4 gives 8; ``reg_prior`` 1e-5, 1e-6 gives 1e-7), their
         difference otherwise; an integer axis stays integer and a positive one positive. 0 never
         extends (a chosen end is only warned about).
+    calibrate : bool, default=True
+        For a filter with a ``covariance_scale`` parameter (the kernel Bayes filter): set it so
+        that the reported covariance is consistent on the validation blocks, i.e. multiply the
+        template's value by the chosen setting's mean NEES there divided by ``dim_x`` (a
+        consistent filter's mean NEES is ``dim_x``; see :ref:`smoothing`). The estimates do not
+        change. When the chosen setting reported a covariance that is not positive definite,
+        nothing is calibrated (a :class:`~kbfilter.NumericalWarning` says so).
 
     Returns
     -------
@@ -309,8 +332,10 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
         A clone refitted on all the data with the chosen parameters; ``best_params_``,
         ``search_table_`` (one dict per evaluated point, with its mean validation ``mse``),
         ``param_grid_`` (the grid searched, extensions included), ``extended_params_`` (for
-        each extended axis, the values added, in the order they were added; empty when none was)
-        and ``refit_time_`` (seconds the final fit took) are set on it.
+        each extended axis, the values added, in the order they were added; empty when none was),
+        ``validation_nees_`` (the chosen setting's mean NEES on the validation blocks, before
+        any calibration; None when it reported no positive definite covariance) and
+        ``refit_time_`` (seconds the final fit took) are set on it.
 
     Raises
     ------
@@ -343,6 +368,11 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
     for name in grid:
         if name not in valid:
             raise ValueError(f"param_grid: {name!r} is not a parameter of {type(filter).__name__}")
+    if calibrate not in (True, False):
+        raise ValueError(f"calibrate: expected True or False, got {calibrate!r}")
+    if calibrate and "covariance_scale" in grid:
+        raise ValueError("param_grid: covariance_scale does not change the estimates, so the MSE cannot choose it; "
+                         "calibrate=True sets it from the validation NEES (or pass calibrate=False)")
     n_folds = check_int(n_folds, "n_folds")
     max_extensions = check_int(max_extensions, "max_extensions", minimum=0)
     seeds = _repeat_seeds(filter, check_int(n_repeats, "n_repeats"))
@@ -350,7 +380,7 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
         raise ValueError("param_grid: random_state cannot be tuned when n_repeats draws the seeds; pass n_repeats=1")
     splits = [validation_split(states, observations, validation_length, fold, controls) for fold in range(n_folds)]
     runs = [(split, seed) for split in splits for seed in seeds]
-    scores, failures = {}, {}
+    scores, failures, consistency = {}, {}, {}
     names = list(grid)
     bar = tqdm(desc="tuning", disable=not progress, leave=False, unit="fit")
 
@@ -361,8 +391,9 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
             for p in todo for (train, validation), seed in runs)
         for i, p in enumerate(todo):
             mine = results[i * len(runs):(i + 1) * len(runs)]
-            scores[p] = float(np.mean([mse for mse, _ in mine]))
-            message = next((m for _, m in mine if m is not None), None)
+            scores[p] = float(np.mean([mse for mse, _, _ in mine]))
+            consistency[p] = [c for _, _, c in mine]
+            message = next((m for _, m, _ in mine if m is not None), None)
             if message is not None:
                 failures[p] = message
         bar.update(len(todo) * len(runs))
@@ -405,14 +436,18 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
                   NumericalWarning)
     best_params = dict(zip(names, best))
     _edge_warnings(grid, best_params, added, max_extensions)
+    calibrated = {}
+    if calibrate and "covariance_scale" in valid:
+        calibrated["covariance_scale"] = _calibrated_scale(filter, consistency[best], states)
     start = time.perf_counter()
-    tuned = clone(filter).set_params(**best_params)
+    tuned = clone(filter).set_params(**best_params, **calibrated)
     tuned = tuned.fit(states, observations) if controls is None else tuned.fit(states, observations, controls)
     tuned.refit_time_ = time.perf_counter() - start
     tuned.best_params_ = best_params
     tuned.search_table_ = [dict(zip(names, p), mse=m) for p, m in scores.items()]
     tuned.param_grid_ = dict(grid)
     tuned.extended_params_ = {name: tuple(values) for name, values in added.items()}
+    tuned.validation_nees_ = (float(np.mean(consistency[best])) if None not in consistency[best] else None)
     return tuned
 
 

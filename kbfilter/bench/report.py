@@ -15,11 +15,12 @@ import numpy as np
 from scipy.stats import wilcoxon
 
 from .._validation import check_n_jobs
+from ..stats import chi2_band
 from .catalogue import BENCH_SYSTEMS, REFERENCE, make_system
 from .runner import BenchConfig, run_bench
 
-__all__ = ["folder_lock", "LOCK_NAME", "summarise", "format_table", "write_results", "run_and_report",
-           "writable_folder", "provenance", "system_parameters"]
+__all__ = ["folder_lock", "LOCK_NAME", "summarise", "format_table", "consistency_note", "write_results",
+           "run_and_report", "writable_folder", "provenance", "system_parameters"]
 
 _PACKAGES = ("kbfilter", "numpy", "scipy", "scikit-learn", "filterpy", "joblib", "matplotlib")
 
@@ -172,6 +173,8 @@ def summarise(rows, reference=REFERENCE):
             "tune_s": float(np.mean([r["tune_s"][m] for r in rows])),
             "p_value": None, "wins": None,
         }
+        consistency = [r["nees"][m] for r in rows if r.get("nees", {}).get(m) is not None]
+        entry["nees_mean"] = float(np.mean(consistency)) if len(consistency) == len(rows) else None
         for metric, values in rows[0].get("errors", {}).items():  # the system's other errors, e.g. heading
             if m in values:
                 entry[f"{metric}_mean"] = float(np.mean([r["errors"][metric][m] for r in rows]))
@@ -213,9 +216,34 @@ def format_table(summary, runs, reference=REFERENCE):
         p = "" if s["p_value"] is None else f"{s['p_value']:.2g}"
         wins = "" if s["wins"] is None else f"{s['wins']}/{runs}"
         lines.append(f"{m:<{w}}{s['mse_mean']:>11.4f} ± {s['mse_std']:<6.4f}{s['mse_median']:>9.4f}"
-                     + "".join(f"{s.get(key, float('nan')):>{width}.2f}" for key, width in zip(extra, extra_w))
+                     + "".join(_cell(s.get(key), width) for key, width in zip(extra, extra_w))
                      + f"{s['ms_per_step']:>9.2f}{s['fit_s']:>8.2f}{s['tune_s']:>8.1f}{p:>14}{wins:>{wins_w}}")
     return "\n".join(lines)
+
+
+def _cell(value, width):
+    return f"{'-':>{width}}" if value is None else f"{value:>{width}.2f}"
+
+
+def consistency_note(dim_x, steps):
+    """The line under the table that says what a consistent filter's mean NEES is.
+
+    Parameters
+    ----------
+    dim_x : int
+        The state's dimension.
+    steps : int
+        Test steps over all runs (the mean NEES of the table averages over all of them).
+
+    Returns
+    -------
+    str
+        The note, with the 95 % band of :func:`kbfilter.stats.chi2_band`.
+    """
+    low, high = chi2_band(dim_x, steps)
+    return (f"nees: mean NEES of the covariance each method reports; a consistent filter gives dim_x = {dim_x} "
+            f"(95 % band over {steps} independent steps: {low:.2f}-{high:.2f}; errors correlated in time widen "
+            f"it); above: over-confident, below: too cautious; '-': no positive definite covariance")
 
 
 def write_results(out, system, rows, summary, config, command=None):
@@ -276,11 +304,11 @@ def _write_table_and_figures(out, system, system_, rows):
     with open(_partial(out / "results.csv"), "w", newline="") as fh:
         writer = csv.writer(fh)
         metrics = list(rows[0].get("errors", {}))
-        writer.writerow(["run", "method", "mse", *metrics, "ms_per_step", "fit_s", "tune_s"])
+        writer.writerow(["run", "method", "mse", *metrics, "nees", "ms_per_step", "fit_s", "tune_s"])
         for i, r in enumerate(rows):
             for m in r["mse"]:
-                writer.writerow([i, m, r["mse"][m], *(r["errors"][k][m] for k in metrics), r["ms_per_step"][m],
-                                 r["fit_s"][m], r["tune_s"][m]])
+                writer.writerow([i, m, r["mse"][m], *(r["errors"][k][m] for k in metrics), r.get("nees", {}).get(m),
+                                 r["ms_per_step"][m], r["fit_s"][m], r["tune_s"][m]])
     paths = [out / "results.csv", out / "mse_boxplot.png", out / "trajectory.png"]
     ax = plot_mse_box({m: [r["mse"][m] for r in rows] for m in rows[0]["mse"]})
     ax.set_title(f"{system}: test MSE over {len(rows)} runs")
@@ -350,6 +378,8 @@ def run_and_report(system, out, runs=10, train_length=1000, test_length=200, met
         rows = run_bench(config, n_jobs=n_jobs, progress=progress)
         summary = summarise(rows, config.reference)
         print_fn(format_table(summary, config.runs, config.reference))
+        print_fn(consistency_note(make_system(config.system, config.system_params).dim_x,
+                                  config.runs * config.test_length))
         paths = write_results(out, config.system, rows, summary, config.record(), command)
     print_fn(f"\n{time.perf_counter() - start:.0f} s; wrote " + ", ".join(str(p) for p in paths))
     return rows, summary

@@ -3,8 +3,9 @@
 Each run simulates an independent training sequence and an independent test sequence, tunes
 the kernel Bayes filters on the last steps of the training sequence only, runs every method on
 the test observations, and records the state MSE (mean over test steps of the squared Euclidean
-error), the time per step and the fitting / tuning times. Runs go through joblib with whatever
-backend is active, so ``joblib.parallel_config(backend="dask")`` moves them to a cluster.
+error), the mean NEES of the covariance each method reports, the time per step and the fitting /
+tuning times. Runs go through joblib with whatever backend is active, so
+``joblib.parallel_config(backend="dask")`` moves them to a cluster.
 """
 
 import time
@@ -19,6 +20,7 @@ from tqdm.auto import tqdm
 
 from .._validation import check_choice, check_int, check_n_jobs
 from ..linalg import NumericalWarning
+from ..stats import mean_nees
 from ..threads import limited_blas
 from ..tuning import check_validation_length, tune_filter
 from .catalogue import CATALOGUE, DEFAULT_METHODS, make_system, reference_method
@@ -65,11 +67,12 @@ def _reseeded(method, system, filt, data, rng):
 
 
 def _filtered(filt, zs, us, snapshots=()):
-    """The filter's posterior means over ``zs``, and its particles and their weights after the
-    steps in ``snapshots`` (for the figure; only for filters that have particles)."""
+    """The filter's posterior means and covariances over ``zs``, and its particles and their
+    weights after the steps in ``snapshots`` (for the figure; only for filters that have particles)."""
     if not snapshots or not hasattr(filt, "particles"):
-        return (filt.batch_filter(zs) if us is None else filt.batch_filter(zs, us=us))[0], {}
-    means, kept = [], {}
+        means, covs, _, _ = filt.batch_filter(zs) if us is None else filt.batch_filter(zs, us=us)
+        return means, covs, {}
+    means, covs, kept = [], [], {}
     for t, z in enumerate(zs):
         if us is None:
             filt.predict()
@@ -77,9 +80,10 @@ def _filtered(filt, zs, us, snapshots=()):
             filt.predict(us[t])
         filt.update(z)
         means.append(filt.x_post.copy())
+        covs.append(filt.P_post.copy())
         if t in snapshots:
             kept[t] = (filt.particles.copy(), filt.particle_weights.copy())
-    return np.array(means), kept
+    return np.array(means), np.array(covs), kept
 
 
 def bench_validation_length(train_length, validation_length=None):
@@ -288,8 +292,8 @@ def run_trial(config, seed, train_length=None, test_length=None, methods=None, v
         data = system.simulate(train_length, rng)
         test_states, test_obs, test_latent = system.simulate(test_length, rng, return_latent=True)
         test_controls = None
-    row = {"mse": {}, "errors": {}, "ms_per_step": {}, "fit_s": {}, "tune_s": {}, "params": {}, "extended": {},
-           "mse_per_seed": {}}
+    row = {"mse": {}, "errors": {}, "nees": {}, "ms_per_step": {}, "fit_s": {}, "tune_s": {}, "params": {},
+           "extended": {}, "mse_per_seed": {}}
     estimates, particles, weights = {}, {}, {}
     for name in config.methods:
         method = CATALOGUE[name]
@@ -303,18 +307,20 @@ def run_trial(config, seed, train_length=None, test_length=None, methods=None, v
             for k, rng in enumerate(rngs):
                 draw = filt if k == 0 else _reseeded(method, system, filt, data, rng)
                 start = time.perf_counter()
-                means, kept = _filtered(draw, test_latent if method.kind == "oracle" else test_obs, test_controls,
-                                        snapshots if k == 0 else ())
+                means, covs, kept = _filtered(draw, test_latent if method.kind == "oracle" else test_obs,
+                                              test_controls, snapshots if k == 0 else ())
                 draws.append((1000 * (time.perf_counter() - start) / test_length, system.errors(means, test_states),
-                              means, kept))
+                              means, kept, mean_nees(test_states, means, covs)))
         row["ms_per_step"][name] = float(np.mean([ms for ms, *_ in draws]))
+        consistency = [d[-1] for d in draws]
+        row["nees"][name] = None if None in consistency else float(np.mean(consistency))
         errors = {metric: [e[metric] for _, e, *_ in draws] for metric in draws[0][1]}
         row["mse_per_seed"][name] = errors["mse"]
         row["mse"][name] = float(np.mean(errors.pop("mse")))
         for metric, values in errors.items():
             row["errors"].setdefault(metric, {})[name] = float(np.mean(values))
         if keep_estimates:
-            _, _, means, kept = draws[0]
+            _, _, means, kept, _ = draws[0]
             estimates[name] = means
             if kept:
                 particles[name] = {t: cloud for t, (cloud, _) in kept.items()}
@@ -387,7 +393,8 @@ def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None,
     Returns
     -------
     list of dict
-        One row per run: ``mse``, ``ms_per_step``, ``fit_s``, ``tune_s``, ``params``,
+        One row per run: ``mse``, ``nees`` (:func:`kbfilter.stats.mean_nees`), ``ms_per_step``,
+        ``fit_s``, ``tune_s``, ``params``,
         ``extended`` (the grid values tuning added past an edge, see
         :func:`~kbfilter.tune_filter`) and ``mse_per_seed`` by method.
     """

@@ -5,6 +5,7 @@ from .kbf import KernelBayesFilter
 from .kmc import KernelMonteCarloFilter
 from .motion import LearnedMotion, LearnedMotionFilter
 from .nearest import NearestImage, NearestNeighbourParticleFilter
+from .smoothing import kernel_smoother
 from .window import WindowRegressor
 
-__all__ = ["KernelBayesFilter", "KernelMonteCarloFilter", "LearnedMotion", "LearnedMotionFilter", "NearestImage", "NearestNeighbourParticleFilter", "WindowRegressor", "ExtendedKalman", "UnscentedKalman", "ParticleFilter"]
+__all__ = ["KernelBayesFilter", "KernelMonteCarloFilter", "LearnedMotion", "LearnedMotionFilter", "NearestImage", "NearestNeighbourParticleFilter", "WindowRegressor", "ExtendedKalman", "UnscentedKalman", "ParticleFilter", "kernel_smoother"]

@@ -1,13 +1,14 @@
 """The filter contract: what every filter object provides, and what they share (filterpy's attribute
 names, ``batch_filter``, the fallback counts)."""
 
+import copy
 from collections import Counter
 
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_sequences
+from .._validation import check_int, check_sequences
 from .._warnings import warn_user
 from ..linalg import NumericalWarning
 from ..threads import limited_blas
@@ -160,14 +161,18 @@ class CountedFallbacks:
             warn_user(f"{type(self).__name__}: {message} (reported once until reset; see diagnostics)",
                       NumericalWarning)
 
-    def _admitted(self, z, observation):
+    def _admitted(self, z, observation, seen=None):
         """The observation ``z`` mapped by ``observation`` (a learned observation model), or None
-        when it is missing or the gate sets it aside (counted as ``"outlier"``)."""
+        when it is missing or the gate sets it aside (counted as ``"outlier"``); ``seen``, if
+        given, is called with the mapped row before the gate decides."""
         if z is None:
             return None
-        row = observation.admit(z)
-        if row is None:
+        row = observation.space.map(z)
+        if seen is not None:
+            seen(row)
+        if not observation.space.admits(row):
             self._record("outlier")
+            return None
         return row
 
     def _record_all(self, info):
@@ -196,6 +201,8 @@ class Filter:
     - ``update(z)``: the belief given the observation ``z`` (``None``: a missing measurement, and
       the posterior is the prediction);
     - ``batch_filter(zs, us=None)``: the loop over a sequence, filterpy's return convention;
+    - ``forecast(k, us=None)``: the belief 1 to ``k`` steps ahead, on a copy (the belief is left
+      as it was);
     - the estimate ``x``, ``P`` and its two halves ``x_prior``, ``P_prior`` (after ``predict``)
       and ``x_post``, ``P_post`` (after ``update``), filterpy's names; ``x`` is 1-D.
 
@@ -237,6 +244,19 @@ class Filter:
     def _start_batch(self, zs):
         return 0, []
 
+    def _run(self, zs, us):
+        """Filter ``zs`` (checked by :func:`checked_run`), yielding ``(x_post, P_post, x_prior,
+        P_prior)`` after each step: the loop of :meth:`batch_filter` and of the smoothers."""
+        start, first = self._start_batch(zs)
+        yield from first
+        for t in range(start, len(zs)):
+            if us is None:
+                self.predict()
+            else:
+                self.predict(us[t])
+            self.update(zs[t])
+            yield self.x_post.copy(), self.P_post.copy(), self.x_prior.copy(), self.P_prior.copy()
+
     @limited_blas
     def batch_filter(self, zs, us=None):
         """Filter a whole sequence of observations.
@@ -256,26 +276,47 @@ class Filter:
         means_p, covs_p : same shapes
             Predicted estimates ``x_prior``, ``P_prior`` at each step.
         """
-        zs = list(zs)
-        if not zs:
-            raise ValueError("zs: expected at least one observation")
-        if us is not None:
-            us = list(us)
-            if len(us) != len(zs):
-                raise ValueError(f"us: expected one control per observation ({len(zs)}), got {len(us)}")
-        start, first = self._start_batch(zs)
-        rows = list(first)
-        for t in range(start, len(zs)):
-            if us is None:
-                self.predict()
-            else:
-                self.predict(us[t])
-            self.update(zs[t])
-            rows.append((self.x_post.copy(), self.P_post.copy(), self.x_prior.copy(), self.P_prior.copy()))
+        rows = list(self._run(*checked_run(zs, us)))
         if not rows:
             raise ValueError("zs: expected at least one observation")
         means, covs, means_p, covs_p = (np.array(col) for col in zip(*rows))
         return means, covs, means_p, covs_p
+
+    @limited_blas
+    def forecast(self, k, us=None):
+        """The belief 1 to ``k`` steps ahead with no observation: ``predict`` repeated on a copy,
+        so the filter's own belief (and its random numbers) are left as they are.
+
+        Parameters
+        ----------
+        k : int
+            How many steps ahead (at least 1).
+        us : sequence of array-like, optional
+            The ``k`` controls, for a controlled system.
+
+        Returns
+        -------
+        means : ndarray of shape (k, dim_x)
+            ``means[i]`` is the predicted state ``i + 1`` steps ahead (``means[0]`` is what
+            ``predict()`` would give).
+        covs : ndarray of shape (k, dim_x, dim_x)
+            Their covariances.
+        """
+        k = check_int(k, "k")
+        if us is not None:
+            us = list(us)
+            if len(us) != k:
+                raise ValueError(f"us: expected one control per step ahead ({k}), got {len(us)}")
+        ahead = copy.deepcopy(self)
+        means, covs = [], []
+        for i in range(k):
+            if us is None:
+                ahead.predict()
+            else:
+                ahead.predict(us[i])
+            means.append(np.array(ahead.x_prior, dtype=np.float64).ravel())
+            covs.append(np.array(ahead.P_prior, dtype=np.float64))
+        return np.array(means), np.array(covs)
 
 
 class LearnedFilter(CountedFallbacks, Filter, BaseEstimator):
@@ -350,6 +391,33 @@ class LearnedFilter(CountedFallbacks, Filter, BaseEstimator):
     def _grid_for(self, obs_shape):
         """The default grid for observations of shape ``obs_shape`` (None: no default)."""
         return None
+
+
+def checked_run(zs, us=None):
+    """The observations and controls of a run, as lists, checked before any step.
+
+    Parameters
+    ----------
+    zs : iterable of array-like or None
+        The observations (at least one).
+    us : iterable of array-like, optional
+        One control per observation.
+
+    Returns
+    -------
+    zs : list
+        The observations.
+    us : list or None
+        The controls, one per observation.
+    """
+    zs = list(zs)
+    if not zs:
+        raise ValueError("zs: expected at least one observation")
+    if us is not None:
+        us = list(us)
+        if len(us) != len(zs):
+            raise ValueError(f"us: expected one control per observation ({len(zs)}), got {len(us)}")
+    return zs, us
 
 
 def observation_shape(observations):

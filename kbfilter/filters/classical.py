@@ -165,6 +165,34 @@ class _GaussianFilter(_StartsFromFirstObservation):
         self._check_initialized()
         self._update(z, R)
 
+    def smooth(self, zs, us=None):
+        """Rauch-Tung-Striebel smoothing: the belief at every step of a run given the whole run.
+
+        Runs :meth:`batch_filter` over ``zs`` (the filter is left where it leaves it), then the
+        backward pass: the EKF's through the transition's Jacobian at each filtered mean,
+        the UKF's through sigma points (filterpy's ``UnscentedKalmanFilter.rts_smoother``). For a
+        linear-Gaussian system the EKF's is the exact RTS smoother.
+
+        Parameters
+        ----------
+        zs : iterable of array-like or None
+            The observations; None is a missing measurement.
+        us : None
+            Controls are refused: the backward pass linearises the uncontrolled transition.
+
+        Returns
+        -------
+        means : ndarray of shape (n_steps, dim_x)
+            Smoothed estimates.
+        covs : ndarray of shape (n_steps, dim_x, dim_x)
+            Their covariances.
+        """
+        if us is not None or getattr(self.system, "dim_u", None) is not None:
+            raise ValueError(f"us: {type(self).__name__}.smooth linearises the uncontrolled transition; "
+                             f"a controlled system is not supported")
+        means, covs, means_p, covs_p = self.batch_filter(zs)
+        return self._backward(means, covs, means_p, covs_p)
+
     x = _belief_part("x", lambda self, v: check_vector(v, "x", length=self.system.dim_x),
                      "Current state estimate, shape (dim_x,); assigning it sets the belief's mean.")
     P = _belief_part("P", lambda self, v: _covariance(v, "P", self.system.dim_x),
@@ -267,6 +295,16 @@ class ExtendedKalman(_GaussianFilter):
             return
         self.kf.update(z, self.system.observation_jacobian, _Observation(self.system), R=R)
 
+    def _backward(self, means, covs, means_p, covs_p):
+        xs, Ps = means.copy(), covs.copy()
+        for t in range(len(means) - 2, -1, -1):
+            F = self.system.transition_jacobian(means[t])
+            # the smoother gain P F^T P_prior^{-1}, by a solve with the symmetric predicted covariance
+            C = np.linalg.solve(covs_p[t + 1], F @ covs[t]).T
+            xs[t] = means[t] + C @ (xs[t + 1] - means_p[t + 1])
+            Ps[t] = covs[t] + C @ (Ps[t + 1] - covs_p[t + 1]) @ C.T
+        return xs, Ps
+
 
 class UnscentedKalman(_GaussianFilter):
     """Unscented Kalman filter with the true model (filterpy, Merwe scaled sigma points).
@@ -322,6 +360,10 @@ class UnscentedKalman(_GaussianFilter):
 
     def _update(self, z, R):
         self.kf.update(z, R=R)  # filterpy: update(None) keeps the prior as the posterior
+
+    def _backward(self, means, covs, means_p, covs_p):
+        xs, Ps, _ = self.kf.rts_smoother(means, covs)
+        return xs, Ps
 
 
 class ParticleFilter(HoldsParticles, ParticleWeightsAlias, _StartsFromFirstObservation):

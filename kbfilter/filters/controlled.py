@@ -55,12 +55,32 @@ class _SuccessorTransition:
         ndarray of shape (T,)
             ``A(u) w``; states with no predecessor get 0.
         """
+        out = np.zeros(self.n_states)
+        out[self.successors] = self._successor_weights(w, self._control(u))
+        return out
+
+    def adjoint(self, v, u):
+        """``A(u)^T v``: values at the next step's states carried back to this step's (the
+        conditional expectation the smoother's backward pass takes).
+
+        Parameters
+        ----------
+        v : ndarray of shape (T,)
+            Values at the training states, one step ahead.
+        u : array-like of shape (dim_u,)
+            The control of that step (required; checked here).
+
+        Returns
+        -------
+        ndarray of shape (T,)
+            ``sum_j A(u)[j, i] v[j]`` for each training state ``i``.
+        """
+        return self._successor_adjoint(np.asarray(v, dtype=np.float64)[self.successors], self._control(u))
+
+    def _control(self, u):
         if u is None:
             raise ValueError(f"u: this filter was fitted with controls; expected a control of shape ({self.dim_u},)")
-        u = check_vector(u, "u", length=self.dim_u)
-        out = np.zeros(self.n_states)
-        out[self.successors] = self._successor_weights(w, u)
-        return out
+        return check_vector(u, "u", length=self.dim_u)
 
 
 @persistent("cross_gram", "controls", "kernel_u", "factor", "successors", "n_states")
@@ -134,6 +154,10 @@ class ControlledTransition(_SuccessorTransition):
 
     def _successor_weights(self, w, u):
         return self.factor.solve(self.kernel_u(self.controls, u[None, :])[:, 0] * (self.cross_gram @ w))
+
+    def _successor_adjoint(self, v, u):
+        # G + n lam' I is symmetric, so its solve is its own transpose
+        return self.cross_gram.T @ (self.kernel_u(self.controls, u[None, :])[:, 0] * self.factor.solve(v))
 
 
 @persistent("state_cross", "landmark_controls", "kernel_u", "landmark_factor", "features", "factor", "successors",
@@ -245,3 +269,9 @@ class LowRankControlledTransition(_SuccessorTransition):
         s = (w @ self.state_cross) * self.kernel_u(self.landmark_controls, u[None, :])[:, 0]
         psi = solve_triangular(self.landmark_factor, s, lower=True, check_finite=False)
         return self.features @ self.factor.solve(psi)
+
+    def _successor_adjoint(self, v, u):
+        # the transpose of each factor of _successor_weights, in reverse order (L^T L + n lam' I is symmetric)
+        psi = solve_triangular(self.landmark_factor, self.factor.solve(self.features.T @ v), lower=True, trans="T",
+                               check_finite=False)
+        return self.state_cross @ (psi * self.kernel_u(self.landmark_controls, u[None, :])[:, 0])

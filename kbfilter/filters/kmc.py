@@ -255,6 +255,10 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, LearnedFilter):
         with ``resample="ratio"``.
     weights : ndarray of shape (n,)
         The last update's normalised weights over the training states.
+    log_likelihood : float or None
+        The learned predictive density of the last observation given to :meth:`update` (None after
+        a missing one), as the kernel Bayes filter's, with the predicted particles' kernel mean at
+        the training states (clipped and normalised) as the mixture's weights.
     diagnostics : collections.Counter
         Fallbacks taken at fit and since the last reset: the rule's (see
         :class:`~kbfilter.KernelBayesFilter`) and ``"clipped"`` / ``"collapsed"`` /
@@ -274,6 +278,9 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, LearnedFilter):
     >>> bool(np.mean(np.sum((means - test_states) ** 2, axis=1)) < 0.1)
     True
     """
+
+    #: no observation yet
+    log_likelihood = None
 
     def __init__(self, motion=None, n_particles=1000, rule="iw", kernel_x=None, kernel_z=None, scale=1.0,
                  scale_z=None, reg_prior=1e-2, reg_update=1e-2, features="auto", resample="herding",
@@ -408,6 +415,7 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, LearnedFilter):
                 samples = KernelMean(samples, kernel=self.rule_.kernel_x_).herd(N).points
             self.belief = ParticleBelief(samples)
         self.weights = np.full(X.shape[0], 1.0 / X.shape[0])
+        self.log_likelihood = None
         self._estimate_particles("prior", "post")
         return self
 
@@ -438,11 +446,19 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, LearnedFilter):
         """
         check_is_fitted(self, "model_")
         model = self.model_
-        row = self._admitted(z, model.observation)
+        self.log_likelihood = None
+        prior = []
+
+        def observed(row):
+            # the particles' kernel mean at the training states, as the rule's prior and the density's weights
+            prior.extend(model.kernel_states.prior(self.belief.particles, self.belief.weights))
+            self.log_likelihood = float(model.observation.density.log_predictive(prior[0], row)[0])
+
+        row = self._admitted(z, model.observation, seen=observed)
         if row is None:
             self._keep_prediction()
             return
-        mu, view = model.kernel_states.prior(self.belief.particles, self.belief.weights)
+        mu, view = prior
         raw, info = model.observation.posterior_weights(mu, row)
         self._record_all(info)
         p, fallback = normalise_weights(raw)

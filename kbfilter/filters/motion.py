@@ -35,7 +35,7 @@ from sklearn.neighbors import NearestNeighbors
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_fraction, check_int, check_matrix, check_observation, check_positive, check_rng, \
+from .._validation import check_fraction, check_int, check_matrix, check_observation, check_rng, \
     check_sequences, check_state_sequences, check_vector
 from ..threads import limited_blas
 from .base import LearnedFilter
@@ -206,6 +206,14 @@ class LearnedMotionFilter(HoldsParticles, LearnedFilter):
     random_state : int, Generator or None
         The random numbers; the same seed gives the same estimates.
 
+    Attributes
+    ----------
+    log_likelihood : float or None
+        ``log sum_j a_j p(z | x_j)`` over the predicted particles for the last observation given
+        to :meth:`update` (the sensor's likelihood; None after a missing one), as the particle
+        filter's: summed over a run, the log-likelihood of the observations under the learned
+        motion. ``-inf`` when no particle gives the observation a positive likelihood.
+
     Examples
     --------
     >>> import numpy as np
@@ -221,6 +229,9 @@ class LearnedMotionFilter(HoldsParticles, LearnedFilter):
     >>> bool(np.sqrt(np.mean(np.sum((means[10:, :2] - far[10:, :2]) ** 2, axis=1))) < 10.0)
     True
     """
+
+    #: no observation yet
+    log_likelihood = None
 
     def __init__(self, sensor=None, inputs=None, n_neighbors=30, n_particles=1000, ess_threshold=0.5,
                  reacquire=0.999, random_state=None):
@@ -295,6 +306,7 @@ class LearnedMotionFilter(HoldsParticles, LearnedFilter):
         self._events = Counter()
         self._rng = check_rng(self.random_state)
         self._started = prior is not None
+        self.log_likelihood = None
         self.belief = self._drawn(prior)
         self._estimate_particles("prior", "post")
         return self
@@ -355,18 +367,20 @@ class LearnedMotionFilter(HoldsParticles, LearnedFilter):
         """
         check_is_fitted(self, "motion_")
         self._started = True
+        self.log_likelihood = None
         if z is None:
             self._keep_prediction()
             return
         z = check_observation(z, self.obs_shape_)
+        with np.errstate(over="ignore", invalid="ignore"):
+            loglik = self.sensor.observation_loglik(z.reshape(self.obs_shape_), self.belief.particles)
+        self.log_likelihood = self.belief.log_predictive(loglik)
         if self._lost(z):
             self._record("reacquired", "the observation was outside the gate of every particle; drew the particles "
                                        "afresh from the sensor's belief at it (see reacquire)")
             self.belief = self._drawn(tuple(self.sensor.initial_belief(z.reshape(self.obs_shape_))))
             self._estimate_particles("post")
             return
-        with np.errstate(over="ignore", invalid="ignore"):
-            loglik = self.sensor.observation_loglik(z.reshape(self.obs_shape_), self.belief.particles)
         if not np.isfinite(self.belief.reweight_log(loglik)):
             self._record("no_likelihood", "no particle gives the observation a finite likelihood; kept the "
                                           "prediction")

@@ -10,6 +10,7 @@ posterior weights over the training states.
 """
 
 from collections import Counter
+from functools import cached_property
 
 import numpy as np
 from sklearn.base import clone
@@ -24,6 +25,7 @@ from ..persistence import persistent
 from ..rules.bayes_rule import KernelBayesRule
 from .base import SharedModel
 from .grids import BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, SCALABLE_BLUR_GRID
+from .likelihood import ObservationDensity
 from .outliers import check_outlier_quantile, outlier_gate
 
 __all__ = ["ObservationSettings", "ObservationSpace", "LearnedObservationModel", "observation_grid",
@@ -462,6 +464,13 @@ class LearnedObservationModel(SharedModel):
         self.space = space
         self.rule = rule
         self.fit_diagnostics = fit_diagnostics
+
+    @cached_property
+    def density(self):
+        """The observation density behind the observation kernel (an
+        :class:`~kbfilter.filters.likelihood.ObservationDensity` over the training observations,
+        in the space the kernel sees): what the likelihood and the smoother use."""
+        return ObservationDensity.of(self.rule.observations_, self.rule.kernel_z_)
 
     @property
     def short_kernels(self):

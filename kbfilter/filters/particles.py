@@ -150,12 +150,27 @@ class ParticleBelief:
             its squared distance overflows), the weights are left as they were and the caller
             decides.
         """
-        logw = np.log(self.weights) + loglik
-        with np.errstate(invalid="ignore"):
-            log_norm = float(logsumexp(logw))
+        log_norm = self.log_predictive(loglik)
         if np.isfinite(log_norm):
-            self.weights = np.exp(logw - log_norm)
+            self.weights = np.exp(np.log(self.weights) + loglik - log_norm)
         return log_norm
+
+    def log_predictive(self, loglik):
+        """``log sum_j a_j exp(loglik_j)``: the log likelihood of an observation under the belief,
+        the weights left as they are.
+
+        Parameters
+        ----------
+        loglik : ndarray of shape (n,)
+            The log likelihood of the observation at each particle.
+
+        Returns
+        -------
+        float
+            The log predictive density (``-inf`` when no particle gives it a positive likelihood).
+        """
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return float(logsumexp(np.log(self.weights) + loglik))
 
     def reweight(self, factor):
         """Multiply the weights by ``factor`` (non-negative) and normalise.

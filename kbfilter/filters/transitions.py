@@ -58,6 +58,29 @@ class LearnedTransition(SharedModel):
         ndarray of shape (T,)
             The predicted weights, not normalised.
         """
+        self._no_control(u)
+        return np.asarray(self.operator @ w).ravel()
+
+    def adjoint(self, v, u=None):
+        """``A^T v``: a function on the next step's states carried back to this step's (the
+        conditional expectation the smoother's backward pass takes).
+
+        Parameters
+        ----------
+        v : ndarray of shape (T,)
+            Values at the training states, one step ahead.
+        u : None
+            A control is refused, as in :meth:`apply`.
+
+        Returns
+        -------
+        ndarray of shape (T,)
+            ``sum_j A[j, i] v[j]`` for each training state ``i``.
+        """
+        self._no_control(u)
+        return np.asarray(self.operator.adjoint(v)).ravel()
+
+    @staticmethod
+    def _no_control(u):
         if u is not None:
             raise ValueError("u: this filter was fitted without controls; expected None")
-        return np.asarray(self.operator @ w).ravel()

@@ -73,7 +73,8 @@ class PositionFixes:
         return self.observe_mean(X) + self.noise * check_rng(rng).standard_normal((len(X), 2))
 
     def observation_loglik(self, z, X):
-        """``log p(z | x)`` for each row of ``X``, up to a constant.
+        """``log p(z | x)`` for each row of ``X``: the Gaussian density of the fix, normalised (a
+        filter's likelihood of an observation is then a density).
 
         Parameters
         ----------
@@ -88,7 +89,7 @@ class PositionFixes:
             The log-likelihoods.
         """
         diff = np.asarray(z, dtype=np.float64) - self.observe_mean(X)
-        return -0.5 * np.einsum("nd,nd->n", diff, diff) / self.noise**2
+        return -0.5 * np.einsum("nd,nd->n", diff, diff) / self.noise**2 - np.log(2 * np.pi * self.noise**2)
 
 
 class ConstantVelocity(System):

@@ -1,0 +1,150 @@
+"""Fixed-interval smoothing of a belief over the training states (a forward-backward pass).
+
+The kernel Bayes filter's belief at step ``t`` is a weight vector ``a_t`` over the training states
+``x_1..x_n``, given the observations up to ``t``. Treat the training states as the states of a
+hidden Markov model: the learned transition moves weights from state ``i`` to state ``j`` with
+``A[j, i]``, and the learned observation density (:mod:`kbfilter.filters.likelihood`) gives
+``l_t(j) = p(z_t | x_j)``. The smoothed belief given the whole run is then the filter's belief
+times a backward message,
+
+    g_t ~ a_t * b_t,      b_t = A^T (l_{t+1} * b_{t+1}),      b_T = 1,
+
+``b_t(i)`` being (up to a constant) the probability of the observations after ``t`` from state
+``x_i``: ``A^T v`` is the learned conditional expectation of ``v`` one step ahead, the same kernel
+sum rule the prediction applies, transposed. The backward pass costs one transposed transition
+and one evaluation of the density a step: the order of a filtering step, on the exact and the
+scalable paths alike.
+
+Why this route rather than the Rauch-Tung-Striebel form ``g_t = a_t * A^T (g_{t+1} / A a_t)`` on
+the same weights: the learned weights may be negative or near zero where the data are thin, and
+the division by the predicted weights then blows up (measured: smoothed errors hundreds of times
+the filter's on the rotation benchmark); the backward message divides by nothing. Its rules:
+
+- ``b_t`` is clipped at 0 (the learned transition's signed weights can push it below) and scaled
+  to a maximum of 1 (long runs never underflow); with no positive entry it is reset to 1
+  (``"smoother_collapsed"``: the step keeps the filter's belief);
+- ``a_t * b_t`` keeps its signs, as the filter's weights do, unless the signed terms cancel
+  (positive sum below ``CANCELLATION`` times the sum of magnitudes), when its clipped positive
+  part is used (``"smoother_clipped"``);
+- a step without an observation (missing, or set aside by the outlier gate) has ``l = 1``.
+"""
+
+from collections import Counter
+
+import numpy as np
+
+from .._validation import check_matrix
+from .._warnings import warn_user
+from ..embedding import clipped_weights
+from ..linalg import NumericalWarning
+from .base import checked_run
+
+__all__ = ["kernel_smoother", "backward_pass", "CANCELLATION"]
+
+#: the smoothed weights keep their signs unless their sum is below this fraction of the sum of their
+#: magnitudes (then their clipped positive part is used: a near-zero sum would blow the mean up)
+CANCELLATION = 0.1
+
+
+def backward_pass(transition, weights, log_emissions, controls=None):
+    """Smoothed weights from the filter's weights, its transition and the observations' log densities.
+
+    Parameters
+    ----------
+    transition : LearnedTransition, ControlledTransition or LowRankControlledTransition
+        The filter's transition (``adjoint(v, u)`` applies ``A(u)^T``).
+    weights : ndarray of shape (n_steps, n)
+        The filter's (normalised) posterior weights at each step.
+    log_emissions : ndarray of shape (n, n_steps)
+        ``log p(z_t | x_j)`` up to a constant per step; a column of zeros for a step without an
+        observation.
+    controls : sequence of array-like, optional
+        ``controls[t]`` is the control that moved the system to step ``t`` (as ``batch_filter``
+        takes them); needed for a transition learned with controls.
+
+    Returns
+    -------
+    smoothed : ndarray of shape (n_steps, n)
+        The smoothed weights, each summing to 1.
+    events : collections.Counter
+        How often each rule of the module docstring was needed.
+    """
+    n_steps, n = weights.shape
+    smoothed = np.empty_like(weights)
+    smoothed[-1] = weights[-1]
+    events = Counter()
+    message = np.ones(n)
+    for t in range(n_steps - 2, -1, -1):
+        column = log_emissions[:, t + 1]
+        u = None if controls is None else controls[t + 1]
+        message = np.maximum(transition.adjoint(np.exp(column - column.max()) * message, u), 0.0)
+        top = message.max()
+        if top > 0:
+            message = message / top
+        else:
+            events["smoother_collapsed"] += 1
+            message = np.ones(n)
+        smoothed[t] = _product(weights[t], message, events)
+    return smoothed, events
+
+
+def _product(w, message, events):
+    g = w * message
+    if g.sum() > CANCELLATION * np.abs(g).sum():
+        return g / g.sum()
+    p = clipped_weights(g)
+    if p is None:  # no state the filter believes in can produce what follows
+        events["smoother_collapsed"] += 1
+        return w
+    events["smoother_clipped"] += 1
+    return p
+
+
+def kernel_smoother(filt, weights, zs, us=None):
+    """Fixed-interval smoothing of a fitted kernel Bayes filter's stored beliefs, in the spirit of
+    filterpy's ``rts_smoother``.
+
+    Parameters
+    ----------
+    filt : KernelBayesFilter
+        The fitted filter that produced ``weights``.
+    weights : array-like of shape (n_steps, n)
+        Its posterior weights (``filt.weights``) after each ``update`` of the run (``n`` is
+        ``filt.n_train_``, the training states it keeps).
+    zs : sequence of array-like or None
+        The observations of those steps (None: missing).
+    us : sequence of array-like, optional
+        The controls, as ``batch_filter`` takes them, for a filter fitted with controls.
+
+    Returns
+    -------
+    means : ndarray of shape (n_steps, dim_x)
+        The smoothed estimates (the filter's point estimate of the smoothed weights).
+    covs : ndarray of shape (n_steps, dim_x, dim_x)
+        Their covariances.
+    smoothed : ndarray of shape (n_steps, n)
+        The smoothed weights.
+
+    Warns
+    -----
+    NumericalWarning
+        When a rule of the backward pass (:mod:`kbfilter.filters.smoothing`) was needed, with its
+        count.
+    """
+    model = filt.model_
+    zs, us = checked_run(zs, us)
+    weights = check_matrix(weights, "weights", n_features=len(model.states), allow_1d=False)
+    if weights.shape[0] != len(zs):
+        raise ValueError(f"weights: expected one row per observation ({len(zs)}), got {weights.shape[0]}")
+    log_emissions = np.zeros((len(model.states), len(zs)))
+    for t, z in enumerate(zs):
+        row = None if z is None else model.observation.admit(z)
+        if row is not None:
+            log_emissions[:, t] = model.observation.density.log_components(row)[:, 0]
+    smoothed, events = backward_pass(model.transition, weights, log_emissions, us)
+    for kind, count in events.items():
+        warn_user(f"kernel_smoother: {kind} at {count} of {len(zs)} steps (see kbfilter.filters.smoothing)",
+                  NumericalWarning)
+    means = np.array([model.point(g, g) for g in smoothed])
+    covs = np.array([model.covariance(g) for g in smoothed])
+    return means, covs, smoothed

@@ -1,0 +1,145 @@
+"""Consistency statistics: does a filter's reported covariance match its actual errors?
+
+A filter that reports ``P`` claims that its error ``x - x_hat`` is about ``N(0, P)``. Then the
+normalised estimation error squared (NEES) ``e^T P^{-1} e`` is chi-squared with ``dim_x`` degrees
+of freedom, and its average over ``n`` steps has mean ``dim_x`` and (steps taken as independent)
+lies in :func:`chi2_band` 95 % of the time. An average far above ``dim_x`` says the filter is
+over-confident (its ``P`` too small), far below that it is too cautious. The normalised
+innovation squared (NIS) is the same test on the observations, with the predicted observation and
+its covariance ``S``. filterpy's ``stats.NEES`` and ``KalmanFilter.mahalanobis`` (the square root
+of the NIS) follow the same conventions.
+
+Examples
+--------
+>>> import numpy as np
+>>> nees(np.zeros((2, 2)), np.ones((2, 2)), np.array([np.eye(2), 2 * np.eye(2)]))
+array([2., 1.])
+>>> low, high = chi2_band(dim=2, n_steps=100)
+>>> bool(low < 2 < high)
+True
+"""
+
+import numpy as np
+from scipy import stats as _scipy_stats
+
+from ._validation import check_fraction, check_int, check_matrix
+
+__all__ = ["nees", "nis", "mean_nees", "chi2_band"]
+
+
+def _normalised_squares(values, estimates, covs, names):
+    """``e^T C^{-1} e`` per step for ``e = values - estimates``; ``names`` are the three arguments'."""
+    value_name, estimate_name, cov_name = names
+    values = check_matrix(values, value_name)
+    estimates = check_matrix(estimates, estimate_name, n_features=values.shape[1])
+    if estimates.shape != values.shape:
+        raise ValueError(f"{estimate_name}: expected shape {values.shape} ({value_name}'s), got {estimates.shape}")
+    n, d = values.shape
+    covs = np.asarray(covs, dtype=np.float64)
+    if covs.shape != (n, d, d):
+        raise ValueError(f"{cov_name}: expected shape ({n}, {d}, {d}), one covariance a step, got {covs.shape}")
+    if not np.all(np.isfinite(covs)):
+        raise ValueError(f"{cov_name}: expected finite covariances")
+    errors = values - estimates
+    out = np.empty(n)
+    for t in range(n):
+        try:
+            # a Cholesky solve: every covariance must be positive definite for the statistic to exist
+            c = np.linalg.cholesky(0.5 * (covs[t] + covs[t].T))
+        except np.linalg.LinAlgError:
+            raise ValueError(f"{cov_name}[{t}]: expected a positive definite covariance") from None
+        y = np.linalg.solve(c, errors[t])
+        out[t] = y @ y
+    return out
+
+
+def nees(truth, means, covs):
+    """Normalised estimation error squared of each step: ``(x - x_hat)^T P^{-1} (x - x_hat)``.
+
+    Parameters
+    ----------
+    truth : array-like of shape (n_steps, dim_x)
+        The true states.
+    means : array-like of shape (n_steps, dim_x)
+        The estimates.
+    covs : array-like of shape (n_steps, dim_x, dim_x)
+        The covariances the filter reported (positive definite).
+
+    Returns
+    -------
+    ndarray of shape (n_steps,)
+        One value a step (filterpy's ``stats.NEES(truth, means, covs)``); each is chi-squared
+        with ``dim_x`` degrees of freedom for a consistent filter.
+    """
+    return _normalised_squares(truth, means, covs, ("truth", "means", "covs"))
+
+
+def nis(zs, z_means, z_covs):
+    """Normalised innovation squared of each step: ``(z - z_hat)^T S^{-1} (z - z_hat)``.
+
+    Parameters
+    ----------
+    zs : array-like of shape (n_steps, dim_z)
+        The observations.
+    z_means : array-like of shape (n_steps, dim_z)
+        The predicted observations.
+    z_covs : array-like of shape (n_steps, dim_z, dim_z)
+        Their covariances ``S`` (positive definite).
+
+    Returns
+    -------
+    ndarray of shape (n_steps,)
+        One value a step (the square of filterpy's ``KalmanFilter.mahalanobis``); chi-squared
+        with ``dim_z`` degrees of freedom for a consistent filter.
+    """
+    return _normalised_squares(zs, z_means, z_covs, ("zs", "z_means", "z_covs"))
+
+
+def mean_nees(truth, means, covs):
+    """The mean NEES of a run, or None where it does not exist.
+
+    Parameters
+    ----------
+    truth, means : array-like of shape (n_steps, dim_x)
+        The true states and the estimates.
+    covs : array-like of shape (n_steps, dim_x, dim_x)
+        The covariances the filter reported.
+
+    Returns
+    -------
+    float or None
+        The mean of :func:`nees` over the steps; None when a covariance is missing, not finite
+        or not positive definite (e.g. a point estimate that reports ``P = 0``), so a benchmark
+        can report "no covariance" instead of failing.
+    """
+    try:
+        return float(np.mean(nees(truth, means, covs)))
+    except ValueError:
+        return None
+
+
+def chi2_band(dim, n_steps, level=0.95):
+    """Where the average of ``n_steps`` independent chi-squared(``dim``) values falls with
+    probability ``level``: the two-sided interval for a mean NEES (or NIS) of a consistent filter.
+
+    Parameters
+    ----------
+    dim : int
+        Degrees of freedom of one value (``dim_x`` for the NEES).
+    n_steps : int
+        How many values are averaged.
+    level : float in (0, 1), default=0.95
+        The probability.
+
+    Returns
+    -------
+    low, high : float
+        ``chi2.ppf((1 -+ level) / 2, dim * n_steps) / n_steps``.
+    """
+    dim = check_int(dim, "dim")
+    n_steps = check_int(n_steps, "n_steps")
+    level = check_fraction(level, "level")
+    if level >= 1:
+        raise ValueError(f"level: expected a probability below 1, got {level}")
+    low, high = _scipy_stats.chi2.ppf([(1 - level) / 2, (1 + level) / 2], dim * n_steps) / n_steps
+    return float(low), float(high)

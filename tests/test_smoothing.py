@@ -1,0 +1,428 @@
+"""Beyond filtering: smoothers, forecasts, the learned likelihood and the consistency statistics."""
+
+import warnings
+
+import numpy as np
+import pytest
+from filterpy.kalman import KalmanFilter
+from filterpy.stats import NEES
+from scipy.integrate import trapezoid
+from scipy.stats import spearmanr
+
+import kbfilter as kb
+from kbfilter.filters import (ExtendedKalman, KernelBayesFilter, KernelMonteCarloFilter, LearnedMotionFilter,
+                              NearestNeighbourParticleFilter, ParticleFilter, UnscentedKalman, kernel_smoother)
+from kbfilter.operators import DenseOperator, LowRankOperator, SparseOperator
+from kbfilter.systems import ControlledLinearGaussian, LinearGaussian, Rotation
+from kbfilter.systems.tracking import ConstantVelocity, PositionFixes
+
+# a slow, noisily observed AR(1): the observations after a step say much about it
+AR1 = LinearGaussian(F=[[0.95]], H=np.eye(1), Q=0.1 * np.eye(1), R=0.5 * np.eye(1))
+PLANE = LinearGaussian(F=[[0.8, 0.2], [-0.2, 0.8]], H=np.eye(2), Q=0.1 * np.eye(2), R=0.3 * np.eye(2))
+
+
+def _mse(means, truth):
+    return float(np.mean(np.sum((means - truth) ** 2, axis=1)))
+
+
+def _rms(a, b):
+    return float(np.sqrt(_mse(a, b)))
+
+
+def _rts(system, zs):
+    """filterpy's Kalman filter and RTS smoother, started (as the baselines are) from N(z_0, R)."""
+    kf = KalmanFilter(system.dim_x, system.dim_z)
+    kf.F, kf.H, kf.Q, kf.R = system.F, system.H, system.Q, system.R
+    x0, P0 = system.initial_belief(zs[0])
+    kf.x, kf.P = x0.copy(), P0.copy()
+    means, covs, _, _ = kf.batch_filter(zs[1:])
+    means, covs = np.vstack([x0[None], means]), np.concatenate([P0[None], covs])
+    smoothed, smoothed_covs, _, _ = kf.rts_smoother(means, covs)
+    return means, smoothed, smoothed_covs
+
+
+@pytest.fixture(scope="module")
+def ar1_filter():
+    states, obs = AR1.simulate(1000, rng=0)
+    kbf = KernelBayesFilter(scale=0.5, reg_prior=1e-3, reg_update=1e-2).fit(states, obs)
+    truth, zs = AR1.simulate(200, rng=1)
+    return kbf, truth, zs
+
+
+# -- the kernel smoother ------------------------------------------------------------------------------
+
+def test_the_kernel_smoother_approaches_the_rts_smoother_on_a_linear_gaussian_system(ar1_filter):
+    kbf, truth, zs = ar1_filter
+    filtered = kbf.reset().batch_filter(zs)[0]
+    smoothed, covs = kbf.reset().smooth(zs)
+    _, rts, _ = _rts(AR1, zs)
+    # stated tolerance: an RMS distance to the RTS means below 0.1 (the filter's is about 0.2, the
+    # observation noise's standard deviation 0.7), and an error within 10 % of the RTS smoother's
+    assert _rms(smoothed, rts) < 0.1
+    assert _rms(smoothed, rts) < 0.5 * _rms(filtered, rts)
+    assert _mse(smoothed, truth) < 0.8 * _mse(filtered, truth)
+    assert _mse(smoothed, truth) < 1.1 * _mse(rts, truth)
+    assert covs.shape == (len(zs), 1, 1) and np.all(covs > 0)
+
+
+def test_smooth_is_the_function_form_on_the_stored_weights(ar1_filter):
+    kbf, _, zs = ar1_filter
+    kbf.reset()
+    weights = []
+    for z in zs:
+        kbf.predict()
+        kbf.update(z)
+        weights.append(kbf.weights.copy())
+    means, covs, smoothed = kernel_smoother(kbf, np.array(weights), zs)
+    again, again_covs = kbf.reset().smooth(zs)
+    np.testing.assert_allclose(means, again, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(covs, again_covs, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(smoothed.sum(axis=1), 1.0)
+    # the last step has nothing after it: the smoothed belief is the filtered one
+    np.testing.assert_allclose(smoothed[-1], weights[-1])
+    with pytest.raises(ValueError, match="weights: expected one row per observation"):
+        kernel_smoother(kbf, np.array(weights)[:-1], zs)
+    with pytest.raises(ValueError, match="weights"):
+        kernel_smoother(kbf, np.array(weights)[:, :-1], zs)
+
+
+def test_across_missing_observations_the_kernel_smoother_follows_the_rts_smoother(ar1_filter):
+    kbf, truth, zs = ar1_filter
+    gaps = np.r_[40:50, 80:95, 120:130]
+    holed = [None if t in gaps else z for t, z in enumerate(zs)]
+    filtered = kbf.reset().batch_filter(holed)[0]
+    smoothed, _ = kbf.reset().smooth(holed)
+    rts = ExtendedKalman(AR1).smooth(holed)[0]
+    # inside the gaps the filter only predicts; the smoother interpolates from both ends, as RTS does
+    assert _rms(smoothed[gaps], rts[gaps]) < 0.1
+    assert _rms(smoothed[gaps], rts[gaps]) < 0.5 * _rms(filtered[gaps], rts[gaps])
+
+
+@pytest.mark.parametrize("params", [dict(approximation="nystrom"), dict(transition="knn"),
+                                    dict(approximation="nystrom", transition="knn"), dict(compress=300)])
+def test_the_scalable_paths_smooth_as_the_exact_filter_does(params):
+    states, obs = Rotation().simulate(800, rng=0)
+    truth, zs = Rotation().simulate(150, rng=1)
+    common = dict(scale=0.5, reg_prior=1e-3, reg_update=1e-2)
+    exact = KernelBayesFilter(**common).fit(states, obs)
+    scalable = KernelBayesFilter(**common, **params, random_state=0).fit(states, obs)
+    smoothed = scalable.smooth(zs)[0]
+    assert _mse(smoothed, truth) < 0.95 * _mse(scalable.reset().batch_filter(zs)[0], truth)
+    if params == dict(approximation="nystrom"):  # the same operators up to the rank rule's tolerance
+        assert _rms(smoothed, exact.smooth(zs)[0]) < 0.02
+
+
+def test_a_filter_fitted_with_controls_smooths_with_its_controls():
+    system = ControlledLinearGaussian(F=[[0.9]], B=[[1.0]], H=np.eye(1), Q=0.05 * np.eye(1), R=0.5 * np.eye(1))
+    states, obs, controls = system.simulate(800, rng=0, return_latent=True)
+    truth, zs, us = system.simulate(150, rng=1, return_latent=True)
+    for approximation in ("exact", "nystrom"):
+        kbf = KernelBayesFilter(scale=0.5, reg_prior=1e-3, approximation=approximation).fit(states, obs, controls)
+        filtered = kbf.batch_filter(zs, us)[0]
+        smoothed = kbf.reset().smooth(zs, us)[0]
+        assert _mse(smoothed, truth) < 0.95 * _mse(filtered, truth), approximation
+        with pytest.raises(ValueError, match="u: this filter was fitted with controls"):
+            kbf.reset().smooth(zs)
+
+
+def test_every_operator_and_transition_applies_its_transpose():
+    rng = np.random.default_rng(0)
+    left, right = rng.normal(size=(6, 2)), rng.normal(size=(5, 2))
+    sparse = np.where(rng.random((6, 5)) < 0.4, rng.normal(size=(6, 5)), 0.0)
+    v = rng.normal(size=6)
+    for op in (DenseOperator(rng.normal(size=(6, 5))), SparseOperator(sparse), LowRankOperator(left, right)):
+        np.testing.assert_allclose(op.adjoint(v), op.toarray().T @ v, atol=1e-12)
+    system = ControlledLinearGaussian(F=[[0.9]], B=[[1.0]], H=np.eye(1), Q=0.05 * np.eye(1), R=0.5 * np.eye(1))
+    states, obs, controls = system.simulate(120, rng=0, return_latent=True)
+    for approximation in ("exact", "nystrom"):
+        transition = KernelBayesFilter(approximation=approximation).fit(states, obs, controls).model_.transition
+        u = controls[5]
+        A = np.column_stack([transition.apply(e, u) for e in np.eye(len(states))])
+        v = rng.normal(size=len(states))
+        np.testing.assert_allclose(transition.adjoint(v, u), A.T @ v, atol=1e-10)
+
+
+def test_the_rts_smoothers_of_the_baselines_are_filterpys_on_a_linear_system():
+    truth, zs = PLANE.simulate(100, rng=0)
+    filtered, rts, rts_covs = _rts(PLANE, zs)
+    for filt in (ExtendedKalman(PLANE), UnscentedKalman(PLANE)):
+        means, covs = filt.smooth(zs)
+        np.testing.assert_allclose(means, rts, atol=1e-10)
+        np.testing.assert_allclose(covs, rts_covs, atol=1e-10)
+    assert _mse(rts, truth) < _mse(filtered, truth)
+    controlled = ControlledLinearGaussian(F=[[0.9]], B=[[1.0]], H=np.eye(1), Q=0.05 * np.eye(1), R=0.5 * np.eye(1))
+    _, czs, cus = controlled.simulate(20, rng=0, return_latent=True)
+    with pytest.raises(ValueError, match="us: ExtendedKalman.smooth"):
+        ExtendedKalman(controlled).smooth(czs, cus)
+
+
+# -- forecasts ------------------------------------------------------------------------------------------
+
+def _fitted_filters():
+    system = Rotation()
+    states, obs = system.simulate(300, rng=0)
+    _, zs = system.simulate(10, rng=1)
+    cv = ConstantVelocity(step=1.0, accel=0.5, sensor=PositionFixes(3.0), speed=10.0)
+    tracks, _ = cv.simulate(300, rng=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        learned = [KernelBayesFilter().fit(states, obs),
+                   KernelBayesFilter(approximation="nystrom", transition="knn").fit(states, obs),
+                   KernelMonteCarloFilter(system, n_particles=100, random_state=0).fit(states, obs),
+                   NearestNeighbourParticleFilter(system, n_particles=100, random_state=0).fit(states, obs)]
+    runs = [(f, zs) for f in learned]
+    runs += [(ExtendedKalman(system), zs), (UnscentedKalman(system), zs), (ParticleFilter(system, 100, rng=0), zs)]
+    lmf = LearnedMotionFilter(cv, inputs=(2, 3), n_particles=200, random_state=0).fit(tracks, tracks[:, :2])
+    runs.append((lmf, cv.simulate(10, rng=1)[1]))
+    return runs
+
+
+def test_forecast_one_step_is_predict_and_leaves_the_belief_as_it_was():
+    for filt, zs in _fitted_filters():
+        filt.batch_filter(zs[:5])
+        before = (filt.x.copy(), filt.P.copy())
+        means, covs = filt.forecast(3)
+        assert means.shape == (3, len(filt.x)) and covs.shape == (3, len(filt.x), len(filt.x))
+        np.testing.assert_array_equal(filt.x, before[0])
+        np.testing.assert_array_equal(filt.P, before[1])
+        # the forecast did not draw the filter's own random numbers either: predict() gives the
+        # same first step
+        filt.predict()
+        np.testing.assert_allclose(means[0], filt.x_prior, atol=1e-12, err_msg=type(filt).__name__)
+        np.testing.assert_allclose(covs[0], filt.P_prior, atol=1e-12, err_msg=type(filt).__name__)
+
+
+def test_the_kalman_forecast_is_the_closed_form():
+    ekf = ExtendedKalman(PLANE).initialize(np.array([1.0, -1.0]), np.eye(2))
+    means, covs = ekf.forecast(4)
+    x, P = np.array([1.0, -1.0]), np.eye(2)
+    for k in range(4):
+        x, P = PLANE.F @ x, PLANE.F @ P @ PLANE.F.T + PLANE.Q
+        np.testing.assert_allclose(means[k], x, atol=1e-12)
+        np.testing.assert_allclose(covs[k], P, atol=1e-12)
+
+
+def test_the_kernel_forecast_relaxes_to_the_law_of_the_training_log(ar1_filter):
+    kbf, _, zs = ar1_filter
+    kbf.reset().batch_filter(zs[:20])
+    means, covs = kbf.forecast(100)
+    # an AR(1) forgets where it started: far ahead, the learned forecast is the law the training
+    # states sample (their mean and variance), and it widens on the way
+    log = kbf.states_[:, 0]
+    assert abs(means[-1, 0] - log.mean()) < 0.15
+    assert 0.8 * log.var() < covs[-1, 0, 0] < 1.2 * log.var()
+    assert np.all(np.diff(covs[:20, 0, 0]) > 0)
+
+
+def test_forecast_refuses_what_it_cannot_use(ar1_filter):
+    kbf, _, _ = ar1_filter
+    with pytest.raises(ValueError, match="k: expected an integer >= 1"):
+        kbf.forecast(0)
+    with pytest.raises(ValueError, match="us: expected one control per step ahead"):
+        kbf.forecast(2, us=[[0.0]])
+
+
+# -- the learned likelihood -------------------------------------------------------------------------------
+
+def test_the_learned_predictive_density_integrates_to_one(ar1_filter):
+    kbf, _, zs = ar1_filter
+    kbf.reset().batch_filter(zs[:10])
+    kbf.predict()
+    grid = np.linspace(-9.0, 9.0, 1801)
+    density = np.exp(kbf.log_likelihood_of(grid[:, None]))
+    assert abs(trapezoid(density, grid) - 1.0) < 1e-3
+    assert kbf.log_likelihood_of(grid[:1]) == pytest.approx(np.log(density[0]))
+    assert isinstance(kbf.log_likelihood_of(np.array([0.5])), float)
+
+
+def test_the_learned_likelihood_ranks_observations_as_the_true_density_does(ar1_filter):
+    kbf, _, zs = ar1_filter
+    kbf.reset()
+    kalman = ExtendedKalman(AR1).initialize(np.zeros(1), np.array([[0.1 / (1 - 0.95**2)]]))
+    learned, true = [], []
+    for z in zs:
+        for filt in (kbf, kalman):
+            filt.predict()
+            filt.update(z)
+        learned.append(kbf.log_likelihood)
+        true.append(kalman.log_likelihood)
+        assert kbf.likelihood == pytest.approx(np.exp(kbf.log_likelihood))
+    assert spearmanr(learned, true).statistic >= 0.9
+    # and it is a density of the right size: the mean log-likelihood within 0.15 nats of the truth's
+    assert abs(np.mean(learned) - np.mean(true)) < 0.15
+    kbf.predict()
+    kbf.update(None)
+    assert kbf.log_likelihood is None and kbf.likelihood is None
+
+
+def test_the_likelihood_tells_an_outlier_even_when_the_gate_sets_it_aside():
+    states, obs = AR1.simulate(500, rng=0)
+    kbf = KernelBayesFilter(outlier_quantile=0.99).fit(states, obs)
+    kbf.predict()
+    ordinary = kbf.log_likelihood_of(np.array([0.0]))
+    kbf.update(np.array([40.0]))
+    assert kbf.diagnostics["outlier"] == 1
+    assert kbf.log_likelihood < ordinary - 100
+
+
+# -- consistency statistics -------------------------------------------------------------------------------
+
+def test_nees_and_nis_are_filterpys():
+    rng = np.random.default_rng(0)
+    truth, means = rng.normal(size=(20, 3)), rng.normal(size=(20, 3))
+    A = rng.normal(size=(20, 3, 3))
+    covs = A @ A.transpose(0, 2, 1) + 0.1 * np.eye(3)
+    np.testing.assert_allclose(kb.stats.nees(truth, means, covs), NEES(truth, means, covs), rtol=1e-10)
+    kf = KalmanFilter(2, 2)
+    kf.F, kf.H, kf.Q, kf.R = PLANE.F, PLANE.H, PLANE.Q, PLANE.R
+    kf.x, kf.P = np.zeros(2), np.eye(2)
+    _, zs = PLANE.simulate(30, rng=0)
+    nis, expected = [], []
+    for z in zs:
+        kf.predict()
+        z_mean, S = kf.H @ kf.x, kf.H @ kf.P @ kf.H.T + kf.R
+        kf.update(z)
+        nis.append(kb.stats.nis(z[None], z_mean[None], S[None])[0])
+        expected.append(kf.mahalanobis ** 2)
+    np.testing.assert_allclose(nis, expected, rtol=1e-10)
+
+
+def test_the_chi2_band_holds_the_mean_of_chi2_draws_95_percent_of_the_time():
+    rng = np.random.default_rng(0)
+    low, high = kb.stats.chi2_band(dim=2, n_steps=50)
+    averages = rng.chisquare(2, size=(4000, 50)).mean(axis=1)
+    assert 0.94 < np.mean((averages > low) & (averages < high)) < 0.96
+
+
+def test_a_consistent_filter_has_mean_nees_near_its_dimension():
+    truth, zs = PLANE.simulate(2000, rng=0)
+    means, covs, _, _ = ExtendedKalman(PLANE).batch_filter(zs)
+    low, high = kb.stats.chi2_band(2, len(zs))
+    assert low < np.mean(kb.stats.nees(truth, means, covs)) < high
+    # and an over-confident one does not
+    assert np.mean(kb.stats.nees(truth, means, covs / 4)) > high
+
+
+def test_the_statistics_refuse_what_they_cannot_use():
+    with pytest.raises(ValueError, match="covs: expected shape"):
+        kb.stats.nees(np.zeros((3, 2)), np.zeros((3, 2)), np.zeros((3, 2)))
+    with pytest.raises(ValueError, match=r"covs\[1\]: expected a positive definite"):
+        kb.stats.nees(np.zeros((2, 1)), np.zeros((2, 1)), np.array([[[1.0]], [[-1.0]]]))
+    with pytest.raises(ValueError, match="means: expected shape"):
+        kb.stats.nees(np.zeros((3, 2)), np.zeros((2, 2)), np.tile(np.eye(2), (3, 1, 1)))
+    with pytest.raises(ValueError, match="level: expected a probability below 1"):
+        kb.stats.chi2_band(2, 10, level=1.0)
+
+
+# -- calibration and the benchmark's consistency report ------------------------------------------------------
+
+GRID = {"scale": (0.25, 0.5), "reg_prior": (1e-3,), "reg_update": (1e-1,)}
+
+
+def test_tune_filter_calibrates_the_covariance_on_the_validation_block():
+    states, obs = Rotation().simulate(700, rng=0)
+    truth, zs = Rotation().simulate(1000, rng=1)
+    raw = kb.tune_filter(KernelBayesFilter(), states, obs, param_grid=GRID, progress=False, calibrate=False,
+                         max_extensions=0)
+    tuned = kb.tune_filter(KernelBayesFilter(), states, obs, param_grid=GRID, progress=False, max_extensions=0)
+    assert raw.covariance_scale == 1.0 and set(tuned.best_params_) == set(GRID)
+    scale = tuned.covariance_scale
+    # set from the validation NEES: the chosen setting's mean there, over dim_x = 2
+    assert scale == pytest.approx(raw.validation_nees_ / 2) and tuned.validation_nees_ == raw.validation_nees_
+    means, covs, _, _ = tuned.batch_filter(zs)
+    raw_means, raw_covs, _, _ = raw.batch_filter(zs)
+    # the estimates are the uncalibrated filter's; only the covariance is scaled
+    np.testing.assert_allclose(means, raw_means, atol=1e-12)
+    np.testing.assert_allclose(covs, scale * raw_covs, rtol=1e-10)
+    # measured on the validation block, it holds on an independent test run: the mean NEES of a
+    # 2-D state within [0.75, 1.5] x 2, where the uncalibrated covariance is off by more than that
+    calibrated, uncalibrated = (np.mean(kb.stats.nees(truth, means, c)) for c in (covs, raw_covs))
+    assert 1.5 < calibrated < 3.0, calibrated
+    assert abs(np.log(calibrated / 2)) < abs(np.log(uncalibrated / 2))
+    smoothed, smoothed_covs = tuned.reset().smooth(zs)
+    assert np.mean(kb.stats.nees(truth, smoothed, smoothed_covs)) < 3.0
+
+
+def test_calibration_refuses_a_grid_over_the_covariance_scale():
+    states, obs = Rotation().simulate(200, rng=0)
+    with pytest.raises(ValueError, match="covariance_scale does not change the estimates"):
+        kb.tune_filter(KernelBayesFilter(), states, obs, param_grid={"covariance_scale": (0.5, 1.0)},
+                       progress=False, validation_length=50)
+    with pytest.raises(ValueError, match="calibrate: expected True or False"):
+        kb.tune_filter(KernelBayesFilter(), states, obs, param_grid=GRID, calibrate="yes", validation_length=50)
+    with pytest.raises(ValueError, match="covariance_scale"):
+        KernelBayesFilter(covariance_scale=0.0).fit(states, obs)
+
+
+def test_the_bench_reports_each_methods_mean_nees_with_the_band():
+    rows = kb.bench.run_bench("rotation", runs=2, train_length=120, test_length=40, validation_length=30,
+                              progress=False, methods=("kbf-iw", "ekf", "pf"), param_grid=GRID)
+    for row in rows:
+        assert set(row["nees"]) == {"kbf-iw", "ekf", "pf"}
+        assert all(v is not None and v > 0 for v in row["nees"].values())
+    summary = kb.bench.summarise(rows)
+    assert summary["ekf"]["nees_mean"] == pytest.approx(np.mean([r["nees"]["ekf"] for r in rows]))
+    assert "nees" in kb.bench.format_table(summary, 2).splitlines()[0]
+    note = kb.bench.report.consistency_note(2, 80)
+    low, high = kb.stats.chi2_band(2, 80)
+    assert f"{low:.2f}-{high:.2f}" in note
+
+
+def test_mean_nees_is_none_for_a_method_without_a_covariance():
+    truth = np.zeros((3, 2))
+    assert kb.stats.mean_nees(truth, truth + 1.0, np.zeros((3, 2, 2))) is None
+    assert kb.stats.mean_nees(truth, truth + 1.0, None) is None
+    assert kb.stats.mean_nees(truth, truth + 1.0, np.tile(np.eye(2), (3, 1, 1))) == pytest.approx(2.0)
+
+
+def test_the_particle_filters_learned_from_data_report_a_likelihood_too():
+    states, obs = AR1.simulate(400, rng=0)
+    truth, zs = AR1.simulate(150, rng=1)
+    kalman = ExtendedKalman(AR1).initialize(np.zeros(1), np.array([[0.1 / (1 - 0.95**2)]]))
+    kmc = KernelMonteCarloFilter(AR1, n_particles=300, random_state=0).fit(states, obs)
+    cv = ConstantVelocity(step=1.0, accel=0.5, sensor=PositionFixes(3.0), speed=10.0)
+    tracks, fixes = cv.simulate(400, rng=0)
+    test_tracks, test_fixes = cv.simulate(100, rng=1)
+    lmf = LearnedMotionFilter(cv, inputs=(2, 3), n_particles=500, random_state=0).fit(tracks, tracks[:, :2])
+    exact = ExtendedKalman(cv)
+    learned, true = [], []
+    for z in zs:
+        for filt in (kmc, kalman):
+            filt.predict()
+            filt.update(z)
+        learned.append(kmc.log_likelihood)
+        true.append(kalman.log_likelihood)
+    assert spearmanr(learned, true).statistic >= 0.8
+    lmf_ll, cv_ll = [], []
+    for t, z in enumerate(test_fixes):
+        if t == 0:
+            lmf.batch_filter([z])
+            exact.batch_filter([z])
+            continue
+        for filt in (lmf, exact):
+            filt.predict()
+            filt.update(z)
+        lmf_ll.append(lmf.log_likelihood)
+        cv_ll.append(exact.log_likelihood)
+    # learned motion of constant-velocity tracks, through the true sensor: close to the true model's
+    # predictive density (the learned steps and 500 particles blur it somewhat)
+    assert spearmanr(lmf_ll, cv_ll).statistic >= 0.6
+    assert abs(np.mean(lmf_ll) - np.mean(cv_ll)) < 1.0   # an unnormalised density is off by log(2 pi 9) = 4
+    for filt in (kmc, lmf):
+        filt.predict()
+        filt.update(None)
+        assert filt.log_likelihood is None
+
+
+def test_a_saved_filter_keeps_its_calibration_and_smooths_after_loading(tmp_path):
+    states, obs = AR1.simulate(300, rng=0)
+    _, zs = AR1.simulate(60, rng=1)
+    plain = KernelBayesFilter(reg_prior=1e-3).fit(states, obs)
+    KernelBayesFilter(reg_prior=1e-3, covariance_scale=0.5).fit(states, obs).save(tmp_path / "kbf.npz")
+    loaded = KernelBayesFilter.load(tmp_path / "kbf.npz")
+    assert loaded.covariance_scale == 0.5
+    means, covs = loaded.smooth(zs)
+    plain_means, plain_covs = plain.smooth(zs)
+    np.testing.assert_allclose(means, plain_means, atol=1e-12)
+    np.testing.assert_allclose(covs, 0.5 * plain_covs, rtol=1e-10)
+    assert loaded.log_likelihood == pytest.approx(plain.log_likelihood)
