@@ -224,6 +224,17 @@ def test_forecast_refuses_what_it_cannot_use(ar1_filter):
 
 # -- the learned likelihood -------------------------------------------------------------------------------
 
+def _log_likelihoods(learned, reference, zs):
+    """Each filter's log_likelihood of every observation of ``zs``, step by step."""
+    out = []
+    for z in zs:
+        for filt in (learned, reference):
+            filt.predict()
+            filt.update(z)
+        out.append((learned.log_likelihood, reference.log_likelihood))
+    return [list(column) for column in zip(*out)]
+
+
 def test_the_learned_predictive_density_integrates_to_one(ar1_filter):
     kbf, _, zs = ar1_filter
     kbf.reset().batch_filter(zs[:10])
@@ -239,14 +250,8 @@ def test_the_learned_likelihood_ranks_observations_as_the_true_density_does(ar1_
     kbf, _, zs = ar1_filter
     kbf.reset()
     kalman = ExtendedKalman(AR1).initialize(np.zeros(1), np.array([[0.1 / (1 - 0.95**2)]]))
-    learned, true = [], []
-    for z in zs:
-        for filt in (kbf, kalman):
-            filt.predict()
-            filt.update(z)
-        learned.append(kbf.log_likelihood)
-        true.append(kalman.log_likelihood)
-        assert kbf.likelihood == pytest.approx(np.exp(kbf.log_likelihood))
+    learned, true = _log_likelihoods(kbf, kalman, zs)
+    assert kbf.likelihood == pytest.approx(np.exp(kbf.log_likelihood))
     assert spearmanr(learned, true).statistic >= 0.9
     # and it is a density of the right size: the mean log-likelihood within 0.15 nats of the truth's
     assert abs(np.mean(learned) - np.mean(true)) < 0.15
@@ -381,29 +386,15 @@ def test_the_particle_filters_learned_from_data_report_a_likelihood_too():
     kalman = ExtendedKalman(AR1).initialize(np.zeros(1), np.array([[0.1 / (1 - 0.95**2)]]))
     kmc = KernelMonteCarloFilter(AR1, n_particles=300, random_state=0).fit(states, obs)
     cv = ConstantVelocity(step=1.0, accel=0.5, sensor=PositionFixes(3.0), speed=10.0)
-    tracks, fixes = cv.simulate(400, rng=0)
-    test_tracks, test_fixes = cv.simulate(100, rng=1)
+    tracks, _ = cv.simulate(400, rng=0)
+    _, test_fixes = cv.simulate(100, rng=1)
     lmf = LearnedMotionFilter(cv, inputs=(2, 3), n_particles=500, random_state=0).fit(tracks, tracks[:, :2])
     exact = ExtendedKalman(cv)
-    learned, true = [], []
-    for z in zs:
-        for filt in (kmc, kalman):
-            filt.predict()
-            filt.update(z)
-        learned.append(kmc.log_likelihood)
-        true.append(kalman.log_likelihood)
+    learned, true = _log_likelihoods(kmc, kalman, zs)
     assert spearmanr(learned, true).statistic >= 0.8
-    lmf_ll, cv_ll = [], []
-    for t, z in enumerate(test_fixes):
-        if t == 0:
-            lmf.batch_filter([z])
-            exact.batch_filter([z])
-            continue
-        for filt in (lmf, exact):
-            filt.predict()
-            filt.update(z)
-        lmf_ll.append(lmf.log_likelihood)
-        cv_ll.append(exact.log_likelihood)
+    for filt in (lmf, exact):  # both start from the sensor's belief at the first fix
+        filt.batch_filter(test_fixes[:1])
+    lmf_ll, cv_ll = _log_likelihoods(lmf, exact, test_fixes[1:])
     # learned motion of constant-velocity tracks, through the true sensor: close to the true model's
     # predictive density (the learned steps and 500 particles blur it somewhat)
     assert spearmanr(lmf_ll, cv_ll).statistic >= 0.6
