@@ -9,8 +9,10 @@ not given an initial belief starts from the first observation: belief ``system.i
 import numpy as np
 from filterpy.kalman import ExtendedKalmanFilter, MerweScaledSigmaPoints, UnscentedKalmanFilter
 from scipy.linalg import LinAlgError
+from scipy.special import logsumexp
 
 from .._validation import (
+    check_choice,
     check_fraction,
     check_int,
     check_matrix,
@@ -25,7 +27,7 @@ from ..systems.base import transition_mean_given
 from .base import Filter, sample_next, system_control
 from .particles import HoldsParticles, ParticleBelief, ParticleWeightsAlias
 
-__all__ = ["ExtendedKalman", "UnscentedKalman", "ParticleFilter"]
+__all__ = ["ExtendedKalman", "UnscentedKalman", "ParticleFilter", "InteractingMultipleModel"]
 
 
 class _StartsFromFirstObservation(Filter):
@@ -293,7 +295,8 @@ class ExtendedKalman(_GaussianFilter):
         if z is None:
             self.kf.x_post, self.kf.P_post = self.kf.x.copy(), self.kf.P.copy()
             return
-        self.kf.update(z, self.system.observation_jacobian, _Observation(self.system), R=R)
+        self.kf.update(z, self.system.observation_jacobian, _Observation(self.system), R=R,
+                       residual=self.system.observation_residual)
 
     def _backward(self, means, covs, means_p, covs_p):
         xs, Ps = means.copy(), covs.copy()
@@ -343,7 +346,8 @@ class UnscentedKalman(_GaussianFilter):
         system = _check_system(system)
         points = MerweScaledSigmaPoints(system.dim_x, alpha=alpha, beta=beta, kappa=kappa)
         self.kf = UnscentedKalmanFilter(dim_x=system.dim_x, dim_z=system.dim_z, dt=1.0, points=points,
-                                        fx=_Transition(system), hx=_Observation(system))
+                                        fx=_Transition(system), hx=_Observation(system),
+                                        residual_z=system.observation_residual, z_mean_fn=system.observation_average)
         self._start(system)
         self.diagnostics = {"jitter": 0}
 
@@ -509,3 +513,148 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, _StartsFromFirstObser
         self.ess = self.belief.ess
         self._estimate_particles("post")
         self.resampled = self.belief.resample_if_due(self.ess_threshold, self.rng)
+
+
+class InteractingMultipleModel(_StartsFromFirstObservation):
+    """Interacting multiple model (IMM) of Kalman filters with known models (Blom and Bar-Shalom
+    1988): one filter a motion model, their beliefs mixed before each prediction by the
+    probabilities of switching between the models, weighed after each update by their
+    likelihoods.
+
+    The usual tracking baseline for targets that alternate between going straight and turning:
+    ``InteractingMultipleModel([CoordinatedTurn(..., turning=False), CoordinatedTurn(...)])``.
+    filterpy's ``IMMEstimator`` computes the same recursion; this class is written out because
+    that one reads each filter's likelihood after ``update(None)`` too, where there is none (a
+    stale value), so a missed measurement would move its mode probabilities; here a missing
+    measurement leaves them at their prediction.
+
+    Parameters
+    ----------
+    systems : sequence of System
+        The models, two or more, with the same state and observation (e.g. the straight and
+        the turning :class:`~kbfilter.systems.tracking.CoordinatedTurn`).
+    switch : float in (0, 1), default=0.05
+        The probability of leaving a model at a step, shared equally among the others (the
+        diagonal of the Markov switching matrix is ``1 - switch``).
+    kind : {"ekf", "ukf"}, default="ekf"
+        The filter each model runs: :class:`ExtendedKalman` or :class:`UnscentedKalman`.
+
+    Attributes
+    ----------
+    x, P, x_prior, P_prior, x_post, P_post : ndarray
+        The mixture's mean and covariance (filterpy's names).
+    mu : ndarray of shape (n_models,)
+        The model probabilities (after the last predict or update).
+    log_likelihood : float or None
+        ``log sum_j c_j p_j(z)`` for the last observation (``c_j`` the predicted model
+        probabilities, ``p_j`` each filter's likelihood); None after a missing one.
+    filters : list of ExtendedKalman or UnscentedKalman
+        One filter a model.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kbfilter.systems.tracking import CoordinatedTurn, PositionFixes
+    >>> straight, turning = (CoordinatedTurn(1.0, 0.1, 0.01, PositionFixes(3.0), turning=t) for t in (False, True))
+    >>> imm = InteractingMultipleModel([straight, turning])
+    >>> states, fixes = turning.simulate(60, rng=0)
+    >>> means = imm.batch_filter(fixes)[0]
+    >>> means.shape, bool(abs(imm.mu.sum() - 1) < 1e-12)
+    ((60, 5), True)
+    """
+
+    def __init__(self, systems, switch=0.05, kind="ekf"):
+        systems = [_check_system(s) for s in systems]
+        if len(systems) < 2:
+            raise ValueError(f"systems: expected two or more models, got {len(systems)}")
+        shapes = {(s.dim_x, s.dim_z) for s in systems}
+        if len(shapes) != 1:
+            raise ValueError(f"systems: expected models with one state and observation size, got (dim_x, dim_z) "
+                             f"{sorted(shapes)}")
+        switch = check_fraction(switch, "switch")
+        if switch >= 1:
+            raise ValueError(f"switch: expected a probability below 1, got {switch}")
+        check_choice(kind, "kind", ("ekf", "ukf"))
+        self.system = systems[0]
+        self.filters = [(ExtendedKalman if kind == "ekf" else UnscentedKalman)(s) for s in systems]
+        m = len(systems)
+        self.M = np.full((m, m), switch / (m - 1))
+        np.fill_diagonal(self.M, 1.0 - switch)
+        self.mu = np.full(m, 1.0 / m)
+        self.log_likelihood = None
+        self.initialized = False
+
+    def initialize(self, x0, P0):
+        """Start every model's filter from ``N(x0, P0)``, the models equally likely.
+
+        Parameters
+        ----------
+        x0 : array-like of shape (dim_x,)
+            Mean.
+        P0 : array-like of shape (dim_x, dim_x)
+            Covariance.
+
+        Returns
+        -------
+        self
+            The filter, with its belief set.
+        """
+        for f in self.filters:
+            f.initialize(x0, P0)
+        self.mu = np.full(len(self.filters), 1.0 / len(self.filters))
+        self.initialized = True
+        self._combine("prior")
+        self._combine("post")
+        return self
+
+    def _combine(self, which):
+        x = sum(p * f.x for p, f in zip(self.mu, self.filters))
+        P = sum(p * (f.P + np.outer(f.x - x, f.x - x)) for p, f in zip(self.mu, self.filters))
+        self._set_estimate(which, x, P)
+
+    def _check_initialized(self):
+        if not self.initialized:
+            raise RuntimeError("InteractingMultipleModel: no belief yet; call initialize(x0, P0) (batch_filter "
+                               "starts from the first observation by itself)")
+
+    def predict(self, u=None):
+        """Mix the models' beliefs by the switching probabilities, then predict each.
+
+        Parameters
+        ----------
+        u : array-like or None
+            The control, passed to every model.
+        """
+        self._check_initialized()
+        predicted = self.mu @ self.M                        # P(model j now)
+        mixing = self.M * self.mu[:, None] / predicted      # P(model i before | model j now)
+        beliefs = [(f.x.copy(), f.P.copy()) for f in self.filters]
+        for j, f in enumerate(self.filters):
+            x = sum(mixing[i, j] * xi for i, (xi, _) in enumerate(beliefs))
+            P = sum(mixing[i, j] * (Pi + np.outer(xi - x, xi - x)) for i, (xi, Pi) in enumerate(beliefs))
+            f.x, f.P = x, P
+            f.predict(u)
+        self.mu = predicted
+        self._combine("prior")
+
+    def update(self, z):
+        """Update every model's filter, then weigh the models by their likelihoods of ``z``.
+
+        Parameters
+        ----------
+        z : array-like of shape (dim_z,) or None
+            The observation; None (missing) keeps the prediction and the model probabilities.
+        """
+        self._check_initialized()
+        for f in self.filters:
+            f.update(z)
+        self.log_likelihood = None
+        if z is not None:
+            log_weights = np.log(self.mu) + np.array([f.log_likelihood for f in self.filters])
+            self.log_likelihood = float(logsumexp(log_weights))
+            if np.isfinite(self.log_likelihood):
+                self.mu = np.exp(log_weights - self.log_likelihood)
+            else:
+                warn_user("InteractingMultipleModel: no model gives the observation a finite likelihood; kept the "
+                          "model probabilities", NumericalWarning)
+        self._combine("post")

@@ -6,8 +6,8 @@ from .camera import CameraOrientation
 from .linear import ControlledLinearGaussian, LinearGaussian
 from .robot import RobotInRoom
 from .sprite import MovingSprite
-from .tracking import ConstantVelocity, PositionFixes, dropouts
+from .tracking import ConstantVelocity, CoordinatedTurn, PositionFixes, RangeBearing, dropouts
 
 __all__ = ["System", "Rotation", "Oscillation", "LinearGaussian", "ControlledLinearGaussian", "MovingSprite",
            "CameraOrientation", "RobotInRoom", "finite_difference_jacobian",
-           "ConstantVelocity", "PositionFixes", "dropouts"]
+           "ConstantVelocity", "CoordinatedTurn", "PositionFixes", "RangeBearing", "dropouts"]

@@ -258,6 +258,44 @@ class System:
         """
         return finite_difference_jacobian(self.observe_mean, x)
 
+    def observation_residual(self, a, b):
+        """The difference ``a - b`` of two observations, as the Kalman filters take it.
+
+        A system whose observation holds an angle (a bearing) overrides it to wrap the angle's
+        difference into ``(-pi, pi]``; by default the plain difference.
+
+        Parameters
+        ----------
+        a, b : ndarray of shape (dim_z,)
+            Observations.
+
+        Returns
+        -------
+        ndarray of shape (dim_z,)
+            Their difference.
+        """
+        return np.subtract(a, b)
+
+    def observation_average(self, Z, weights):
+        """The weighted mean of observations (the unscented filter's predicted observation).
+
+        A system whose observation holds an angle overrides it (a circular mean); by default
+        ``weights @ Z``.
+
+        Parameters
+        ----------
+        Z : ndarray of shape (n, dim_z)
+            Observations (sigma points through ``h``).
+        weights : ndarray of shape (n,)
+            Their weights.
+
+        Returns
+        -------
+        ndarray of shape (dim_z,)
+            The mean.
+        """
+        return np.dot(weights, Z)
+
     def sample_transition(self, X, rng, u=None):
         """Draw the next state for each row of ``X``: the transition mean plus ``N(0, process_cov)``.
 

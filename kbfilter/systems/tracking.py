@@ -1,20 +1,32 @@
-"""Tracking models for recorded tracks: constant velocity seen through noisy position fixes.
+"""Tracking models for recorded tracks: constant velocity and coordinated turns, seen through
+position fixes or a range-bearing radar.
 
 The state is ``(east, north, east velocity, north velocity)`` in metres and metres a second, one step
-every ``step`` seconds, as :mod:`kbfilter.datasets` returns recorded tracks. The motion model is
-the one a tracking engineer writes first: constant velocity with piecewise-constant white
-acceleration (Bar-Shalom, Li and Kirubarajan 2001, the discrete white-noise acceleration model),
-``x_{t+1} = F x_t + G a_t`` with ``a_t ~ N(0, sigma_a^2 I)``; the sensor gives the position with
-independent Gaussian errors. Over recorded tracks the sensor is simulated (:meth:`PositionFixes.observe`),
-with stretches of missing fixes (``None``) where the experiment wants them.
+every ``step`` seconds, as :mod:`kbfilter.datasets` returns recorded tracks (the coordinated-turn
+model adds the turn rate, radians a second). The motion models are the ones a tracking engineer
+writes first (Bar-Shalom, Li and Kirubarajan 2001): constant velocity with piecewise-constant white
+acceleration, ``x_{t+1} = F x_t + G a_t`` with ``a_t ~ N(0, sigma_a^2 I)``, and the coordinated turn,
+which rotates the velocity by ``omega * step`` a step. The sensors give the position with independent
+Gaussian errors, or the range and bearing from a radar site. Over recorded tracks the sensor is
+simulated (``observe``), with stretches of missing observations (``None``) where the experiment
+wants them.
 """
 
 import numpy as np
 
 from .._validation import check_int, check_matrix, check_positive, check_rng, check_vector
 from .base import System
+from .robot import wrapped_angle
 
-__all__ = ["ConstantVelocity", "PositionFixes", "dropouts"]
+__all__ = ["ConstantVelocity", "CoordinatedTurn", "PositionFixes", "RangeBearing", "dropouts"]
+
+
+def _positions(X):
+    """States checked to hold a position in their first two columns."""
+    X = check_matrix(X, "X")
+    if X.shape[1] < 2:
+        raise ValueError(f"X: expected states with east and north in their first two columns, got shape {X.shape}")
+    return X
 
 
 class PositionFixes:
@@ -44,7 +56,7 @@ class PositionFixes:
 
         Parameters
         ----------
-        X : array-like of shape (n, 4)
+        X : array-like of shape (n, >= 2)
             States.
 
         Returns
@@ -59,7 +71,7 @@ class PositionFixes:
 
         Parameters
         ----------
-        X : array-like of shape (n, 4)
+        X : array-like of shape (n, >= 2)
             True states (a recorded track).
         rng : int, Generator or None
             The random numbers.
@@ -69,7 +81,7 @@ class PositionFixes:
         ndarray of shape (n, 2)
             The fixes.
         """
-        X = check_matrix(X, "X", n_features=4)
+        X = _positions(X)
         return self.observe_mean(X) + self.noise * check_rng(rng).standard_normal((len(X), 2))
 
     def observation_loglik(self, z, X):
@@ -80,7 +92,7 @@ class PositionFixes:
         ----------
         z : array-like of shape (2,)
             One fix.
-        X : array-like of shape (n, 4)
+        X : array-like of shape (n, >= 2)
             States.
 
         Returns
@@ -91,9 +103,286 @@ class PositionFixes:
         diff = np.asarray(z, dtype=np.float64) - self.observe_mean(X)
         return -0.5 * np.einsum("nd,nd->n", diff, diff) / self.noise**2 - np.log(2 * np.pi * self.noise**2)
 
+    def position_jacobian(self, position):
+        """``dh / d(east, north)`` at a position: the identity.
 
-class ConstantVelocity(System):
-    """Constant velocity with white acceleration, seen through :class:`PositionFixes`.
+        Parameters
+        ----------
+        position : array-like of shape (2,)
+            East and north.
+
+        Returns
+        -------
+        ndarray of shape (2, 2)
+            The Jacobian.
+        """
+        return np.eye(2)
+
+    def position_belief(self, z0):
+        """The position a first fix says: the fix, with the sensor's covariance.
+
+        Parameters
+        ----------
+        z0 : array-like of shape (2,)
+            The first fix.
+
+        Returns
+        -------
+        mean : ndarray of shape (2,)
+            East and north.
+        cov : ndarray of shape (2, 2)
+            Their covariance.
+        """
+        return check_vector(z0, "zs[0]", length=2).copy(), self.observation_cov.copy()
+
+    def residual(self, a, b):
+        """``a - b`` for two observations (see :meth:`~kbfilter.systems.System.observation_residual`).
+
+        Parameters
+        ----------
+        a, b : ndarray of shape (2,)
+            Observations.
+
+        Returns
+        -------
+        ndarray of shape (2,)
+            Their difference.
+        """
+        return np.subtract(a, b)
+
+
+class RangeBearing:
+    """A radar at a stated site: ``z = (range, bearing) + N(0, diag(range_noise^2, bearing_noise^2))``.
+
+    The bearing is measured clockwise from north (``atan2(east - site_east, north - site_north)``),
+    in radians in ``(-pi, pi]``; differences of bearings are taken modulo ``2 pi``, so a target
+    passing south of the site (bearing near ``+-pi``) is not torn apart. The range is in metres.
+
+    Parameters
+    ----------
+    site : (float, float), default=(0.0, 0.0)
+        The radar's east and north, metres.
+    range_noise : float, default=50.0
+        The standard deviation of the range, metres.
+    bearing_noise : float, default=0.01
+        The standard deviation of the bearing, radians (0.01 rad is 0.57 degrees).
+
+    Examples
+    --------
+    >>> radar = RangeBearing(site=(0.0, 0.0), range_noise=10.0, bearing_noise=0.01)
+    >>> radar.observe_mean([[0.0, 100.0, 0.0, 0.0], [100.0, 0.0, 0.0, 0.0]])   # due north, due east
+    array([[100.        ,   0.        ],
+           [100.        ,   1.57079633]])
+    """
+
+    dim_z = 2
+    obs_shape = (2,)
+
+    def __init__(self, site=(0.0, 0.0), range_noise=50.0, bearing_noise=0.01):
+        self.site = check_vector(site, "site", length=2)
+        self.range_noise = check_positive(range_noise, "range_noise")
+        self.bearing_noise = check_positive(bearing_noise, "bearing_noise")
+        self.observation_cov = np.diag([self.range_noise**2, self.bearing_noise**2])
+
+    def _offsets(self, X):
+        return np.atleast_2d(np.asarray(X, dtype=np.float64))[:, :2] - self.site
+
+    def observe_mean(self, X):
+        """The range and bearing of states ``X`` (their first two columns: east, north).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, >= 2)
+            States.
+
+        Returns
+        -------
+        ndarray of shape (n, 2)
+            Range (m) and bearing (rad, clockwise from north).
+        """
+        d = self._offsets(X)
+        return np.column_stack([np.hypot(d[:, 0], d[:, 1]), np.arctan2(d[:, 0], d[:, 1])])
+
+    def observe(self, X, rng=None):
+        """Noisy radar observations of the states ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, >= 2)
+            True states (a recorded track).
+        rng : int, Generator or None
+            The random numbers.
+
+        Returns
+        -------
+        ndarray of shape (n, 2)
+            Range and bearing, the bearing wrapped into ``(-pi, pi]``.
+        """
+        X = _positions(X)
+        z = self.observe_mean(X) + check_rng(rng).standard_normal((len(X), 2)) * [self.range_noise,
+                                                                                  self.bearing_noise]
+        z[:, 1] = wrapped_angle(z[:, 1])
+        return z
+
+    def residual(self, a, b):
+        """``a - b`` with the bearing difference wrapped into ``(-pi, pi]``.
+
+        Parameters
+        ----------
+        a, b : ndarray of shape (..., 2)
+            Observations.
+
+        Returns
+        -------
+        ndarray of shape (..., 2)
+            Their difference.
+        """
+        out = np.subtract(a, b)
+        out[..., 1] = wrapped_angle(out[..., 1])
+        return out
+
+    def observation_loglik(self, z, X):
+        """``log p(z | x)`` for each row of ``X``: the Gaussian density of the range and of the
+        wrapped bearing difference, normalised.
+
+        Parameters
+        ----------
+        z : array-like of shape (2,)
+            One observation.
+        X : array-like of shape (n, >= 2)
+            States.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            The log-likelihoods.
+        """
+        diff = self.residual(np.asarray(z, dtype=np.float64), self.observe_mean(X)) / [self.range_noise,
+                                                                                        self.bearing_noise]
+        return -0.5 * np.sum(diff**2, axis=1) - np.log(2 * np.pi * self.range_noise * self.bearing_noise)
+
+    def average(self, Z, weights):
+        """The weighted mean of observations, the bearing's as a circular mean.
+
+        Parameters
+        ----------
+        Z : ndarray of shape (n, 2)
+            Ranges and bearings.
+        weights : ndarray of shape (n,)
+            Their weights (the unscented transform's may be negative).
+
+        Returns
+        -------
+        ndarray of shape (2,)
+            Mean range and bearing.
+        """
+        Z = np.asarray(Z, dtype=np.float64)
+        return np.array([np.dot(weights, Z[:, 0]),
+                         np.arctan2(np.dot(weights, np.sin(Z[:, 1])), np.dot(weights, np.cos(Z[:, 1])))])
+
+    def position_jacobian(self, position):
+        """``d(range, bearing) / d(east, north)`` at a position (not at the site).
+
+        Parameters
+        ----------
+        position : array-like of shape (2,)
+            East and north.
+
+        Returns
+        -------
+        ndarray of shape (2, 2)
+            The Jacobian.
+        """
+        de, dn = np.asarray(position, dtype=np.float64)[:2] - self.site
+        r2 = max(de * de + dn * dn, 1e-12)
+        r = np.sqrt(r2)
+        return np.array([[de / r, dn / r], [dn / r2, -de / r2]])
+
+    def position_belief(self, z0):
+        """The position a first observation says, with its covariance through the Jacobian of the
+        polar-to-Cartesian map.
+
+        Parameters
+        ----------
+        z0 : array-like of shape (2,)
+            Range and bearing.
+
+        Returns
+        -------
+        mean : ndarray of shape (2,)
+            East and north.
+        cov : ndarray of shape (2, 2)
+            Their covariance.
+        """
+        r, b = check_vector(z0, "zs[0]", length=2)
+        J = np.array([[np.sin(b), r * np.cos(b)], [np.cos(b), -r * np.sin(b)]])
+        return self.site + r * np.array([np.sin(b), np.cos(b)]), J @ self.observation_cov @ J.T
+
+
+class _TrackingModel(System):
+    """What the tracking models share: the sensor (its mean, likelihood, Jacobian, residual and the
+    position a first observation says), the white-acceleration noise and the first belief."""
+
+    dim_z, obs_shape = 2, (2,)
+
+    def _set_sensor(self, sensor):
+        self.sensor = PositionFixes() if sensor is None else sensor
+        for method in ("observe_mean", "observation_loglik"):
+            if not callable(getattr(self.sensor, method, None)):
+                raise ValueError(f"sensor: expected a sensor with observe_mean and observation_loglik, got "
+                                 f"{type(sensor).__name__}")
+        self.observation_cov = self.sensor.observation_cov
+
+    def _acceleration_cov(self):
+        dt = self.step
+        G = np.array([[dt * dt / 2, 0], [0, dt * dt / 2], [dt, 0], [0, dt]])
+        return self.accel**2 * G @ G.T
+
+    def observe_mean(self, X):
+        return self.sensor.observe_mean(X)
+
+    def observation_jacobian(self, x):
+        jacobian = getattr(self.sensor, "position_jacobian", None)
+        if jacobian is None:
+            return super().observation_jacobian(x)
+        return np.hstack([jacobian(np.asarray(x)[:2]), np.zeros((2, self.dim_x - 2))])
+
+    def observation_loglik(self, z, X):
+        return self.sensor.observation_loglik(z, X)
+
+    def observation_residual(self, a, b):
+        residual = getattr(self.sensor, "residual", None)
+        return np.subtract(a, b) if residual is None else residual(a, b)
+
+    def observation_average(self, Z, weights):
+        average = getattr(self.sensor, "average", None)
+        return super().observation_average(Z, weights) if average is None else average(Z, weights)
+
+    def _first_belief(self, z0):
+        belief = getattr(self.sensor, "position_belief", None)
+        if belief is None:
+            raise NotImplementedError(f"{type(self.sensor).__name__} says no position from one observation")
+        position, cov = belief(z0)
+        mean = np.zeros(self.dim_x)
+        mean[:2] = position
+        full = np.diag(np.full(self.dim_x, self.speed**2))
+        full[:2, :2] = cov
+        return mean, full
+
+    def initial_state(self, rng):
+        # where a simulated run starts: the origin, at a speed drawn from the first belief
+        x = np.zeros(self.dim_x)
+        x[2:4] = self.speed * rng.standard_normal(2)
+        return x
+
+    @staticmethod
+    def _velocity_changes(tracks):
+        return np.concatenate([np.diff(check_matrix(t, "tracks", n_features=4)[:, 2:], axis=0) for t in tracks])
+
+
+class ConstantVelocity(_TrackingModel):
+    """Constant velocity with white acceleration, seen through :class:`PositionFixes` or a
+    :class:`RangeBearing` radar.
 
     Parameters
     ----------
@@ -102,11 +391,11 @@ class ConstantVelocity(System):
     accel : float
         ``sigma_a``, the standard deviation of each acceleration component, m/s^2 (see
         :meth:`fitted` for the rule that chooses it on training tracks).
-    sensor : PositionFixes, optional
+    sensor : PositionFixes or RangeBearing, optional
         The sensor; ``PositionFixes(5.0)`` by default.
     speed : float
         The standard deviation of each velocity component in the first belief (which takes its
-        position from the first fix and assumes no velocity), m/s.
+        position from the first observation and assumes no velocity), m/s.
 
     Examples
     --------
@@ -115,21 +404,16 @@ class ConstantVelocity(System):
     array([[100., -50.,  10.,  -5.]])
     """
 
-    dim_x, dim_z, obs_shape = 4, 2, (2,)
+    dim_x = 4
 
     def __init__(self, step=10.0, accel=1.0, sensor=None, speed=100.0):
         self.step = check_positive(step, "step")
         self.accel = check_positive(accel, "accel")
-        self.sensor = PositionFixes() if sensor is None else sensor
-        if not callable(getattr(self.sensor, "observation_loglik", None)):
-            raise ValueError(f"sensor: expected a sensor with observe_mean and observation_loglik, got "
-                             f"{type(sensor).__name__}")
+        self._set_sensor(sensor)
         self.speed = check_positive(speed, "speed")
         dt = self.step
         self.F = np.array([[1, 0, dt, 0], [0, 1, 0, dt], [0, 0, 1, 0], [0, 0, 0, 1]], dtype=np.float64)
-        G = np.array([[dt * dt / 2, 0], [0, dt * dt / 2], [dt, 0], [0, dt]])
-        self.process_cov = self.accel**2 * G @ G.T
-        self.observation_cov = self.sensor.observation_cov
+        self.process_cov = self._acceleration_cov()
 
     @classmethod
     def fitted(cls, tracks, step, sensor=None, speed=100.0):
@@ -142,7 +426,7 @@ class ConstantVelocity(System):
             Training tracks (never the test tracks).
         step : float
             Seconds between their rows.
-        sensor : PositionFixes, optional
+        sensor : PositionFixes or RangeBearing, optional
             The sensor.
         speed : float
             As for the constructor.
@@ -153,8 +437,7 @@ class ConstantVelocity(System):
             The model.
         """
         step = check_positive(step, "step")
-        changes = np.concatenate([np.diff(check_matrix(t, "tracks", n_features=4)[:, 2:], axis=0) for t in tracks])
-        return cls(step, float(np.sqrt(np.mean(changes**2))) / step, sensor, speed)
+        return cls(step, float(np.sqrt(np.mean(cls._velocity_changes(tracks) ** 2))) / step, sensor, speed)
 
     def transition_mean(self, X):
         return np.atleast_2d(X) @ self.F.T
@@ -162,22 +445,122 @@ class ConstantVelocity(System):
     def transition_jacobian(self, x):
         return self.F
 
-    def observe_mean(self, X):
-        return self.sensor.observe_mean(X)
+    def initial_belief(self, z0):
+        return self._first_belief(z0)
 
-    def observation_jacobian(self, x):
-        return np.hstack([np.eye(2), np.zeros((2, 2))])
 
-    def observation_loglik(self, z, X):
-        return self.sensor.observation_loglik(z, X)
+class CoordinatedTurn(_TrackingModel):
+    """The coordinated turn: constant speed on a circle of turn rate ``omega``, with white
+    acceleration and a turn rate that wanders (Bar-Shalom, Li and Kirubarajan 2001).
 
-    def initial_state(self, rng):
-        # where a simulated run starts: the origin, at a speed drawn from the first belief
-        return np.r_[0.0, 0.0, self.speed * rng.standard_normal(2)]
+    The state is ``(east, north, east velocity, north velocity, omega)``; a step rotates the
+    velocity by ``omega * step`` (a positive ``omega`` turns left, counterclockwise seen from
+    above) and moves the position along the arc. ``turning=False`` holds the
+    turn rate at zero instead (constant velocity in the same state): the straight mode of an
+    interacting multiple model (:class:`~kbfilter.filters.InteractingMultipleModel`) that mixes it
+    with the turning one.
+
+    Parameters
+    ----------
+    step : float
+        Seconds between steps.
+    accel : float
+        ``sigma_a``, the standard deviation of each acceleration component, m/s^2.
+    turn_noise : float
+        The standard deviation of the turn rate's change a step, rad/s (see :meth:`fitted`).
+    sensor : PositionFixes or RangeBearing, optional
+        The sensor; ``PositionFixes(5.0)`` by default.
+    speed : float
+        The standard deviation of each velocity component in the first belief, m/s.
+    turn : float
+        The standard deviation of the turn rate in the first belief (which assumes 0), rad/s.
+    turning : bool, default=True
+        False holds the turn rate at 0 (the straight mode).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ct = CoordinatedTurn(step=1.0, accel=0.1, turn_noise=0.01)
+    >>> x = ct.transition_mean([[100.0, 0.0, 0.0, 10.0, np.pi / 2]])[0]   # a quarter turn a second
+    >>> np.round(x, 6)
+    array([ 93.633802,   6.366198, -10.      ,   0.      ,   1.570796])
+    """
+
+    dim_x = 5
+
+    def __init__(self, step=10.0, accel=1.0, turn_noise=0.01, sensor=None, speed=100.0, turn=0.05, turning=True):
+        self.step = check_positive(step, "step")
+        self.accel = check_positive(accel, "accel")
+        self.turn_noise = check_positive(turn_noise, "turn_noise")
+        self._set_sensor(sensor)
+        self.speed = check_positive(speed, "speed")
+        self.turn = check_positive(turn, "turn")
+        if turning not in (True, False):
+            raise ValueError(f"turning: expected True or False, got {turning!r}")
+        self.turning = bool(turning)
+        self.process_cov = np.zeros((5, 5))
+        self.process_cov[:4, :4] = self._acceleration_cov()
+        self.process_cov[4, 4] = self.turn_noise**2
+
+    @classmethod
+    def fitted(cls, tracks, step, sensor=None, speed=100.0, turn=0.05, turning=True, min_speed=1.0):
+        """The model with its noises chosen on training tracks.
+
+        ``accel`` is :meth:`ConstantVelocity.fitted`'s (the RMS velocity change a step over the
+        step); ``turn_noise`` the RMS change a step of the recorded turn rate, where the turn rate
+        of a step is the heading change over it (wrapped) divided by the step, counted only where
+        the speed is at least ``min_speed`` at both ends (a target at rest has no heading).
+
+        Parameters
+        ----------
+        tracks : list of ndarray of shape (n_i, 4)
+            Training tracks (never the test tracks).
+        step : float
+            Seconds between their rows.
+        sensor, speed, turn, turning
+            As for the constructor.
+        min_speed : float, default=1.0
+            The slowest speed whose heading counts, m/s.
+
+        Returns
+        -------
+        CoordinatedTurn
+            The model.
+        """
+        step = check_positive(step, "step")
+        accel = float(np.sqrt(np.mean(cls._velocity_changes(tracks) ** 2))) / step
+        changes = []
+        for track in tracks:
+            v = check_matrix(track, "tracks", n_features=4)[:, 2:]
+            moving = np.hypot(v[:, 0], v[:, 1]) >= min_speed
+            rate = wrapped_angle(np.diff(np.arctan2(v[:, 0], v[:, 1]))) / step
+            valid = moving[:-1] & moving[1:]
+            rate = np.where(valid, rate, np.nan)
+            changes.append(np.diff(rate))
+        changes = np.concatenate(changes)
+        changes = changes[np.isfinite(changes)]
+        turn_noise = float(np.sqrt(np.mean(changes**2))) if changes.size else turn
+        return cls(step, accel, max(turn_noise, 1e-6), sensor, speed, turn, turning)
+
+    def transition_mean(self, X):
+        X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+        e, n, ve, vn, w = X.T
+        if not self.turning:
+            return np.column_stack([e + self.step * ve, n + self.step * vn, ve, vn, np.zeros_like(w)])
+        wt = w * self.step
+        s, c = np.sin(wt), np.cos(wt)
+        small = np.abs(wt) < 1e-4
+        safe = np.where(small, 1.0, w)
+        # sin(wT)/w and (1 - cos(wT))/w, by their series where wT is tiny (no 0/0 on straight tracks)
+        along = np.where(small, self.step * (1 - wt**2 / 6), s / safe)
+        across = np.where(small, self.step * wt / 2 * (1 - wt**2 / 12), (1 - c) / safe)
+        return np.column_stack([e + along * ve - across * vn, n + across * ve + along * vn,
+                                c * ve - s * vn, s * ve + c * vn, w])
 
     def initial_belief(self, z0):
-        z0 = check_vector(z0, "zs[0]", length=2)
-        return np.r_[z0, 0.0, 0.0], np.diag([*np.diag(self.observation_cov), self.speed**2, self.speed**2])
+        mean, cov = self._first_belief(z0)
+        cov[4, 4] = self.turn**2
+        return mean, cov
 
 
 def dropouts(observations, rng=None, rate=0.05, length=(1, 20)):

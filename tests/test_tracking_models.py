@@ -1,0 +1,163 @@
+"""The tracking engineer's models: a range-bearing radar, the coordinated turn, and their IMM."""
+
+import numpy as np
+import pytest
+from filterpy.kalman import IMMEstimator
+from scipy.stats import multivariate_normal
+
+from kbfilter.filters import ExtendedKalman, InteractingMultipleModel, ParticleFilter, UnscentedKalman
+from kbfilter.systems import ConstantVelocity, CoordinatedTurn, PositionFixes, RangeBearing, finite_difference_jacobian
+
+RADAR = RangeBearing(site=(1000.0, -500.0), range_noise=20.0, bearing_noise=0.005)
+
+
+def _rmse(means, states):
+    return float(np.sqrt(np.mean(np.sum((means[:, :2] - states[:, :2]) ** 2, axis=1))))
+
+
+def test_the_radar_measures_range_and_bearing_clockwise_from_north():
+    site = np.array([1000.0, -500.0])
+    points = site + np.array([[0.0, 300.0], [300.0, 0.0], [0.0, -300.0], [-300.0, 0.0]])
+    np.testing.assert_allclose(RADAR.observe_mean(points), [[300, 0], [300, np.pi / 2], [300, np.pi], [300, -np.pi / 2]],
+                               atol=1e-12)
+    # the position a first observation says inverts it, and its covariance is the Jacobian's image of R
+    for p in points:
+        mean, cov = RADAR.position_belief(RADAR.observe_mean(p[None])[0])
+        np.testing.assert_allclose(mean, p, atol=1e-9)
+        J = np.linalg.inv(RADAR.position_jacobian(p))
+        np.testing.assert_allclose(cov, J @ RADAR.observation_cov @ J.T, rtol=1e-9, atol=1e-9)
+
+
+def test_the_radar_jacobian_loglik_and_residual_are_the_closed_forms():
+    p = np.array([1450.0, 700.0])
+    np.testing.assert_allclose(RADAR.position_jacobian(p), finite_difference_jacobian(RADAR.observe_mean, p),
+                               rtol=1e-7)
+    # across the bearing's wrap: pi - 0.01 and -pi + 0.01 are 0.02 apart, not 2 pi - 0.02
+    np.testing.assert_allclose(RADAR.residual(np.array([5.0, -np.pi + 0.01]), np.array([4.0, np.pi - 0.01])),
+                               [1.0, 0.02], atol=1e-12)
+    z = np.array([1300.0, -np.pi + 0.002])
+    X = np.array([[1000.0 - 10.0, -500.0 - 1290.0], [1000.0 + 40.0, -500.0 - 1310.0]])
+    expected = [multivariate_normal(np.zeros(2), RADAR.observation_cov).logpdf(RADAR.residual(z, m))
+                for m in RADAR.observe_mean(X)]
+    np.testing.assert_allclose(RADAR.observation_loglik(z, X), expected, rtol=1e-12)
+    # the circular mean of bearings on both sides of the wrap is near pi, not near 0
+    assert abs(abs(RADAR.average(np.array([[1.0, np.pi - 0.1], [3.0, -np.pi + 0.1]]), np.array([0.5, 0.5]))[1])
+               - np.pi) < 1e-12
+
+
+def test_the_kalman_filters_follow_a_target_across_the_radars_bearing_wrap():
+    # a straight run westwards south of the site: the bearing jumps from -pi to pi halfway
+    cv = ConstantVelocity(step=1.0, accel=0.05, sensor=RADAR, speed=30.0)
+    t = np.arange(120.0)
+    states = np.column_stack([1600.0 - 10.0 * t, np.full_like(t, -2500.0), np.full_like(t, -10.0), np.zeros_like(t)])
+    zs = RADAR.observe(states, rng=0)
+    assert np.any(zs[:, 1] > 3.0) and np.any(zs[:, 1] < -3.0)
+    for filt in (ExtendedKalman(cv), UnscentedKalman(cv)):
+        means = filt.batch_filter(zs)[0]
+        # range noise 20 m and bearing noise 0.005 rad x 2 km = 10 m: tracked to about that
+        assert _rmse(means[20:], states[20:]) < 20.0, type(filt).__name__
+    pf_means = ParticleFilter(cv, n_particles=2000, rng=0).batch_filter(zs)[0]
+    assert _rmse(pf_means[20:], states[20:]) < 25.0
+
+
+def test_the_coordinated_turn_is_constant_velocity_without_a_turn_and_a_circle_with_one():
+    ct = CoordinatedTurn(step=2.0, accel=0.1, turn_noise=0.01)
+    cv = ConstantVelocity(step=2.0, accel=0.1)
+    x = np.array([[10.0, -20.0, 3.0, 4.0]])
+    for w in (0.0, 1e-12, -1e-12):
+        np.testing.assert_allclose(ct.transition_mean(np.c_[x, w])[0, :4], cv.transition_mean(x)[0], atol=1e-9)
+    np.testing.assert_allclose(CoordinatedTurn(2.0, turning=False).transition_mean(np.c_[x, 0.3]),
+                               np.c_[cv.transition_mean(x), 0.0])
+    # a target on a circle of radius 50 m about the origin at 5 m/s: omega = 0.1 rad/s, stays on it
+    state = np.array([[50.0, 0.0, 0.0, 5.0, 0.1]])
+    for k in range(1, 40):
+        state = ct.transition_mean(state)
+        angle = 0.1 * 2.0 * k
+        np.testing.assert_allclose(state[0, :2], 50.0 * np.array([np.cos(angle), np.sin(angle)]), atol=1e-9)
+        np.testing.assert_allclose(state[0, 2:4], 5.0 * np.array([-np.sin(angle), np.cos(angle)]), atol=1e-9)
+
+
+def test_the_turn_noise_is_chosen_on_training_tracks_by_the_stated_rule():
+    t = np.arange(200.0)
+    circle = np.column_stack([50 * np.cos(0.1 * t), 50 * np.sin(0.1 * t), -5 * np.sin(0.1 * t), 5 * np.cos(0.1 * t)])
+    at_rest = np.zeros((30, 4))
+    fitted = CoordinatedTurn.fitted([circle, at_rest], step=1.0)
+    assert fitted.turn_noise < 1e-6 + 1e-9     # a constant turn rate does not change; the resting track has none
+    rng = np.random.default_rng(0)
+    rates = 0.1 + np.cumsum(0.02 * rng.standard_normal(300))
+    headings = np.cumsum(rates)
+    wandering = np.column_stack([np.zeros(300), np.zeros(300), 5 * np.sin(headings), 5 * np.cos(headings)])
+    noise = CoordinatedTurn.fitted([wandering], step=1.0).turn_noise
+    assert noise == pytest.approx(np.sqrt(np.mean(np.diff(rates[1:]) ** 2)), rel=1e-6)
+
+
+def _manoeuvre(rng):
+    """Straight north, a left turn of 90 degrees at 0.1 rad/s, straight west again: 1-second steps."""
+    speed, rows = 10.0, []
+    x = np.array([0.0, 0.0, 0.0, speed, 0.0])
+    ct = CoordinatedTurn(step=1.0, accel=0.01, turn_noise=1e-4)
+    for k in range(120):
+        x[4] = 0.1 if 40 <= k < 56 else 0.0
+        x = ct.transition_mean(x[None])[0]
+        rows.append(x.copy())
+    states = np.array(rows)
+    return states, PositionFixes(3.0).observe(states, rng=rng)
+
+
+def test_the_imm_of_straight_and_turning_models_tracks_a_manoeuvre_and_knows_which_it_is_in():
+    states, zs = _manoeuvre(0)
+    sensor = PositionFixes(3.0)
+    straight = CoordinatedTurn(1.0, 0.05, 0.02, sensor, speed=20.0, turning=False)
+    turning = CoordinatedTurn(1.0, 0.05, 0.02, sensor, speed=20.0)
+    imm = InteractingMultipleModel([straight, turning], switch=0.05)
+    probabilities = []
+    means = []
+    for t, z in enumerate(zs):
+        if t == 0:
+            means.append(imm.batch_filter(zs[:1])[0][0])
+        else:
+            imm.predict()
+            imm.update(z)
+            means.append(imm.x.copy())
+        probabilities.append(imm.mu[1])
+    means = np.array(means)
+    only_straight = ExtendedKalman(straight).batch_filter(zs)[0]
+    only_turning = ExtendedKalman(turning).batch_filter(zs)[0]
+    assert _rmse(means[10:], states[10:]) < _rmse(only_straight[10:], states[10:])
+    assert _rmse(means[10:], states[10:]) < 1.1 * _rmse(only_turning[10:], states[10:])
+    assert np.mean(probabilities[46:56]) > 0.5 > np.mean(probabilities[90:])
+
+
+def test_the_imm_is_filterpys_recursion_and_a_missing_measurement_leaves_its_model_probabilities_predicted():
+    states, zs = _manoeuvre(1)
+    sensor = PositionFixes(3.0)
+    models = [CoordinatedTurn(1.0, 0.05, 0.02, sensor, speed=20.0, turning=t) for t in (False, True)]
+    x0, P0 = models[0].initial_belief(zs[0])
+    ours = InteractingMultipleModel(models, switch=0.05).initialize(x0, P0)
+    reference = IMMEstimator([ExtendedKalman(m).initialize(x0, P0) for m in models], np.array([0.5, 0.5]), ours.M)
+    for z in zs[1:40]:
+        for filt in (ours, reference):
+            filt.predict()
+            filt.update(z)
+        np.testing.assert_allclose(ours.x, reference.x, atol=1e-8)
+        np.testing.assert_allclose(ours.P, reference.P, atol=1e-8)
+        np.testing.assert_allclose(ours.mu, reference.mu, atol=1e-12)
+    ours.predict()
+    predicted = ours.mu.copy()
+    ours.update(None)
+    np.testing.assert_array_equal(ours.mu, predicted)
+    assert ours.log_likelihood is None
+    np.testing.assert_array_equal(ours.x_post, ours.x_prior)
+
+
+def test_the_imm_refuses_what_it_cannot_mix():
+    with pytest.raises(ValueError, match="systems: expected two or more models"):
+        InteractingMultipleModel([CoordinatedTurn()])
+    with pytest.raises(ValueError, match="systems: expected models with one state and observation size"):
+        InteractingMultipleModel([CoordinatedTurn(), ConstantVelocity()])
+    with pytest.raises(ValueError, match="switch: expected a probability below 1"):
+        InteractingMultipleModel([CoordinatedTurn(), CoordinatedTurn(turning=False)], switch=1.0)
+    with pytest.raises(ValueError, match="kind"):
+        InteractingMultipleModel([CoordinatedTurn(), CoordinatedTurn(turning=False)], kind="pf")
+    with pytest.raises(RuntimeError, match="no belief yet"):
+        InteractingMultipleModel([CoordinatedTurn(), CoordinatedTurn(turning=False)]).predict()
