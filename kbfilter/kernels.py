@@ -313,6 +313,8 @@ class _RadialKernel(Kernel):
 
     def _after_load(self):
         # a saved file is untrusted: its fitted values must be ones fit could have produced
+        if not isinstance(self.standardise, (bool, np.bool_)):
+            raise ValueError(f"standardise: expected True or False, got {self.standardise!r}")
         if hasattr(self, "bandwidth_"):
             b = self.bandwidth_
             if not (isinstance(b, float) and _SMALLEST_BANDWIDTH <= b <= 1 / _SMALLEST_BANDWIDTH):

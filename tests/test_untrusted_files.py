@@ -184,3 +184,67 @@ def test_a_loaded_file_within_a_byte_budget(tmp_path):
     with zipfile.ZipFile(path) as zf:   # what the budget counts: the arrays the description names
         meta = json.loads(np.load(zf.open("__meta__.npy")).tobytes())
     assert meta["format"] == "kbfilter"
+
+
+FUZZ = '''
+    import copy, resource
+    which = {"kbf": lambda: kb.KernelBayesFilter(reg_prior=1e-3),
+             "scalable": lambda: kb.KernelBayesFilter(approximation="nystrom", transition="knn"),
+             "kmc": lambda: kb.KernelMonteCarloFilter(kb.systems.Rotation(), n_particles=30, random_state=0)}
+    array_mutations = [lambda a: a.astype(np.uint8), lambda a: a.astype(np.complex128), lambda a: a.astype(bool),
+                       lambda a: np.concatenate([a, a[:1]]) if a.ndim else a, lambda a: a.reshape(-1, 1),
+                       lambda a: np.full(a.shape, np.nan), lambda a: np.full(a.shape, 1e300), lambda a: a[:0],
+                       lambda a: -a, lambda a: np.full(a.shape, 2**30, dtype=np.int64)]
+    scalar_mutations = ["x", [1, 2], {"t": "array", "key": "nope"}, None, -1, 10**12, 1e300, True, 0, float("nan"),
+                        {"t": "object", "class": "RobotInRoom", "params": {}, "fields": {}}]
+
+    def leaves(node, trail=()):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                yield from leaves(v, trail + (k,))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                yield from leaves(v, trail + (i,))
+        elif trail and trail[-1] not in ("t", "class"):
+            yield trail
+
+    outcomes = {}
+    for name, make in which.items():
+        path = make().fit(X, Z).save(out + f"/{name}.npz")
+        arrays, meta = parts(path)
+        cases = [("array", k, i) for k in arrays for i in range(len(array_mutations))]
+        cases += [("scalar", t, i) for t in leaves(meta) for i in range(len(scalar_mutations))]
+        for j in rng.choice(len(cases), size=min(len(cases), 150), replace=False):
+            kind, where, i = cases[j]
+            changed, described = dict(arrays), copy.deepcopy(meta)
+            if kind == "array":
+                changed[where] = array_mutations[i](arrays[where])
+            else:
+                node = described
+                for k in where[:-1]:
+                    node = node[k]
+                node[where[-1]] = copy.deepcopy(scalar_mutations[i])
+            try:
+                filt = load(write(out + "/mutated.npz", changed, described))
+                means = filt.reset().batch_filter(Z[:5])[0]
+                assert np.all(np.isfinite(means)), (name, kind, where, i)
+                outcome = "loaded"
+            except ValueError:
+                outcome = "ValueError"
+            except Exception as exc:
+                raise AssertionError(f"{name}: {kind} {where} mutation {i}: {type(exc).__name__}: {exc}")
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    print("outcomes", outcomes, "peak kB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 2_000_000
+'''
+
+
+def test_mutated_saved_filters_load_to_a_value_error_or_a_filter_that_runs(tmp_path):
+    """A seeded fuzz of 450 mutations of saved filters (exact and scalable kernel Bayes filters, the
+    Kernel Monte Carlo filter): wrong dtypes and shapes, NaN, 1e300, empty arrays and out-of-range
+    indices in the arrays; strings, lists, missing references, None, negative, huge and NaN numbers
+    and a misplaced class in the description. Each loads to a ValueError or to a filter whose
+    estimates are finite; no other exception, no crash, peak memory under 2 GB."""
+    result = _run(FUZZ, tmp_path)
+    assert result.returncode == 0, f"return code {result.returncode}: {result.stderr[-3000:]}"
+    assert "loaded and used without error" in result.stdout, result.stdout + result.stderr[-3000:]

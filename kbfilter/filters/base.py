@@ -2,6 +2,7 @@
 names, ``batch_filter``, the fallback counts)."""
 
 import copy
+import warnings
 from collections import Counter
 
 import numpy as np
@@ -127,6 +128,37 @@ def sample_next(motion, X, u, rng, name="motion"):
         raise ValueError(f"{name}: expected finite next states of shape {X.shape}, got "
                          f"{'non-finite values' if out.shape == X.shape else f'shape {out.shape}'}")
     return out
+
+
+def probe_loaded(filt, step):
+    """Run one step of a filter just loaded from a file, on a copy, before anyone uses it.
+
+    A saved file is untrusted: a value tampered deep in a model may pass every check of its own
+    and fail only at the first step, with whatever error the arithmetic raises there. The probe
+    makes that failure happen at load, as a ``ValueError``.
+
+    Parameters
+    ----------
+    filt : LearnedFilter
+        The loaded filter (not changed).
+    step : callable
+        ``step(copy)`` runs a step on a deep copy and returns the arrays it computed.
+
+    Raises
+    ------
+    ValueError
+        When the step raises anything, or computes something that is not finite.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NumericalWarning)
+            out = step(copy.deepcopy(filt))
+    except ValueError:
+        raise
+    except Exception as exc:  # anything else a tampered model raises is the file's fault
+        raise ValueError(f"the loaded filter does not run ({type(exc).__name__}: {exc})") from None
+    if not all(np.all(np.isfinite(a)) for a in out):
+        raise ValueError("the loaded filter does not run (its first step is not finite)")
 
 
 class SharedModel:

@@ -16,14 +16,15 @@ from .._validation import check_choice, check_controls, check_int, check_matrix,
     check_sequences, check_vector
 from ..embedding import KernelMean, clipped_weights, normalise_weights, weighted_covariance
 from ..kernels import fitted_kernel
+from ..operators import Operator
 from ..persistence import Persistent, persistent
 from ..rules.conditional import ConditionalEmbedding
 from ..threads import limited_blas
-from .base import LearnedFilter, SharedModel, checked_run
+from .base import LearnedFilter, SharedModel, checked_run, probe_loaded
 from .compression import kept_transitions
 from .controlled import ControlledTransition, LowRankControlledTransition
-from .observation import (ObservationSettings, ObservationSpace, nystrom_rank_rule, observation_grid, report_rank_cap,
-                          scaled_kernel)
+from .observation import (LearnedObservationModel, ObservationSettings, ObservationSpace, nystrom_rank_rule,
+                          observation_grid, report_rank_cap, scaled_kernel)
 from .smoothing import kernel_smoother
 from .transitions import LearnedTransition
 
@@ -81,6 +82,24 @@ class FilterModel(SharedModel):
 
     def __init__(self, states, kept, predecessors, kernel_x, observation, transition, projection_operator, estimate,
                  fit_diagnostics, covariance_scale=1.0):
+        # built by fit, or from a saved file (untrusted): each part must fit the others
+        if not (isinstance(states, np.ndarray) and states.dtype == np.float64):
+            raise ValueError("states: expected a float64 array of training states")
+        states = check_matrix(states, "states")
+        n = states.shape[0]
+        kept = _indices(kept, "kept", None)
+        if kept.shape != (n,):
+            raise ValueError(f"kept: expected one index per training state ({n}), got shape {kept.shape}")
+        predecessors = _indices(predecessors, "predecessors", None)
+        if not isinstance(observation, LearnedObservationModel) or observation.rule.states_.shape != states.shape:
+            raise ValueError("observation: expected the learned observation model of these training states")
+        if not (callable(getattr(transition, "apply", None)) and callable(getattr(transition, "adjoint", None))):
+            raise ValueError(f"transition: expected a learned transition, got {type(transition).__name__}")
+        size = getattr(transition, "n_states", None) or getattr(getattr(transition, "operator", None), "shape", (n,))[0]
+        if getattr(getattr(transition, "operator", None), "shape", (n, n)) != (n, n) or size != n:
+            raise ValueError(f"transition: expected a transition over the {n} training states")
+        if not (isinstance(projection_operator, Operator) and projection_operator.shape == (n, n)):
+            raise ValueError(f"projection_operator: expected an operator of shape ({n}, {n})")
         self.states = states
         self.kept = kept
         self.predecessors = predecessors
@@ -136,6 +155,15 @@ class FilterModel(SharedModel):
             The weighted covariance, times ``covariance_scale``.
         """
         return self.covariance_scale * weighted_covariance(self.states, clipped_weights(w))
+
+
+def _indices(values, name, size):
+    """``values`` as a 1-D array of non-negative integer indices (below ``size`` when given)."""
+    values = np.asarray(values)
+    if values.ndim != 1 or values.dtype.kind not in "iu" or (values.size and values.min() < 0) or (
+            size is not None and values.size and values.max() >= size):
+        raise ValueError(f"{name}: expected a 1-D array of non-negative integer indices")
+    return values
 
 
 def _learned(name, doc):
@@ -590,6 +618,31 @@ class KernelBayesFilter(Persistent, LearnedFilter):
         self._record_all(info)
         self.weights = self._normalised(raw, fallback=self.weights_prior)
         self._set_estimate("post", self._checked_point(self.weights, raw), model.covariance(self.weights))
+
+    def _after_load(self):
+        super()._after_load()
+        # a saved file is untrusted: its belief must fit its model, and one step must run, so that a
+        # file that would fail at first use (a tampered value deep in the model) fails here instead
+        n, d = self.model_.states.shape
+        for name in ("weights", "weights_prior"):
+            check_vector(getattr(self, name, None), name, length=n)
+        for name in ("x", "x_prior", "x_post"):
+            check_vector(getattr(self, name, None), name, length=d)
+        for name in ("P", "P_prior", "P_post"):
+            if check_matrix(getattr(self, name, None), name).shape != (d, d):
+                raise ValueError(f"{name}: expected a ({d}, {d}) covariance")
+        probe_loaded(self, self._probe)
+
+    @staticmethod
+    def _probe(filt):
+        # one prediction and one update with the first training observation (see probe_loaded)
+        filt.reset()
+        dim_u = filt.model_.transition.dim_u
+        filt.predict(None if dim_u is None else np.zeros(dim_u))
+        observation = filt.model_.observation
+        raw, _ = observation.posterior_weights(filt.projection_operator_ @ filt.weights_prior,
+                                               observation.rule.observations_[:1])
+        return filt.x_prior, filt.P_prior, raw
 
     def _observed(self, row):
         # the predictive density of the observation, before the gate decides (a tracker gates with it)

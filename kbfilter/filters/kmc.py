@@ -15,7 +15,7 @@ from .._validation import check_choice, check_fraction, check_int, check_matrix,
 from ..embedding import KernelMean, clipped_weights, herd, normalise_weights, weighted_covariance
 from ..persistence import Persistent, persistent
 from ..threads import limited_blas
-from .base import LearnedFilter, SharedModel, check_motion, motion_of, sample_next, training_pairs
+from .base import LearnedFilter, SharedModel, check_motion, motion_of, probe_loaded, sample_next, training_pairs
 from .grids import MONTE_CARLO_IMAGE_GRID, MONTE_CARLO_SCALABLE_IMAGE_GRID
 from .observation import ObservationSettings, ObservationSpace, observation_grid, report_rank_cap
 from .particles import HoldsParticles, ParticleBelief
@@ -106,6 +106,10 @@ class _Ratio:
             return
         filt._estimate_particles("post")
         belief.resample_if_due(filt.ess_threshold, filt._rng)
+
+
+#: the most particles a filter takes (a saved file is untrusted: it must not ask for unbounded memory)
+MAX_PARTICLES = 10**6
 
 
 @persistent("observation", "states", "state_gram", "state_features", "fit_diagnostics", "resample", "candidates")
@@ -324,12 +328,7 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, LearnedFilter):
             The fitted filter, its particles drawn from the training states.
         """
         check_motion(motion_of(self, warn=True))
-        settings = ObservationSettings.of(self)
-        check_choice(self.resample, "resample", ("herding", "ratio"))
-        check_choice(self.candidates, "candidates", ("both", "training"))
-        check_int(self.n_particles, "n_particles", minimum=2)
-        check_fraction(self.ess_threshold, "ess_threshold")
-        check_rng(self.random_state)  # before any work (reset draws from it)
+        settings = self._checked_settings()
         X, Z, obs_shape = training_pairs(states, observations)
         if X.shape[0] < 3:
             raise ValueError(f"states: expected at least 3 training pairs, got {X.shape[0]}")
@@ -350,6 +349,33 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, LearnedFilter):
         self.model_ = KernelMonteCarloModel(observation, X, gram, state_features, diagnostics, self.resample,
                                             self.candidates)
         return self.reset()
+
+    def _checked_settings(self):
+        """The hyperparameters, checked before any work (at fit, and at load: a file is untrusted)."""
+        settings = ObservationSettings.of(self)
+        check_choice(self.resample, "resample", ("herding", "ratio"))
+        check_choice(self.candidates, "candidates", ("both", "training"))
+        check_int(self.n_particles, "n_particles", minimum=2, maximum=MAX_PARTICLES)
+        check_fraction(self.ess_threshold, "ess_threshold")
+        check_rng(self.random_state)  # before any work (reset draws from it)
+        return settings
+
+    def _after_load(self):
+        super()._after_load()
+        check_motion(motion_of(self))
+        self._checked_settings()
+        probe_loaded(self, self._probe)
+
+    @staticmethod
+    def _probe(filt):
+        # one prediction and one update with the first training observation (see probe_loaded)
+        filt.reset()
+        dim_u = getattr(motion_of(filt), "dim_u", None)
+        filt.predict(None if dim_u is None else np.zeros(dim_u))   # a controlled motion: standing still
+        model = filt.model_
+        mu, _ = model.kernel_states.prior(filt.belief.particles, filt.belief.weights)
+        raw, _ = model.observation.posterior_weights(mu, model.observation.rule.observations_[:1])
+        return filt.x_prior, filt.P_prior, raw
 
     def _grid_for(self, obs_shape):
         # on images a coarser grid: every evaluation runs the particles

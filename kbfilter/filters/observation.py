@@ -26,7 +26,7 @@ from ..rules.bayes_rule import KernelBayesRule
 from .base import SharedModel
 from .grids import BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, SCALABLE_BLUR_GRID
 from .likelihood import ObservationDensity
-from .outliers import check_outlier_quantile, outlier_gate
+from .outliers import OutlierGate, check_outlier_quantile, outlier_gate
 
 __all__ = ["ObservationSettings", "ObservationSpace", "LearnedObservationModel", "observation_grid",
            "observation_features", "mapped_observation", "scaled_kernel", "approximated_kernel", "nystrom_rank_rule",
@@ -355,7 +355,16 @@ class ObservationSpace(SharedModel):
     """
 
     def __init__(self, obs_shape, features=None, gate=None):
-        self.obs_shape = tuple(obs_shape)
+        # built by fit, or from a saved file (untrusted): each part must be what fit makes
+        if not (isinstance(obs_shape, (tuple, list)) and len(obs_shape) <= 3
+                and all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and 0 < d < 2**31
+                        for d in obs_shape)):
+            raise ValueError(f"obs_shape: expected a tuple of at most 3 positive sizes, got {obs_shape!r}")
+        if features is not None and not callable(getattr(features, "transform", None)):
+            raise ValueError(f"features: expected a fitted transformer or None, got {type(features).__name__}")
+        if gate is not None and not isinstance(gate, OutlierGate):
+            raise ValueError(f"gate: expected an OutlierGate or None, got {type(gate).__name__}")
+        self.obs_shape = tuple(int(d) for d in obs_shape)
         self.features = features
         self.gate = gate
 
@@ -461,6 +470,13 @@ class LearnedObservationModel(SharedModel):
     """
 
     def __init__(self, space, rule, fit_diagnostics):
+        if not isinstance(space, ObservationSpace):
+            raise ValueError(f"space: expected an ObservationSpace, got {type(space).__name__}")
+        if not (isinstance(rule, KernelBayesRule) and hasattr(rule, "states_")):
+            raise ValueError(f"rule: expected a fitted KernelBayesRule, got {type(rule).__name__}")
+        if space.features is None and int(np.prod(space.obs_shape)) != rule.observations_.shape[1]:
+            raise ValueError(f"space: observations of shape {space.obs_shape} do not match the rule's "
+                             f"{rule.observations_.shape[1]} columns")
         self.space = space
         self.rule = rule
         self.fit_diagnostics = fit_diagnostics

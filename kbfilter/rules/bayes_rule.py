@@ -215,6 +215,21 @@ class KernelBayesRule(Persistent, BaseEstimator):
         return self
 
     def _after_load(self):
+        # a saved file is untrusted: the fitted values must be ones fit could have produced
+        check_choice(self.method, "method", ("iw", "original"))
+        for name in ("states_", "observations_", "G_z_", "Phi_"):
+            value = getattr(self, name, None)
+            if value is not None and not (isinstance(value, np.ndarray) and value.dtype == np.float64):
+                raise ValueError(f"{name}: expected a float64 array")
+        states = check_matrix(self.states_, "states_")
+        observations = check_matrix(self.observations_, "observations_")
+        n = self.n_train_
+        if not (isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n == states.shape[0]
+                == observations.shape[0]):
+            raise ValueError(f"n_train_: expected the number of training states ({states.shape[0]}) and "
+                             f"observations ({observations.shape[0]}), got {n!r}")
+        check_positive(getattr(self, "reg_update_", None), "reg_update_")
+        check_choice(getattr(self, "solver_", None), "solver_", ("features", "low_rank", "dense"))
         self._represent()
 
     def _represent(self):
