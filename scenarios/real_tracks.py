@@ -69,8 +69,8 @@ def one_split(tracks, split, args):
     hand = {"cv": lambda: ExtendedKalman(cv), "ct": lambda: ExtendedKalman(ct),
             "imm": lambda: InteractingMultipleModel([straight, ct], switch=0.05)}
     filters = {"cv": lambda: cv, "ct": lambda: ct, "imm": lambda: (straight, ct),
-               "learned": lambda: kb.LearnedMotionFilter(cv, inputs=(2, 3), random_state=split).fit(train.tracks,
-                                                                                                    fixes),
+               "learned": lambda: kb.LearnedMotionFilter(cv, inputs=(2, 3), roughening=args.roughening,
+                                                         random_state=split).fit(train.tracks, fixes),
                "learned-where": lambda: kb.LearnedMotionFilter(cv, random_state=split).fit(train.tracks, fixes),
                "kbf": lambda: kb.KernelBayesFilter(approximation="nystrom", transition="knn").fit(train.tracks, fixes)}
     rows = []
@@ -133,6 +133,8 @@ def main(argv=None):
     parser.add_argument("--bearing-noise", type=float, default=0.002, help="radar bearing error, rad (0.002)")
     parser.add_argument("--gap", type=int, default=10, help="steps in each dropout (default 10)")
     parser.add_argument("--gap-rate", type=float, default=0.02, help="chance a dropout starts at a step (0.02)")
+    parser.add_argument("--roughening", type=float, default=0.2,
+                        help="the learned-motion filter's roughening constant (default 0.2; 0: none)")
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--out", default="results/real_tracks")

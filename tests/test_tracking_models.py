@@ -161,3 +161,31 @@ def test_the_imm_refuses_what_it_cannot_mix():
         InteractingMultipleModel([CoordinatedTurn(), CoordinatedTurn(turning=False)], kind="pf")
     with pytest.raises(RuntimeError, match="no belief yet"):
         InteractingMultipleModel([CoordinatedTurn(), CoordinatedTurn(turning=False)]).predict()
+
+
+def test_roughening_jitters_each_coordinate_by_the_stated_spread():
+    from kbfilter.filters.particles import ParticleBelief
+
+    rng = np.random.default_rng(0)
+    particles = np.column_stack([rng.uniform(0, 10, 20000), rng.uniform(0, 1, 20000)])
+    belief = ParticleBelief(particles.copy())
+    belief.roughen(0.2, np.random.default_rng(1))
+    moved = belief.particles - particles
+    expected = 0.2 * np.ptp(particles, axis=0) * 20000 ** (-1 / 2)
+    np.testing.assert_allclose(moved.std(axis=0), expected, rtol=0.03)
+    assert np.all(np.abs(moved.mean(axis=0)) < 4 * expected / np.sqrt(20000))
+
+
+def test_the_learned_motion_filter_gates_radar_observations_with_the_wrapped_bearing():
+    from kbfilter import LearnedMotionFilter
+
+    cv = ConstantVelocity(step=1.0, accel=0.05, sensor=RADAR, speed=30.0)
+    t = np.arange(120.0)
+    track = np.column_stack([1600.0 - 10.0 * t, np.full_like(t, -2500.0), np.full_like(t, -10.0), np.zeros_like(t)])
+    training = [track + [0.0, 300.0 * k, 0.0, 0.0] for k in range(1, 4)]
+    lmf = LearnedMotionFilter(cv, inputs=(2, 3), n_particles=500, random_state=0).fit(training, [t[:, :2] for t in
+                                                                                                 training])
+    means = lmf.batch_filter(RADAR.observe(track, rng=0))[0]
+    # the bearing jumps from -pi to pi halfway: a residual taken without wrapping would call the track lost
+    assert lmf.diagnostics["reacquired"] == 0
+    assert _rmse(means[20:], track[20:]) < 30.0

@@ -192,6 +192,22 @@ class ParticleBelief:
         self.weights = a / total
         return True
 
+    def roughen(self, scale, rng):
+        """Roughening (Gordon, Salmond and Smith 1993): move each particle by a draw of
+        ``N(0, diag(s^2))`` with ``s_j = scale * E_j * N^(-1/d)``, ``E_j`` the particles' range along
+        coordinate ``j``: after a resampling, copies of one particle are told apart again.
+
+        Parameters
+        ----------
+        scale : float
+            ``K``, the tuning constant (Gordon et al. use 0.2).
+        rng : numpy.random.Generator
+            The random numbers.
+        """
+        n, d = self.particles.shape
+        spread = scale * np.ptp(self.particles, axis=0) * n ** (-1.0 / d)
+        self.particles = self.particles + rng.standard_normal((n, d)) * spread
+
     def resample_if_due(self, threshold, rng):
         """Resample systematically, to equal weights, when the effective sample size falls below
         ``threshold`` times the number of particles (see :func:`resampling_due`).
