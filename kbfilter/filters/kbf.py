@@ -5,7 +5,6 @@ Learns the transition (kernel sum rule on the training transitions) and the obse
 observations alone. The belief is a weight vector over the training states.
 """
 
-import sys
 from collections import Counter
 
 import numpy as np
@@ -23,6 +22,7 @@ from ..threads import limited_blas
 from .base import LearnedFilter, SharedModel, checked_run, probe_loaded
 from .compression import kept_transitions
 from .controlled import ControlledTransition, LowRankControlledTransition
+from .likelihood import PredictiveLikelihood
 from .observation import (LearnedObservationModel, ObservationSettings, ObservationSpace, nystrom_rank_rule,
                           observation_grid, report_rank_cap, scaled_kernel)
 from .smoothing import kernel_smoother
@@ -173,7 +173,7 @@ def _learned(name, doc):
 @persistent("model_",
             # the belief, so that a loaded filter continues where the saved one stopped
             "weights", "weights_prior", "x", "P", "x_prior", "P_prior", "x_post", "P_post")
-class KernelBayesFilter(Persistent, LearnedFilter):
+class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
     """Kernel Bayes filter: a nonparametric filter learned from example trajectories (algorithms §6).
 
     Parameters
@@ -307,14 +307,15 @@ class KernelBayesFilter(Persistent, LearnedFilter):
         Each kind is warned about once per reset. A loaded filter keeps its fit-time counts and
         counts steps from the load on.
 
-    log_likelihood : float or None
+    log_likelihood, likelihood : float or None
         The log predictive density of the last observation given to :meth:`update`, under the
         predicted belief (None after a missing one; computed also for an observation the gate
-        set aside): the mixture ``sum_j w_j N(z; z_j, diag(h^2))`` of the learned observation
+        set aside, and only when read): the mixture ``sum_j w_j N(z; z_j, diag(h^2))`` of the learned observation
         density (:class:`~kbfilter.filters.likelihood.ObservationDensity`: one Gaussian at each
         training observation, with the observation kernel's bandwidths), in the space the
         observation kernel sees. Sum it over a held-out run to compare two fitted filters that
-        see the same space; ``likelihood`` is its exponential.
+        see the same space; ``likelihood`` is its exponential (see
+        :class:`~kbfilter.filters.likelihood.PredictiveLikelihood`).
 
     Examples
     --------
@@ -328,9 +329,6 @@ class KernelBayesFilter(Persistent, LearnedFilter):
     >>> bool(np.mean(np.sum((means - test_states) ** 2, axis=1)) < 0.08)   # raw z: 0.08
     True
     """
-
-    #: no observation yet (see the attribute's description)
-    log_likelihood = None
 
     def __init__(self, rule="iw", transition="exact", kernel_x=None, kernel_z=None, scale=1.0, scale_z=None,
                  reg_prior=1e-2, reg_update=1e-2, reg_transition=None, n_neighbors=50, estimate="mean",
@@ -549,7 +547,7 @@ class KernelBayesFilter(Persistent, LearnedFilter):
             if not abs(weights.sum() - 1.0) <= 1e-8:
                 raise ValueError(f"weights: expected weights summing to 1, got a sum of {weights.sum()!r}")
         self._events = Counter()
-        self.log_likelihood = None
+        self._unobserved()
         if weights is not None:
             w = weights.copy()
         elif prior is None:
@@ -608,8 +606,10 @@ class KernelBayesFilter(Persistent, LearnedFilter):
         """
         check_is_fitted(self, "model_")
         model = self.model_
-        self.log_likelihood = None
-        row = self._admitted(z, model.observation, seen=self._observed)
+        self._unobserved()
+        # the predictive density of the observation is the one before the gate decides (a tracker gates with it)
+        row = self._admitted(z, model.observation,
+                             seen=lambda mapped: self._observed(model.observation, self.weights_prior, mapped))
         if row is None:
             self.weights = self.weights_prior
             self._keep_prediction()
@@ -644,10 +644,6 @@ class KernelBayesFilter(Persistent, LearnedFilter):
                                                observation.rule.observations_[:1])
         return filt.x_prior, filt.P_prior, raw
 
-    def _observed(self, row):
-        # the predictive density of the observation, before the gate decides (a tracker gates with it)
-        self.log_likelihood = float(self.model_.observation.density.log_predictive(self.weights_prior, row)[0])
-
     def log_likelihood_of(self, zs):
         """The log predictive density of candidate observations under the current belief,
         without updating it (a tracker scores measurements against the predicted belief with
@@ -669,14 +665,6 @@ class KernelBayesFilter(Persistent, LearnedFilter):
         rows = np.vstack([space.map(z) for z in ([zs] if single else zs)])
         out = self.model_.observation.density.log_predictive(self.weights_prior, rows)
         return float(out[0]) if single else out
-
-    @property
-    def likelihood(self):
-        """``exp(log_likelihood)`` (None after a missing observation), floored at the smallest
-        positive float as filterpy's is."""
-        if self.log_likelihood is None:
-            return None
-        return max(float(np.exp(self.log_likelihood)), sys.float_info.min)
 
     # -- beyond filtering ---------------------------------------------------------------------------
     @limited_blas

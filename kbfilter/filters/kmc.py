@@ -17,6 +17,7 @@ from ..persistence import Persistent, persistent
 from ..threads import limited_blas
 from .base import LearnedFilter, SharedModel, check_motion, motion_of, probe_loaded, sample_next, training_pairs
 from .grids import MONTE_CARLO_IMAGE_GRID, MONTE_CARLO_SCALABLE_IMAGE_GRID
+from .likelihood import PredictiveLikelihood
 from .observation import ObservationSettings, ObservationSpace, observation_grid, report_rank_cap
 from .particles import HoldsParticles, ParticleBelief
 
@@ -156,7 +157,7 @@ class KernelMonteCarloModel(SharedModel):
 
 
 @persistent("model_", "rng_state", "belief", "weights", "x", "P", "x_prior", "P_prior", "x_post", "P_post")
-class KernelMonteCarloFilter(Persistent, HoldsParticles, LearnedFilter):
+class KernelMonteCarloFilter(Persistent, HoldsParticles, PredictiveLikelihood, LearnedFilter):
     """Kernel Monte Carlo filter: a known, sampled motion model and a learned observation model.
 
     Each step: ``predict(u)`` moves every particle by a draw of ``motion``; ``update(z)``
@@ -259,9 +260,9 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, LearnedFilter):
         with ``resample="ratio"``.
     weights : ndarray of shape (n,)
         The last update's normalised weights over the training states.
-    log_likelihood : float or None
+    log_likelihood, likelihood : float or None
         The learned predictive density of the last observation given to :meth:`update` (None after
-        a missing one), as the kernel Bayes filter's, with the predicted particles' kernel mean at
+        a missing one; computed when read), as the kernel Bayes filter's, with the predicted particles' kernel mean at
         the training states (clipped and normalised) as the mixture's weights.
     diagnostics : collections.Counter
         Fallbacks taken at fit and since the last reset: the rule's (see
@@ -282,9 +283,6 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, LearnedFilter):
     >>> bool(np.mean(np.sum((means - test_states) ** 2, axis=1)) < 0.1)
     True
     """
-
-    #: no observation yet
-    log_likelihood = None
 
     def __init__(self, motion=None, n_particles=1000, rule="iw", kernel_x=None, kernel_z=None, scale=1.0,
                  scale_z=None, reg_prior=1e-2, reg_update=1e-2, features="auto", resample="herding",
@@ -441,7 +439,7 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, LearnedFilter):
                 samples = KernelMean(samples, kernel=self.rule_.kernel_x_).herd(N).points
             self.belief = ParticleBelief(samples)
         self.weights = np.full(X.shape[0], 1.0 / X.shape[0])
-        self.log_likelihood = None
+        self._unobserved()
         self._estimate_particles("prior", "post")
         return self
 
@@ -472,13 +470,13 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, LearnedFilter):
         """
         check_is_fitted(self, "model_")
         model = self.model_
-        self.log_likelihood = None
+        self._unobserved()
         prior = []
 
         def observed(row):
             # the particles' kernel mean at the training states, as the rule's prior and the density's weights
             prior.extend(model.kernel_states.prior(self.belief.particles, self.belief.weights))
-            self.log_likelihood = float(model.observation.density.log_predictive(prior[0], row)[0])
+            self._observed(model.observation, prior[0], row)
 
         row = self._admitted(z, model.observation, seen=observed)
         if row is None:

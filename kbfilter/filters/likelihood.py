@@ -15,6 +15,8 @@ of a new observation under a belief ``w`` over the training states is then the m
 density that integrates to one. See :ref:`smoothing` for how the filters use it.
 """
 
+import sys
+
 import numpy as np
 from scipy.special import logsumexp
 from sklearn.metrics.pairwise import euclidean_distances
@@ -22,7 +24,7 @@ from sklearn.metrics.pairwise import euclidean_distances
 from ..embedding import clipped_weights
 from ..kernels import GaussianKernel, fitted_kernel
 
-__all__ = ["ObservationDensity"]
+__all__ = ["ObservationDensity", "PredictiveLikelihood"]
 
 
 class ObservationDensity:
@@ -151,3 +153,51 @@ class ObservationDensity:
         p = self._mixture_weights(weights)
         keep = p > 0
         return logsumexp(self._log_components(self._scaled[keep], rows), b=p[keep][:, None], axis=0)
+
+
+class _Pending:
+    """An observation whose likelihood is computed when first asked for. It refers to the learned
+    observation model (shared by copies of a filter) and not to its density, so that filterpy's
+    ``Saver``, which copies a filter every step, copies only the weights and the observation."""
+
+    def __init__(self, observation, weights, row):
+        self.observation, self.weights, self.row = observation, weights, row
+        self.value = None
+
+    def log_likelihood(self):
+        if self.value is None:
+            self.value = float(self.observation.density.log_predictive(self.weights, self.row)[0])
+        return self.value
+
+
+class PredictiveLikelihood:
+    """Mixin: ``log_likelihood`` and ``likelihood`` of the last observation a filter was given,
+    computed from its learned :class:`ObservationDensity` when first read (a filter that never reads
+    them never pays for them: ``O(n d)`` a step, images included).
+
+    A filter calls :meth:`_observed` with its learned observation model, the predicted belief over
+    the training states and the mapped observation in ``update``, and :meth:`_unobserved` when
+    there is none.
+    """
+
+    _pending = None
+
+    def _observed(self, observation, weights, row):
+        self._pending = _Pending(observation, weights, row)
+
+    def _unobserved(self):
+        self._pending = None
+
+    @property
+    def log_likelihood(self):
+        """The log predictive density of the last observation given to ``update`` under the
+        predicted belief (None after a missing one, and before any), from the learned observation
+        density: computed when first read."""
+        return None if self._pending is None else self._pending.log_likelihood()
+
+    @property
+    def likelihood(self):
+        """``exp(log_likelihood)`` (None after a missing observation), floored at the smallest
+        positive float as filterpy's is."""
+        value = self.log_likelihood
+        return None if value is None else max(float(np.exp(value)), sys.float_info.min)
