@@ -156,6 +156,18 @@ def test_the_rts_smoothers_of_the_baselines_are_filterpys_on_a_linear_system():
         ExtendedKalman(controlled).smooth(czs, cus)
 
 
+def test_the_particle_smoother_approaches_the_rts_smoother_on_a_linear_gaussian_system():
+    truth, zs = AR1.simulate(120, rng=1)
+    filtered = ParticleFilter(AR1, 600, rng=0).batch_filter(zs)[0]
+    smoothed, covs = ParticleFilter(AR1, 600, rng=0).smooth(zs)
+    _, rts, rts_covs = _rts(AR1, zs)
+    assert _rms(smoothed, rts) < 0.05 < _rms(filtered, rts)
+    np.testing.assert_allclose(covs[20:, 0, 0].mean(), rts_covs[20:, 0, 0].mean(), rtol=0.15)
+    cv = ConstantVelocity(step=1.0, accel=0.5, sensor=PositionFixes(3.0))
+    with pytest.raises(ValueError, match="process noise is singular"):
+        ParticleFilter(cv, 50, rng=0).smooth(cv.simulate(5, rng=0)[1])
+
+
 # -- forecasts ------------------------------------------------------------------------------------------
 
 def _fitted_filters():

@@ -24,10 +24,11 @@ from .._warnings import warn_user
 from ..linalg import NumericalWarning
 from ..systems import System
 from ..systems.base import transition_mean_given
-from .base import Filter, sample_next, system_control
+from ..embedding import weighted_covariance
+from .base import Filter, checked_run, sample_next, system_control
 from .particles import HoldsParticles, ParticleBelief, ParticleWeightsAlias
 
-__all__ = ["ExtendedKalman", "UnscentedKalman", "ParticleFilter", "InteractingMultipleModel"]
+__all__ = ["ExtendedKalman", "UnscentedKalman", "ParticleFilter", "InteractingMultipleModel", "backward_smoothing"]
 
 
 class _StartsFromFirstObservation(Filter):
@@ -475,6 +476,40 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, _StartsFromFirstObser
             raise RuntimeError("ParticleFilter: no particles yet; call initialize(x0, P0) or "
                                "initialize_stationary() (batch_filter starts from the first observation by itself)")
 
+    def smooth(self, zs, us=None):
+        """Fixed-interval smoothing by forward filtering, backward smoothing of the particles
+        (:func:`backward_smoothing`): the belief at every step of a run given the whole run.
+
+        Runs :meth:`batch_filter` over ``zs`` (the filter is left where it leaves it), keeping each
+        step's particles and weights, then reweights them backwards through the system's Gaussian
+        transition density: ``O(N^2)`` a step. Needs a system whose transitions are
+        ``f(x) + N(0, Q)`` with ``Q`` positive definite.
+
+        Parameters
+        ----------
+        zs : iterable of array-like or None
+            The observations; None is a missing measurement.
+        us : iterable of array-like, optional
+            The controls, as :meth:`batch_filter` takes them.
+
+        Returns
+        -------
+        means : ndarray of shape (n_steps, dim_x)
+            Smoothed estimates.
+        covs : ndarray of shape (n_steps, dim_x, dim_x)
+            Their covariances.
+        """
+        _gaussian_transition(self.system)  # before any work
+        zs, us = checked_run(zs, us)
+        particles, weights = [], []
+        for _ in self._run(zs, us):
+            particles.append(self.belief.particles.copy())
+            weights.append(self.belief.weights.copy())
+        smoothed = backward_smoothing(self.system, particles, weights, us)
+        means = np.array([w @ x for w, x in zip(smoothed, particles)])
+        covs = np.array([weighted_covariance(x, w) for w, x in zip(smoothed, particles)])
+        return means, covs
+
     def predict(self, u=None):
         """Move every particle by a draw from the true transition.
 
@@ -513,6 +548,60 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, _StartsFromFirstObser
         self.ess = self.belief.ess
         self._estimate_particles("post")
         self.resampled = self.belief.resample_if_due(self.ess_threshold, self.rng)
+
+
+def _gaussian_transition(system):
+    """The Cholesky factor of the system's process noise, when its transitions are the Gaussian
+    ``f(x) + N(0, Q)`` of :meth:`System.sample_transition` with ``Q`` positive definite."""
+    if type(system).sample_transition is not System.sample_transition:
+        raise ValueError(f"system: {type(system).__name__} draws its own transitions; the particle smoother needs "
+                         f"the Gaussian transition density of System.sample_transition")
+    try:
+        return np.linalg.cholesky(np.asarray(system.process_cov, dtype=np.float64))
+    except np.linalg.LinAlgError:
+        raise ValueError(f"system: {type(system).__name__}'s process noise is singular: its transitions have no "
+                         f"density, which the particle smoother weighs them by") from None
+
+
+def backward_smoothing(system, particles, weights, us=None):
+    """Forward-filtering backward-smoothing of stored particles (Doucet, Godsill and Andrieu 2000):
+    the smoothed weights of each step's particles, given the whole run.
+
+    ``w_{t|T}^i = w_t^i sum_j w_{t+1|T}^j p(x_{t+1}^j | x_t^i) / sum_k w_t^k p(x_{t+1}^j | x_t^k)``,
+    with the Gaussian transition density of the system; ``O(N^2)`` a step.
+
+    Parameters
+    ----------
+    system : System
+        The model, with Gaussian transitions ``f(x) + N(0, Q)`` and ``Q`` positive definite.
+    particles : sequence of ndarray of shape (N, dim_x)
+        Each step's particles, as the filter held them after its update.
+    weights : sequence of ndarray of shape (N,)
+        Their normalised weights.
+    us : sequence of array-like, optional
+        The controls (``us[t]`` moved the system to step ``t``).
+
+    Returns
+    -------
+    ndarray of shape (n_steps, N)
+        The smoothed weights of each step's particles.
+    """
+    factor = _gaussian_transition(system)
+    smoothed = [np.asarray(weights[-1], dtype=np.float64)]
+    for t in range(len(particles) - 2, -1, -1):
+        mean = transition_mean_given(system, particles[t], None if us is None else us[t + 1])
+        # log p(x_{t+1}^j | x_t^i), up to a constant that cancels, for every pair (j, i)
+        scaled = np.linalg.solve(factor, (particles[t + 1][:, None, :] - mean[None, :, :]).reshape(-1, mean.shape[1]).T)
+        log_density = -0.5 * np.sum(scaled**2, axis=0).reshape(len(particles[t + 1]), len(mean))
+        with np.errstate(divide="ignore"):
+            log_joint = log_density + np.log(weights[t])[None, :]
+        normaliser = logsumexp(log_joint, axis=1)  # log sum_k w_t^k p(x_{t+1}^j | x_t^k)
+        with np.errstate(divide="ignore"):
+            ratio = np.log(smoothed[-1]) - normaliser
+        log_smoothed = logsumexp(log_joint + ratio[:, None], axis=0)
+        w = np.exp(log_smoothed - logsumexp(log_smoothed))
+        smoothed.append(w)
+    return np.array(smoothed[::-1])
 
 
 class InteractingMultipleModel(_StartsFromFirstObservation):
