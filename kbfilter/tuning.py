@@ -258,7 +258,6 @@ def _edge_warnings(grid, best, added, max_extensions):
                   f"best value may lie beyond it (raise max_extensions or extend param_grid[{name!r}])", UserWarning)
 
 
-@limited_blas
 def _calibrated_scale(filter, consistency, states):
     """The ``covariance_scale`` that makes the mean validation NEES ``dim_x``, from the template's."""
     scale = filter.get_params()["covariance_scale"]
@@ -270,6 +269,7 @@ def _calibrated_scale(filter, consistency, states):
     return float(scale * np.mean(consistency) / dim_x)
 
 
+@limited_blas
 def tune_filter(filter, states, observations, param_grid=None, validation_length=200, n_jobs=None,
                 progress=True, search="coordinate", n_folds=1, controls=None, n_repeats=1,
                 max_extensions=MAX_EXTENSIONS, calibrate=True):
