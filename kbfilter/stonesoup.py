@@ -49,7 +49,6 @@ from stonesoup.types.update import Update
 from stonesoup.updater.base import Updater
 from sklearn.utils.validation import check_is_fitted
 
-from .embedding import clipped_weights
 
 __all__ = ["KernelBayesState", "KernelBayesStatePrediction", "KernelBayesStateUpdate", "KernelBayesPredictor",
            "KernelBayesUpdater"]
@@ -163,11 +162,9 @@ class KernelBayesPredictor(Predictor):
             The filter's ``x_prior`` and ``P_prior``, with the predicted weights.
         """
         belief = _filter_at(self.filter, prior, self.seed)
-        x, P = belief.x, belief.P
         for _ in range(self._steps(prior, timestamp)):
-            belief.predict()
-            x, P = belief.x_prior, belief.P_prior
-        return Prediction.from_state(prior, StateVector(x), CovarianceMatrix(P), weights=belief.weights,
+            belief.predict()  # sets x and P to the prediction
+        return Prediction.from_state(prior, StateVector(belief.x), CovarianceMatrix(belief.P), weights=belief.weights,
                                      timestamp=timestamp, transition_model=None, prior=prior,
                                      target_type=KernelBayesStatePrediction)
 
@@ -218,9 +215,7 @@ class KernelBayesUpdater(Updater):
             raise ValueError("predicted_state: KernelBayesUpdater predicts vector measurements only (a filter "
                              "fitted on images or with a feature map compares observations in another space)")
         mean, cov = density.moments(belief.weights, noise=measurement_noise)
-        p = clipped_weights(belief.weights)
-        if p is None:  # no positive weight: the training states equally
-            p = np.full(len(belief.weights), 1.0 / len(belief.weights))
+        p = density.mixture_weights(belief.weights)
         states = belief.states_
         cross = ((states - p @ states) * p[:, None]).T @ (density.observations - p @ density.observations)
         return GaussianMeasurementPrediction(StateVector(mean), CovarianceMatrix(cov), cross_covar=cross,

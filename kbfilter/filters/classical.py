@@ -24,7 +24,6 @@ from .._warnings import warn_user
 from ..linalg import NumericalWarning
 from ..systems import System
 from ..systems.base import transition_mean_given
-from ..embedding import weighted_covariance
 from .base import Filter, checked_run, sample_next, system_control
 from .particles import HoldsParticles, ParticleBelief, ParticleWeightsAlias
 
@@ -506,9 +505,8 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, _StartsFromFirstObser
             particles.append(self.belief.particles.copy())
             weights.append(self.belief.weights.copy())
         smoothed = backward_smoothing(self.system, particles, weights, us)
-        means = np.array([w @ x for w, x in zip(smoothed, particles)])
-        covs = np.array([weighted_covariance(x, w) for w, x in zip(smoothed, particles)])
-        return means, covs
+        means, covs = zip(*(ParticleBelief(x, w).estimate() for x, w in zip(particles, smoothed)))
+        return np.array(means), np.array(covs)
 
     def predict(self, u=None):
         """Move every particle by a draw from the true transition.
@@ -593,15 +591,19 @@ def backward_smoothing(system, particles, weights, us=None):
         # log p(x_{t+1}^j | x_t^i), up to a constant that cancels, for every pair (j, i)
         scaled = np.linalg.solve(factor, (particles[t + 1][:, None, :] - mean[None, :, :]).reshape(-1, mean.shape[1]).T)
         log_density = -0.5 * np.sum(scaled**2, axis=0).reshape(len(particles[t + 1]), len(mean))
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore"):  # a zero weight is a log weight of -inf
             log_joint = log_density + np.log(weights[t])[None, :]
-        normaliser = logsumexp(log_joint, axis=1)  # log sum_k w_t^k p(x_{t+1}^j | x_t^k)
-        with np.errstate(divide="ignore"):
-            ratio = np.log(smoothed[-1]) - normaliser
-        log_smoothed = logsumexp(log_joint + ratio[:, None], axis=0)
-        w = np.exp(log_smoothed - logsumexp(log_smoothed))
-        smoothed.append(w)
+            normaliser = logsumexp(log_joint, axis=1)  # log sum_k w_t^k p(x_{t+1}^j | x_t^k)
+            log_smoothed = logsumexp(log_joint + (np.log(smoothed[-1]) - normaliser)[:, None], axis=0)
+        smoothed.append(np.exp(log_smoothed - logsumexp(log_smoothed)))
     return np.array(smoothed[::-1])
+
+
+def _moment_matched(weights, beliefs):
+    """The mean and covariance of the mixture ``sum_i weights[i] N(x_i, P_i)`` of ``beliefs``."""
+    x = sum(w * xi for w, (xi, _) in zip(weights, beliefs))
+    P = sum(w * (Pi + np.outer(xi - x, xi - x)) for w, (xi, Pi) in zip(weights, beliefs))
+    return x, P
 
 
 class InteractingMultipleModel(_StartsFromFirstObservation):
@@ -697,9 +699,7 @@ class InteractingMultipleModel(_StartsFromFirstObservation):
         return self
 
     def _combine(self, which):
-        x = sum(p * f.x for p, f in zip(self.mu, self.filters))
-        P = sum(p * (f.P + np.outer(f.x - x, f.x - x)) for p, f in zip(self.mu, self.filters))
-        self._set_estimate(which, x, P)
+        self._set_estimate(which, *_moment_matched(self.mu, [(f.x, f.P) for f in self.filters]))
 
     def _check_initialized(self):
         if not self.initialized:
@@ -719,9 +719,7 @@ class InteractingMultipleModel(_StartsFromFirstObservation):
         mixing = self.M * self.mu[:, None] / predicted      # P(model i before | model j now)
         beliefs = [(f.x.copy(), f.P.copy()) for f in self.filters]
         for j, f in enumerate(self.filters):
-            x = sum(mixing[i, j] * xi for i, (xi, _) in enumerate(beliefs))
-            P = sum(mixing[i, j] * (Pi + np.outer(xi - x, xi - x)) for i, (xi, Pi) in enumerate(beliefs))
-            f.x, f.P = x, P
+            f.x, f.P = _moment_matched(mixing[:, j], beliefs)
             f.predict(u)
         self.mu = predicted
         self._combine("prior")

@@ -87,16 +87,17 @@ class FilterModel(SharedModel):
             raise ValueError("states: expected a float64 array of training states")
         states = check_matrix(states, "states")
         n = states.shape[0]
-        kept = _indices(kept, "kept", None)
+        kept = _indices(kept, "kept")
         if kept.shape != (n,):
             raise ValueError(f"kept: expected one index per training state ({n}), got shape {kept.shape}")
-        predecessors = _indices(predecessors, "predecessors", None)
+        predecessors = _indices(predecessors, "predecessors")
         if not isinstance(observation, LearnedObservationModel) or observation.rule.states_.shape != states.shape:
             raise ValueError("observation: expected the learned observation model of these training states")
         if not (callable(getattr(transition, "apply", None)) and callable(getattr(transition, "adjoint", None))):
             raise ValueError(f"transition: expected a learned transition, got {type(transition).__name__}")
-        size = getattr(transition, "n_states", None) or getattr(getattr(transition, "operator", None), "shape", (n,))[0]
-        if getattr(getattr(transition, "operator", None), "shape", (n, n)) != (n, n) or size != n:
+        # an uncontrolled transition is its operator; a controlled one places weights among n_states
+        operator = getattr(transition, "operator", None)
+        if (operator.shape if operator is not None else (transition.n_states,) * 2) != (n, n):
             raise ValueError(f"transition: expected a transition over the {n} training states")
         if not (isinstance(projection_operator, Operator) and projection_operator.shape == (n, n)):
             raise ValueError(f"projection_operator: expected an operator of shape ({n}, {n})")
@@ -157,11 +158,10 @@ class FilterModel(SharedModel):
         return self.covariance_scale * weighted_covariance(self.states, clipped_weights(w))
 
 
-def _indices(values, name, size):
-    """``values`` as a 1-D array of non-negative integer indices (below ``size`` when given)."""
+def _indices(values, name):
+    """``values`` as a 1-D array of non-negative integer indices."""
     values = np.asarray(values)
-    if values.ndim != 1 or values.dtype.kind not in "iu" or (values.size and values.min() < 0) or (
-            size is not None and values.size and values.max() >= size):
+    if values.ndim != 1 or values.dtype.kind not in "iu" or (values.size and values.min() < 0):
         raise ValueError(f"{name}: expected a 1-D array of non-negative integer indices")
     return values
 

@@ -101,7 +101,7 @@ class ObservationDensity:
         cov : ndarray of shape (d, d)
             The weighted covariance of the ``z_j``, plus ``diag(h^2)`` with ``noise``.
         """
-        p = self._mixture_weights(weights)
+        p = self.mixture_weights(weights)
         mean = p @ self.observations
         centred = self.observations - mean
         cov = (centred * p[:, None]).T @ centred
@@ -109,7 +109,20 @@ class ObservationDensity:
             cov = cov + np.diag(self.bandwidths**2)
         return mean, cov
 
-    def _mixture_weights(self, weights):
+    def mixture_weights(self, weights):
+        """The mixture's weights for a belief: its clipped, normalised positive part, or equal
+        weights when no weight is positive.
+
+        Parameters
+        ----------
+        weights : ndarray of shape (n,)
+            The belief over the training states.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            Non-negative weights summing to 1.
+        """
         p = clipped_weights(weights)
         return np.full(len(weights), 1.0 / len(weights)) if p is None else p
 
@@ -150,7 +163,7 @@ class ObservationDensity:
         ndarray of shape (q,)
             The log predictive densities.
         """
-        p = self._mixture_weights(weights)
+        p = self.mixture_weights(weights)
         keep = p > 0
         return logsumexp(self._log_components(self._scaled[keep], rows), b=p[keep][:, None], axis=0)
 
