@@ -6,9 +6,13 @@ peak memory of fit + filtering (tracemalloc) and the test MSE of
 - ``exact``: dense T x T transition and projection (only where they fit: T <= --exact-max),
 - ``nystrom``: Nystrom low-rank kernels, low-rank transition (the scalable path),
 - ``nystrom-knn``: Nystrom low-rank kernels, localized kNN transition (sparse),
+- ``local``: the belief on at most ``--support`` training states (``approximation="local"``, the
+  kNN transition; a step that does not grow with T),
 
 all on the same data with the same hyperparameters, with the speed and MSE ratios against
-``exact`` at every T where it runs. A step's time is the best of three passes over the test run.
+``exact`` at every T where it runs, and against ``nystrom-knn`` (the scalable path before the local
+one). A step's time is the best of ``--passes`` passes over the test run, each from the uniform
+start.
 
 Part 2, accuracy against T (rotation and oscillation): the scalable filter tuned by
 ``tune_filter`` at each T (the ``kbf-iw-nystrom`` benchmark method, several seeds) against the
@@ -17,6 +21,7 @@ particle filter that knows the true model (``pf``), as a table and a PNG.
     python benchmarks/filter_scale.py                        # both parts (about 40 min on 2 cores)
     python benchmarks/filter_scale.py --part speed           # part 1 only (about 3 min), the filter's defaults
     python benchmarks/filter_scale.py --part speed --scale 0.25 --reg-prior 1e-4 --reg-update 0.1   # narrow
+    python benchmarks/filter_scale.py --part speed --T 100000 1000000 --variants local --passes 1   # long logs
     python benchmarks/filter_scale.py --part curve --curve-seeds 5 --curve-T 1000 4000 20000
 
 BLAS runs with the library's defaults unless ``--blas-threads`` is given.
@@ -39,6 +44,7 @@ VARIANTS = {
     "exact": dict(approximation="exact"),
     "nystrom": dict(approximation="nystrom"),
     "nystrom-knn": dict(approximation="nystrom", transition="knn"),
+    "local": dict(approximation="local"),
 }
 
 
@@ -46,8 +52,8 @@ def _mse(means, states):
     return float(np.mean(np.sum((means - states) ** 2, axis=1)))
 
 
-def measure(variant, params, data, test):
-    """Fit time, best-of-three ms a step, MSE, the ranks used, and the peak memory (a second fit
+def measure(variant, params, data, test, passes=3):
+    """Fit time, best-of-``passes`` ms a step, MSE, the ranks used, and the peak memory (a second fit
     under tracemalloc, so that tracing does not slow the timed one)."""
     (X, Z), (Xt, Zt) = data, test
     template = kb.KernelBayesFilter(**VARIANTS[variant], **params)
@@ -56,49 +62,57 @@ def measure(variant, params, data, test):
         start = time.perf_counter()
         kbf = template.fit(X, Z)
         fit_s = time.perf_counter() - start
-        passes = []
-        for _ in range(3):
+        times = []
+        for _ in range(passes):
             kbf.reset()
             start = time.perf_counter()
             means = kbf.batch_filter(Zt)[0]
-            passes.append((time.perf_counter() - start) / len(Zt))
-        ranks = [getattr(k, "rank_", None) for k in (kbf.rule_.kernel_x_, kbf.rule_.kernel_z_)]
+            times.append((time.perf_counter() - start) / len(Zt))
+        rule = kbf.rule_  # None on the local path: no kernel is approximated
+        ranks = [None, None] if rule is None else [getattr(k, "rank_", None) for k in (rule.kernel_x_, rule.kernel_z_)]
         del kbf
         tracemalloc.start()
         again = kb.KernelBayesFilter(**VARIANTS[variant], **params).fit(X, Z)
         again.batch_filter(Zt[:10])
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-    return {"fit_s": fit_s, "ms_step": 1e3 * min(passes), "mse": _mse(means, Xt), "peak_mb": peak / 2**20,
+    return {"fit_s": fit_s, "ms_step": 1e3 * min(times), "mse": _mse(means, Xt), "peak_mb": peak / 2**20,
             "rank_x": ranks[0], "rank_z": ranks[1]}
 
 
-def speed_part(lengths, exact_max, params, steps, seed):
+def speed_part(lengths, exact_max, params, steps, seed, variants=tuple(VARIANTS), nystrom_max=None, passes=3):
     system = kb.systems.Oscillation()
     rows = []
     print(f"\nPart 1: speed on oscillation, hyperparameters {params}, {steps} test steps")
     header = (f"{'T':>7} {'variant':<12} {'ranks':>9} {'fit s':>8} {'ms/step':>8} {'peak MB':>8} {'MSE':>8} "
-              f"{'speed-up':>9} {'MSE ratio':>9}")
+              f"{'speed-up':>9} {'MSE ratio':>9} {'vs nystrom-knn: speed-up':>24} {'MSE ratio':>9}")
     print(header)
     print("-" * len(header))
     for T in lengths:
         rng = np.random.default_rng([seed, T])
         data, test = system.simulate(T, rng), system.simulate(steps, rng)
-        exact = None
-        for variant in VARIANTS:
-            if variant == "exact" and T > exact_max:
+        exact = nystrom = None
+        for variant in variants:
+            if (variant == "exact" and T > exact_max) or (variant.startswith("nystrom") and nystrom_max is not None
+                                                          and T > nystrom_max):
                 continue
-            row = dict(T=T, variant=variant, **measure(variant, params, data, test))
+            row = dict(T=T, variant=variant, **measure(variant, params, data, test, passes))
             if variant == "exact":
                 exact = row
-            if exact is not None and variant != "exact":
-                row["speedup"] = exact["ms_step"] / row["ms_step"]
-                row["mse_ratio"] = row["mse"] / exact["mse"]
+            if variant == "nystrom-knn":
+                nystrom = row
+            ratios = ""
+            for base, key in ((exact, ""), (nystrom, "_nystrom_knn")):
+                if base is not None and base is not row:
+                    row["speedup" + key] = base["ms_step"] / row["ms_step"]
+                    row["mse_ratio" + key] = row["mse"] / base["mse"]
+                    ratios += f" {row['speedup' + key]:>8.1f}x {row['mse_ratio' + key]:>9.4f}"
+                else:
+                    ratios += f" {'':>9} {'':>9}"
             rows.append(row)
             ranks = "-" if row["rank_x"] is None else f"{row['rank_x']}/{row['rank_z']}"
-            ratios = (f"{row['speedup']:>8.1f}x {row['mse_ratio']:>9.4f}" if "speedup" in row else f"{'':>9} {'':>9}")
             print(f"{T:>7} {variant:<12} {ranks:>9} {row['fit_s']:>8.2f} {row['ms_step']:>8.3f} "
-                  f"{row['peak_mb']:>8.0f} {row['mse']:>8.4f} {ratios}", flush=True)
+                  f"{row['peak_mb']:>8.0f} {row['mse']:>8.4f}{ratios}", flush=True)
     return rows
 
 
@@ -156,6 +170,10 @@ def main(argv=None):
     parser.add_argument("--part", choices=("speed", "curve", "both"), default="both")
     parser.add_argument("--T", type=int, nargs="+", default=[1000, 4000, 20000, 100000], help="speed part's T")
     parser.add_argument("--exact-max", type=int, default=4000, help="largest T the exact filter is run at")
+    parser.add_argument("--nystrom-max", type=int, default=None, help="largest T the Nystrom variants are run at")
+    parser.add_argument("--variants", nargs="+", choices=tuple(VARIANTS), default=list(VARIANTS))
+    parser.add_argument("--support", type=int, default=256, help="the local variant's support")
+    parser.add_argument("--passes", type=int, default=3, help="timed passes over the test run (the best counts)")
     parser.add_argument("--steps", type=int, default=200, help="test steps")
     parser.add_argument("--scale", type=float, default=1.0, help="the filter's default")
     parser.add_argument("--reg-prior", type=float, default=1e-2)
@@ -169,12 +187,14 @@ def main(argv=None):
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     params = dict(scale=args.scale, reg_prior=args.reg_prior, reg_update=args.reg_update)
+    VARIANTS["local"]["support"] = args.support
     blas = [(i.get("internal_api"), i.get("num_threads")) for i in threadpool_info()]
     print(f"BLAS pools (api, threads): {blas}; --blas-threads {args.blas_threads}")
     results = {"params": params, "blas": blas}
     with threadpool_limits(args.blas_threads):
         if args.part in ("speed", "both"):
-            results["speed"] = speed_part(args.T, args.exact_max, params, args.steps, args.seed)
+            results["speed"] = speed_part(args.T, args.exact_max, params, args.steps, args.seed, args.variants,
+                                          args.nystrom_max, args.passes)
         if args.part in ("curve", "both"):
             table = curve_part(args.curve_T, args.curve_seeds, args.jobs, args.out)
             results["curve"] = [dict(system=s, T=T, **v) for (s, T), v in table.items()]

@@ -353,6 +353,44 @@ class _RadialKernel(Kernel):
             raise NotFittedError(f"{type(self).__name__}(standardise=True) must be fitted to data before use")
         return self.column_scale_
 
+    def in_bandwidths(self, X):
+        """The points in units of the bandwidth (each column in its own when ``standardise``): the
+        kernel is then a function of the squared Euclidean distance between these coordinates
+        alone (:meth:`of_squared_distance`). For a caller that keeps many points and compares small
+        subsets of them again and again (the local kernel Bayes filter's step).
+
+        Parameters
+        ----------
+        X : ndarray of shape (n, d)
+            The points (already checked; centre them first if they lie far from the origin).
+
+        Returns
+        -------
+        ndarray of shape (n, d)
+            Their coordinates in bandwidths.
+        """
+        s = self._resolved()
+        if self.standardise:
+            s = s * self._column_scale()
+        return X / s
+
+    def of_squared_distance(self, sq, out=None):
+        """The kernel at squared distances measured in bandwidths (see :meth:`in_bandwidths`).
+
+        Parameters
+        ----------
+        sq : ndarray
+            Squared distances (negative round-off is read as 0).
+        out : ndarray, optional
+            Where to write the result (``sq`` itself is allowed: no temporary array is made).
+
+        Returns
+        -------
+        ndarray of the shape of ``sq``
+            ``k`` at each.
+        """
+        return self._unit_profile(np.maximum(sq, 0.0, out=out))
+
     def _resolved(self):
         if self.standardise:
             self._column_scale()  # the bandwidth is in standard deviations: meaningless before fit
@@ -432,6 +470,12 @@ class GaussianKernel(_RadialKernel):
     def _profile(sqdist, s):
         return np.exp(-sqdist / (2.0 * s * s))
 
+    @staticmethod
+    def _unit_profile(sq):
+        # in place: exp(-sq / 2)
+        sq *= -0.5
+        return np.exp(sq, out=sq)
+
 
 @persistent("bandwidth_", "column_scale_")
 class LaplaceKernel(_RadialKernel):
@@ -467,6 +511,13 @@ class LaplaceKernel(_RadialKernel):
     @staticmethod
     def _profile(sqdist, s):
         return np.exp(-np.sqrt(sqdist) / s)
+
+    @staticmethod
+    def _unit_profile(sq):
+        # in place: exp(-sqrt(sq))
+        np.sqrt(sq, out=sq)
+        sq *= -1.0
+        return np.exp(sq, out=sq)
 
 
 @persistent()

@@ -146,6 +146,16 @@ class SparseOperator(Operator):
         m = self.matrix
         return m.data.nbytes + m.indices.nbytes + m.indptr.nbytes
 
+    def transposed(self):
+        """The transpose, as a sparse operator of its own (its rows are this one's columns).
+
+        Returns
+        -------
+        SparseOperator
+            Of shape ``shape[::-1]``.
+        """
+        return SparseOperator(self.matrix.T)
+
     def placed(self, rows, n_rows):
         rows = np.asarray(rows)
         select = sp.csr_matrix((np.ones(rows.size), (rows, np.arange(rows.size))), shape=(n_rows, rows.size))

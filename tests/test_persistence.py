@@ -54,10 +54,14 @@ CASES = {
     "KernelBayesFilter": [(kb.KernelBayesFilter(transition=t, approximation=a, random_state=0).fit(X, Z),
                            lambda f: f.batch_filter(Q)[0])
                           for t in ("exact", "knn") for a in ("exact", "nystrom", "rff")]
+                         + [(kb.KernelBayesFilter(approximation="local", support=40).fit(X, Z),
+                             lambda f: f.batch_filter(Q)[0])]
                          # images: blurred by default
                          + [(kb.KernelBayesFilter().fit(X[:40], IMAGES.reshape(40, 6, 5)),
                              lambda f: f.batch_filter(IMAGES[:5].reshape(5, 6, 5))[0])],
     "FilterModel": [(kb.KernelBayesFilter().fit(X, Z).model_, lambda m: m.projection_operator @ np.ones(120))],
+    "LocalFilterModel": [(kb.KernelBayesFilter(approximation="local", support=40).fit(X, Z).model_,
+                          lambda m: m.predicted(np.full(5, 0.2), np.arange(5))[0])],
     "KernelMonteCarloFilter": [(kb.KernelMonteCarloFilter(ROBOT, n_particles=30, random_state=0, candidates=c)
                                 .fit(POSES[:50], VIEWS[:50]), lambda f: f.batch_filter(VIEWS[50:], us=CONTROLS[50:])[0])
                                for c in ("both", "training")]

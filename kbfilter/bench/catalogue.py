@@ -158,6 +158,9 @@ CATALOGUE = {m.name: m for m in (
            "IW kernel Bayes filter on Nystrom low-rank kernels (the scalable path)"),
     Method("kbf-iw-nystrom-knn", "tuned", _kbf("iw", approximation="nystrom", transition="knn"), _SCALABLE,
            "scalable IW kernel Bayes filter with the localized kNN transition"),
+    Method("kbf-iw-local", "tuned", _kbf("iw", approximation="local"), _RAW,
+           "IW kernel Bayes filter with its belief on at most 256 training states (a step that does not grow "
+           "with T)"),
     Method("kbf-iw-gated", "tuned", _kbf("iw", outlier_quantile=GATE_QUANTILE), _RAW,
            "IW kernel Bayes filter, outliers gated"),
     Method("kbf-iw-blur", "tuned", _kbf("iw", lambda: GaussianBlur(sigma=3.0, stride=2)), _BLUR,

@@ -161,6 +161,41 @@ def probe_loaded(filt, step):
         raise ValueError("the loaded filter does not run (its first step is not finite)")
 
 
+#: an estimate farther than this fraction of the training states' range (per coordinate) outside their
+#: bounding box is counted and warned about (``diagnostics["outside_training"]``): the normalised weights
+#: of a learned filter may be negative, so its weighted mean can extrapolate past every training state
+OUTSIDE_MARGIN = 0.1
+
+
+class TrainingBox:
+    """The training states' bounding box, widened by ``OUTSIDE_MARGIN`` of their range on each side.
+
+    Parameters
+    ----------
+    states : ndarray of shape (n, dim_x)
+        The training states.
+    """
+
+    def __init__(self, states):
+        low, high = states.min(axis=0), states.max(axis=0)
+        self.low, self.high = low - OUTSIDE_MARGIN * (high - low), high + OUTSIDE_MARGIN * (high - low)
+
+    def outside(self, x):
+        """Whether some coordinate of an estimate lies outside the box.
+
+        Parameters
+        ----------
+        x : ndarray of shape (dim_x,)
+            The estimate.
+
+        Returns
+        -------
+        bool
+            True when some coordinate is outside.
+        """
+        return bool(np.any(x < self.low) or np.any(x > self.high))
+
+
 class SharedModel:
     """A fitted model that is read-only once built, so copies of a filter share it.
 

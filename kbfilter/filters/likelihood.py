@@ -82,6 +82,22 @@ class ObservationDensity:
             h = h * base.column_scale_
         return cls(observations, h)
 
+    def restricted(self, support):
+        """The density of the components at ``support`` only: the predictive density of a belief
+        that is zero elsewhere, in ``O(len(support))``.
+
+        Parameters
+        ----------
+        support : ndarray of int
+            Indices of training observations.
+
+        Returns
+        -------
+        ObservationDensity
+            Over ``observations[support]``, with the same bandwidths.
+        """
+        return ObservationDensity(self.observations[support], self.bandwidths)
+
     def moments(self, weights, noise=True):
         """The mean and covariance of the predictive mixture under a belief.
 
@@ -173,13 +189,16 @@ class _Pending:
     observation model (shared by copies of a filter) and not to its density, so that filterpy's
     ``Saver``, which copies a filter every step, copies only the weights and the observation."""
 
-    def __init__(self, observation, weights, row):
-        self.observation, self.weights, self.row = observation, weights, row
+    def __init__(self, observation, weights, row, support=None):
+        self.observation, self.weights, self.row, self.support = observation, weights, row, support
         self.value = None
 
     def log_likelihood(self):
         if self.value is None:
-            self.value = float(self.observation.density.log_predictive(self.weights, self.row)[0])
+            density = self.observation.density
+            if self.support is not None:
+                density = density.restricted(self.support)
+            self.value = float(density.log_predictive(self.weights, self.row)[0])
         return self.value
 
 
@@ -189,14 +208,14 @@ class PredictiveLikelihood:
     them never pays for them: ``O(n d)`` a step, images included).
 
     A filter calls :meth:`_observed` with its learned observation model, the predicted belief over
-    the training states and the mapped observation in ``update``, and :meth:`_unobserved` when
-    there is none.
+    the training states (or over ``support``, the training states it covers) and the mapped
+    observation in ``update``, and :meth:`_unobserved` when there is none.
     """
 
     _pending = None
 
-    def _observed(self, observation, weights, row):
-        self._pending = _Pending(observation, weights, row)
+    def _observed(self, observation, weights, row, support=None):
+        self._pending = _Pending(observation, weights, row, support)
 
     def _unobserved(self):
         self._pending = None

@@ -234,15 +234,19 @@ class ObservationSettings:
     ----------
     rule, kernel_x, kernel_z, scale, scale_z, reg_prior, reg_update, features, approximation, rank, outlier_quantile
         As the filters take them.
+    approximations : tuple of str, default=APPROXIMATIONS
+        The values of ``approximation`` the filter accepts.
     """
 
+    #: the representations every filter composing the model can use
+    APPROXIMATIONS = ("exact", "nystrom", "rff")
     PARAMS = ("rule", "kernel_x", "kernel_z", "scale", "scale_z", "reg_prior", "reg_update", "features",
               "approximation", "rank", "outlier_quantile")
 
     def __init__(self, rule, kernel_x, kernel_z, scale, scale_z, reg_prior, reg_update, features, approximation,
-                 rank, outlier_quantile):
+                 rank, outlier_quantile, approximations=APPROXIMATIONS):
         self.rule = check_choice(rule, "rule", ("iw", "original"))
-        self.approximation = check_choice(approximation, "approximation", ("exact", "nystrom", "rff"))
+        self.approximation = check_choice(approximation, "approximation", approximations)
         self.rank = None if rank is None else check_int(rank, "rank")
         self.outlier_quantile = check_outlier_quantile(outlier_quantile)
         self.scale = check_positive(scale, "scale")
@@ -257,20 +261,23 @@ class ObservationSettings:
         self.features = features
 
     @classmethod
-    def of(cls, estimator):
+    def of(cls, estimator, approximations=APPROXIMATIONS):
         """The settings of a filter whose parameters include :attr:`PARAMS`.
 
         Parameters
         ----------
         estimator : BaseEstimator
             The filter.
+        approximations : tuple of str, default=APPROXIMATIONS
+            The values of ``approximation`` the filter accepts (the kernel Bayes filter adds its
+            own).
 
         Returns
         -------
         ObservationSettings
             The checked settings.
         """
-        return cls(**{name: getattr(estimator, name) for name in cls.PARAMS})
+        return cls(**{name: getattr(estimator, name) for name in cls.PARAMS}, approximations=approximations)
 
     def fitted_kernels(self, X, Z, space):
         """The state and observation kernels fitted once, frozen to be handed on as they are.

@@ -27,7 +27,7 @@ from ._checks import check_prior
 from .representations import (LOW_RANK_RTOL, DenseObservations, DenseStates, FeatureObservations, FeatureStates,
                               LowRankObservations, TransformedFeatures, original_update)
 
-__all__ = ["kulsif_weights", "KernelBayesRule"]
+__all__ = ["kulsif_weights", "KernelBayesRule", "iw_from_ratio", "posterior_from_projection"]
 
 # Residual diagonal, relative to the largest, below which a pivoted Cholesky factor is at round-off.
 _ROUNDOFF_RTOL = 1e-14
@@ -77,6 +77,75 @@ def kulsif_weights(states, prior, kernel=None, reg=0.1):
     G[np.diag_indices(n)] += n * reg
     g = kernel(states, prior.points) @ prior.weights
     return np.maximum(0.0, n * spd_factor(G, name="G_x + n reg I").solve(g))
+
+
+def iw_from_ratio(side, r, obs, n, reg_update):
+    """The iw update from density-ratio weights ``r`` on the states an observation side holds.
+
+    Rows with ``r_i = 0`` get ``w_i = 0`` and are left out of the solve; if every ``r_i`` is 0,
+    the stated fallback ``r = 1`` (CKME regression) is used and recorded.
+
+    Parameters
+    ----------
+    side : DenseObservations, LowRankObservations or FeatureObservations
+        The observations' representation (see :mod:`kbfilter.rules.representations`).
+    r : ndarray of shape (m,)
+        Non-negative weights at its states.
+    obs : ndarray of shape (m, q) or (r, q)
+        Observation vectors, from ``side.vectors``.
+    n : int
+        The number of training states the regulariser is scaled by (``n lam``).
+    reg_update : float
+        ``lam``.
+
+    Returns
+    -------
+    W : ndarray of shape (m, q)
+        The weights, one column per observation.
+    info : dict
+        The fallbacks taken, kind -> sentence.
+    """
+    info = {}
+    if not np.any(r > 0):
+        info["uniform_ratio"] = "every KuLSIF weight is 0; using r = 1 (CKME regression)"
+        r = np.ones_like(r)
+    S = np.flatnonzero(r > 0)
+    W = np.zeros((r.shape[0], obs.shape[1]))
+    W[S] = side.iw(r, S, np.sqrt(r[S])[:, None], n * reg_update, obs, info)
+    return W, info
+
+
+def posterior_from_projection(side, method, mu, obs, n, reg_update):
+    """Kernel Bayes' rule's weights from the projected prior ``mu`` at the states ``side`` holds.
+
+    Parameters
+    ----------
+    side : DenseObservations, LowRankObservations or FeatureObservations
+        The observations' representation.
+    method : {"iw", "original"}
+        The rule.
+    mu : ndarray of shape (m,)
+        The projected prior at those states.
+    obs : ndarray
+        Observation vectors, from ``side.vectors``.
+    n : int
+        The number of training states the regularisers are scaled by.
+    reg_update : float
+        ``lam`` (iw) or ``delta`` (original).
+
+    Returns
+    -------
+    W, info
+        As :meth:`KernelBayesRule.weights_from_projection` returns them.
+    """
+    if method == "iw":
+        W, info = iw_from_ratio(side, np.maximum(0.0, mu), obs, n, reg_update)
+    else:
+        W, info = original_update(side, mu, obs, n, reg_update)
+    if np.any(W.sum(axis=0) <= 0):
+        info["nonpositive_sum"] = ("posterior weights sum to <= 0; the normalised mean falls back to "
+                                   "clipped weights")
+    return W, info
 
 
 @persistent("states_", "observations_", "n_train_", "kernel_x_", "kernel_z_", "features_", "reg_update_",
@@ -425,16 +494,8 @@ class KernelBayesRule(Persistent, BaseEstimator):
         W, info
             As :meth:`weights_from_projection` returns them.
         """
-        r = np.asarray(r, dtype=np.float64)
-        info = {}
-        if not np.any(r > 0):
-            info["uniform_ratio"] = "every KuLSIF weight is 0; using r = 1 (CKME regression)"
-            r = np.ones_like(r)
-        S = np.flatnonzero(r > 0)
-        nlam = self.n_train_ * self.reg_update_
-        W = np.zeros((self.n_train_, obs.shape[1]))
-        W[S] = self._observations_side.iw(r, S, np.sqrt(r[S])[:, None], nlam, obs, info)
-        return W, info
+        return iw_from_ratio(self._observations_side, np.asarray(r, dtype=np.float64), obs, self.n_train_,
+                             self.reg_update_)
 
     def original_error_bound(self, mu):
         """First-order bound on the relative difference between the original rule's low-rank
@@ -478,14 +539,8 @@ class KernelBayesRule(Persistent, BaseEstimator):
             The fallbacks taken by this update, kind -> sentence: ``"uniform_ratio"``,
             ``"regression"``, ``"nonpositive_sum"``, ``"jitter"``, ``"lu"``.
         """
-        if self.method == "iw":
-            W, info = self.weights_from_ratio(np.maximum(0.0, mu), obs)
-        else:
-            W, info = original_update(self._observations_side, mu, obs, self.n_train_, self.reg_update_)
-        if np.any(W.sum(axis=0) <= 0):
-            info["nonpositive_sum"] = ("posterior weights sum to <= 0; the normalised mean falls back to "
-                                       "clipped weights")
-        return W, info
+        return posterior_from_projection(self._observations_side, self.method, mu, obs, self.n_train_,
+                                         self.reg_update_)
 
     # -- the public rule ----------------------------------------------------------------------
     @limited_blas

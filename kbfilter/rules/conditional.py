@@ -10,7 +10,6 @@ from collections import Counter
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.linalg import LinAlgError, cho_factor, cho_solve
 from sklearn.base import BaseEstimator
 from sklearn.kernel_approximation import Nystroem, RBFSampler
 from sklearn.neighbors import NearestNeighbors
@@ -98,6 +97,19 @@ def _column_inner(W, points, targets, kernel):
 _LOCAL_RTOL = 1e-12
 
 
+def _batched_cho_solve(L, b):
+    """Solve ``L L^T x = b`` for a stack of lower-triangular factors ``L`` (q, m, m) and right-hand
+    sides ``b`` (q, m): forward and back substitution, one column of every system at a time."""
+    m = b.shape[1]
+    y = np.empty_like(b)
+    for i in range(m):
+        y[:, i] = (b[:, i] - np.einsum("qj,qj->q", L[:, i, :i], y[:, :i])) / L[:, i, i]
+    x = np.empty_like(b)
+    for i in range(m - 1, -1, -1):
+        x[:, i] = (y[:, i] - np.einsum("qj,qj->q", L[:, i + 1:, i], x[:, i + 1:])) / L[:, i, i]
+    return x
+
+
 def _local_solve(kernel, local, kq, ridge, low_rank=True):
     """Solve ``(G_N + ridge I) w = k_N(q)`` for a stack of neighbourhoods (algorithms §3, kNN).
 
@@ -123,8 +135,10 @@ def _local_solve(kernel, local, kq, ridge, low_rank=True):
         G = kernel.gram_batched(local[sel])
         G[:, np.arange(m), np.arange(m)] += ridge
         try:
-            out[sel] = cho_solve(cho_factor(G, lower=True), kq[sel][..., None])[..., 0]
-        except LinAlgError:
+            # numpy's batched Cholesky factors the whole stack in one call (scipy's loops over it
+            # in Python: 100,000 calls at T = 10^5)
+            out[sel] = _batched_cho_solve(np.linalg.cholesky(G), kq[sel])
+        except np.linalg.LinAlgError:
             # one of the local systems is not numerically SPD: solve them one by one with the
             # library's jitter/LU rule (which warns)
             out[sel] = [spd_factor(g, name="local Gram").solve(k) for g, k in zip(G, kq[sel])]

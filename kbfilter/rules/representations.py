@@ -143,7 +143,9 @@ class DenseObservations:
 
     def iw(self, r, S, sq, nlam, obs, info):
         """The iw weights on the support ``S`` of the ratio ``r`` (``sq = sqrt(r[S])``)."""
-        return _dense_iw(self.gram[np.ix_(S, S)], obs[S], sq, nlam, info)
+        # a support holding every state needs no copy of the Gram matrix
+        G_S = self.gram if S.size == self.gram.shape[0] else self.gram[np.ix_(S, S)]
+        return _dense_iw(G_S, obs[S], sq, nlam, info)
 
     def original(self, mu, obs, delta):
         return _dense_original(mu, self.gram, obs, delta)
