@@ -23,6 +23,8 @@ particle filter that knows the true model (``pf``), as a table and a PNG.
     python benchmarks/filter_scale.py --part speed --scale 0.25 --reg-prior 1e-4 --reg-update 0.1   # narrow
     python benchmarks/filter_scale.py --part speed --T 100000 1000000 --variants local --passes 1   # long logs
     python benchmarks/filter_scale.py --part curve --curve-seeds 5 --curve-T 1000 4000 20000
+    python benchmarks/filter_scale.py --part curve --curve-method kbf-iw-local --curve-T 1000 10000 100000
+    python benchmarks/filter_scale.py --part stream --stream 100000 10000   # partial_fit against one fit
 
 BLAS runs with the library's defaults unless ``--blas-threads`` is given.
 """
@@ -116,42 +118,72 @@ def speed_part(lengths, exact_max, params, steps, seed, variants=tuple(VARIANTS)
     return rows
 
 
-def curve_part(lengths, seeds, jobs, out):
-    print(f"\nPart 2: tuned accuracy against T ({seeds} seeds; kbf-iw-nystrom tuned on its grid, pf knows the model)")
+def stream_part(T, more, params, seed):
+    """A log that grows: fit on T steps, then ``partial_fit`` on ``more`` steps, against one fit on
+    all of them (the local path, same kernels)."""
+    system = kb.systems.Oscillation()
+    rng = np.random.default_rng([seed, T])
+    (X, Z), (X2, Z2), (_, Zt) = system.simulate(T, rng), system.simulate(more, rng), system.simulate(200, rng)
+    print(f"\nPart 3: streaming on oscillation, T = {T} then {more} more, hyperparameters {params}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kb.NumericalWarning)
+        start = time.perf_counter()
+        first = kb.KernelBayesFilter(approximation="local", **params).fit(X, Z)
+        fit_s = time.perf_counter() - start
+        # the kernels fit chose, passed in fitted, so that one fit on everything uses them too
+        kernels = dict(kernel_x=first.kernel_x_, kernel_z=first.model_.kernel_z)
+        start = time.perf_counter()
+        first.partial_fit(X2, Z2)
+        partial_s = time.perf_counter() - start
+        start = time.perf_counter()
+        # (fitted kernels are used as they are: their scale is already in them)
+        unscaled = {k: v for k, v in params.items() if k != "scale"}
+        whole = kb.KernelBayesFilter(approximation="local", **unscaled, **kernels).fit([X, X2], [Z, Z2])
+        whole_s = time.perf_counter() - start
+        gap = float(np.max(np.abs(first.batch_filter(Zt)[0] - whole.batch_filter(Zt)[0])))
+    print(f"fit on {T}: {fit_s:.1f} s; partial_fit on {more} more: {partial_s:.1f} s; one fit on all {T + more}: "
+          f"{whole_s:.1f} s ({whole_s / partial_s:.1f}x); largest difference of the estimates: {gap:.1e}")
+    return {"fit_s": fit_s, "partial_fit_s": partial_s, "whole_fit_s": whole_s, "max_difference": gap}
+
+
+def curve_part(lengths, seeds, jobs, out, method="kbf-iw-nystrom", systems=("rotation", "oscillation")):
+    print(f"\nPart 2: tuned accuracy against T ({seeds} seeds; {method} tuned on its grid, pf knows the model)")
     table = {}
-    for system in ("rotation", "oscillation"):
+    for system in systems:
         for T in lengths:
             start = time.perf_counter()
             rows = run_bench(system, runs=seeds, train_length=T, test_length=200,
-                             methods=("kbf-iw-nystrom", "pf"), n_jobs=jobs, progress=False)
-            summary = summarise(rows, reference="kbf-iw-nystrom")
+                             methods=(method, "pf"), n_jobs=jobs, progress=False)
+            summary = summarise(rows, reference=method)
             wall = time.perf_counter() - start
-            tune = float(np.mean([r["tune_s"]["kbf-iw-nystrom"] for r in rows]))
+            tune = float(np.mean([r["tune_s"][method] for r in rows]))
             entry = {name: {"mean": s["mse_mean"], "std": s["mse_std"], "ms_per_step": s["ms_per_step"]}
                      for name, s in summary.items()}
             entry["tune_s"], entry["wall_s"] = tune, wall
-            entry["params"] = [r["params"]["kbf-iw-nystrom"] for r in rows]
+            entry["params"] = [r["params"][method] for r in rows]
             entry["wins_over_pf"] = summary["pf"]["wins"]
+            entry["ratio_to_pf"] = float(np.mean([r["mse"][method] / r["mse"]["pf"] for r in rows]))
             table[(system, T)] = entry
-            print(f"{system:<12} T={T:>6}  kbf-iw-nystrom {entry['kbf-iw-nystrom']['mean']:.4f} "
-                  f"± {entry['kbf-iw-nystrom']['std']:.4f}   pf {entry['pf']['mean']:.4f} "
-                  f"± {entry['pf']['std']:.4f}   ({entry['wins_over_pf']}/{seeds} runs below pf)   "
+            print(f"{system:<12} T={T:>7}  {method} {entry[method]['mean']:.4f} "
+                  f"± {entry[method]['std']:.4f}   pf {entry['pf']['mean']:.4f} "
+                  f"± {entry['pf']['std']:.4f}   mean ratio {entry['ratio_to_pf']:.3f}   "
+                  f"({entry['wins_over_pf']}/{seeds} runs below pf)   "
                   f"tuning {tune:.0f} s a run, {wall:.0f} s wall", flush=True)
-    _plot(table, lengths, out / "filter_scale_accuracy.png")
+    _plot(table, lengths, systems, method, out / f"filter_scale_accuracy_{method}.png")
     return table
 
 
-def _plot(table, lengths, path):
+def _plot(table, lengths, systems, method, path):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
-    for ax, system in zip(axes, ("rotation", "oscillation")):
-        kbf = [table[(system, T)]["kbf-iw-nystrom"] for T in lengths]
+    fig, axes = plt.subplots(1, len(systems), figsize=(4.5 * len(systems), 3.6), squeeze=False)
+    for ax, system in zip(axes[0], systems):
+        kbf = [table[(system, T)][method] for T in lengths]
         ax.errorbar(lengths, [k["mean"] for k in kbf], yerr=[k["std"] for k in kbf], marker="o", capsize=3,
-                    label="kernel Bayes filter (Nystrom, tuned)")
+                    label=f"kernel Bayes filter ({method}, tuned)")
         # the test runs differ from one T to the next, so the particle filter is drawn at each T
         ax.plot(lengths, [table[(system, T)]["pf"]["mean"] for T in lengths], "k--", marker="s",
                 label="particle filter, true model")
@@ -167,7 +199,9 @@ def _plot(table, lengths, path):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=("speed", "curve", "both"), default="both")
+    parser.add_argument("--part", choices=("speed", "curve", "both", "stream"), default="both")
+    parser.add_argument("--stream", type=int, nargs=2, default=[100000, 10000], metavar=("T", "MORE"),
+                        help="stream part: fit on T steps, then partial_fit on MORE")
     parser.add_argument("--T", type=int, nargs="+", default=[1000, 4000, 20000, 100000], help="speed part's T")
     parser.add_argument("--exact-max", type=int, default=4000, help="largest T the exact filter is run at")
     parser.add_argument("--nystrom-max", type=int, default=None, help="largest T the Nystrom variants are run at")
@@ -180,6 +214,8 @@ def main(argv=None):
     parser.add_argument("--reg-update", type=float, default=1e-2)
     parser.add_argument("--curve-T", type=int, nargs="+", default=[1000, 4000, 20000])
     parser.add_argument("--curve-seeds", type=int, default=5)
+    parser.add_argument("--curve-method", default="kbf-iw-nystrom", help="the tuned method of the curve")
+    parser.add_argument("--curve-systems", nargs="+", default=["rotation", "oscillation"])
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--blas-threads", type=int, default=None, help="default: the BLAS library's own")
@@ -195,8 +231,11 @@ def main(argv=None):
         if args.part in ("speed", "both"):
             results["speed"] = speed_part(args.T, args.exact_max, params, args.steps, args.seed, args.variants,
                                           args.nystrom_max, args.passes)
+        if args.part == "stream":
+            results["stream"] = stream_part(*args.stream, params, args.seed)
         if args.part in ("curve", "both"):
-            table = curve_part(args.curve_T, args.curve_seeds, args.jobs, args.out)
+            table = curve_part(args.curve_T, args.curve_seeds, args.jobs, args.out, args.curve_method,
+                               tuple(args.curve_systems))
             results["curve"] = [dict(system=s, T=T, **v) for (s, T), v in table.items()]
     path = args.out / f"filter_scale_{args.part}.json"
     path.write_text(json.dumps(results, indent=1, default=float))

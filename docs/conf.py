@@ -23,5 +23,5 @@ nitpicky = False
 suppress_warnings = ["ref.ref"]
 # scikit-learn's own methods (parameters, metadata routing, output containers) are documented there
 autodoc_default_options = {"exclude-members": ",".join([
-    "get_params", "set_params", "get_metadata_routing", "set_output", "fit_transform", "set_fit_request",
+    "get_params", "set_params", "get_metadata_routing", "set_output", "fit_transform", "set_fit_request", "set_partial_fit_request",
     "set_score_request", "set_transform_request", "set_predict_request", "set_posterior_request"])}

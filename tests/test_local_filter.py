@@ -169,3 +169,55 @@ def test_a_tampered_share_in_a_saved_file_is_refused(oscillation, tmp_path):
     with pytest.raises(ValueError, match="dropped_mass"):
         load(tmp_path / "tampered.npz")
     assert isinstance(load(tmp_path / "good.npz").model_, LocalFilterModel)
+
+
+@pytest.mark.parametrize("quantile", [None, 0.99])
+def test_partial_fit_in_pieces_equals_one_fit_on_the_whole(quantile):
+    system = kb.systems.Oscillation()
+    first, second, third = (system.simulate(n, rng=seed) for n, seed in ((400, 0), (300, 1), (250, 2)))
+    _, zs = system.simulate(60, rng=3)
+    params = dict(approximation="local", support=60, n_neighbors=15, outlier_quantile=quantile,
+                  kernel_x=kb.GaussianKernel(bandwidth=0.5), kernel_z=kb.GaussianKernel(bandwidth=0.4))
+    whole = kb.KernelBayesFilter(**params).fit([first[0], second[0], third[0]], [first[1], second[1], third[1]])
+    pieces = kb.KernelBayesFilter(**params).fit(*first).partial_fit(*second).partial_fit(*third)
+    assert pieces.n_train_ == whole.n_train_ == 950
+    np.testing.assert_array_equal(pieces.predecessors_, whole.predecessors_)
+    A, B = pieces.transition_operator_.toarray(), whole.transition_operator_.toarray()
+    np.testing.assert_allclose(A, B, rtol=0, atol=1e-12 * np.abs(B).max())
+    np.testing.assert_allclose(pieces.batch_filter(zs)[0], whole.batch_filter(zs)[0], rtol=0, atol=1e-9)
+
+
+def test_partial_fit_relearns_only_where_new_states_come_near():
+    system = kb.systems.Rotation()
+    X, Z = system.simulate(600, rng=0)
+    filt = kb.KernelBayesFilter(approximation="local", n_neighbors=10).fit(X, Z)
+    before = filt.transition_operator_.toarray()
+    # a new sequence far from every training state changes no old state's transition
+    far = X[:50] + 100.0
+    filt.partial_fit(far, Z[:50])
+    after = filt.transition_operator_.toarray()
+    np.testing.assert_array_equal(after[:600, :600], before)
+    assert np.all(after[600:, :600] == 0) and np.any(after[600:, 600:] != 0)
+
+
+def test_partial_fit_refuses_other_paths_and_other_shapes(oscillation):
+    (X, Z), _ = oscillation
+    with pytest.raises(ValueError, match="partial_fit"):
+        kb.KernelBayesFilter().fit(X, Z).partial_fit(X, Z)
+    local = kb.KernelBayesFilter(approximation="local").fit(X, Z)
+    with pytest.raises(ValueError, match="observations"):
+        local.partial_fit(X, np.hstack([Z, Z]))
+    unfitted = kb.KernelBayesFilter(approximation="local").partial_fit(X, Z)
+    np.testing.assert_array_equal(unfitted.states_, local.states_)
+
+
+def test_a_fitted_kernel_handed_to_another_filter_is_not_rescaled_behind_its_owners_back(oscillation):
+    (X, Z), (_, Zt) = oscillation
+    owner = kb.KernelBayesFilter().fit(X, Z)
+    kernel, expected = owner.kernel_x_, owner.batch_filter(Zt)[0]
+    with pytest.raises(ValueError, match="kernel_x"):
+        kb.KernelBayesFilter(kernel_x=kernel, scale=0.5).fit(X, Z)
+    assert kernel.scale == 1.0
+    np.testing.assert_array_equal(owner.reset().batch_filter(Zt)[0], expected)
+    # with a multiplier of 1 it is used as it is
+    assert kb.KernelBayesFilter(kernel_x=kernel).fit(X, Z).kernel_x_.bandwidth_ == kernel.bandwidth_

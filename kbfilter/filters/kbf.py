@@ -117,7 +117,8 @@ class FilterModel(SharedModel):
         self.fit_diagnostics = fit_diagnostics
         self.covariance_scale = check_positive(covariance_scale, "covariance_scale")
         self.point = getattr(self, f"_{estimate}")
-        self._box = TrainingBox(states)
+        #: the training states' widened bounding box (an estimate outside it is counted)
+        self.box = TrainingBox(states)
 
     #: the fixed-interval smoother runs on this model (it needs the whole transition)
     smoothable = True
@@ -235,7 +236,7 @@ class FilterModel(SharedModel):
         bool
             True when some coordinate is outside.
         """
-        return self._box.outside(x)
+        return self.box.outside(x)
 
     def _mean(self, w, raw):
         return w @ self.states
@@ -400,8 +401,8 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
           towards the observation, and solves kernel Bayes' rule on those. O(T (dim_x + dim_z +
           n_neighbors)) memory, a step O(support * n_neighbors + support^3) whatever T (the
           first step from the uniform start walks every state once). With ``support >= T`` it
-          is the exact filter with ``transition="knn"``. No controls, compression, smoother
-          or kernel-mean prior on this path.
+          is the exact filter with ``transition="knn"``. :meth:`partial_fit` extends it with
+          more sequences. No controls, compression, smoother or kernel-mean prior on this path.
         - ``"auto"``: ``"exact"`` up to ``AUTO_LOCAL_T = 5000`` training states, ``"local"``
           above.
     rank : int or None
@@ -650,19 +651,68 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         return self
 
     def _local_model(self, settings, space, X, Z, pred, kernels, reg_transition, n_neighbors):
-        kernel_x, kernel_z = kernels
-        # the localized transition: n_neighbors entries a column, whatever the bandwidth
-        embedding = ConditionalEmbedding(method="knn", n_neighbors=min(n_neighbors, len(pred)),
-                                         kernel_in=kernel_x, kernel_out=kernel_x, reg=reg_transition)
-        embedding.fit(X[pred], X[pred + 1])
-        transition = LearnedTransition(embedding, embedding.weights_operator(X).placed(pred + 1, X.shape[0]))
-        return LocalFilterModel(
-            states=X, observations=Z, kernel_x=kernel_x, kernel_z=kernel_z,
-            space=space.gated(Z, settings.outlier_quantile), successors=transition.operator.transposed(),
-            rule=settings.rule,
-            reg_prior=settings.reg_prior, reg_update=settings.reg_update, support=self.support,
-            estimate=self.estimate, fit_diagnostics=Counter(transition.fit_diagnostics),
-            covariance_scale=self.covariance_scale)
+        return LocalFilterModel.learned(
+            X, Z, pred, kernels, space.gated(Z, settings.outlier_quantile), n_neighbors, reg_transition,
+            rule=settings.rule, reg_prior=settings.reg_prior, reg_update=settings.reg_update, support=self.support,
+            estimate=self.estimate, covariance_scale=self.covariance_scale)
+
+    @limited_blas
+    def partial_fit(self, states, observations):
+        """Extend a filter fitted with ``approximation="local"`` by more logged sequences.
+
+        The new sequences are appended to the training log (no transition is learned across the
+        join). The kernels, their bandwidths and the feature map stay as ``fit`` chose them; the
+        transition is learned again only at the new states and at the old states whose
+        neighbourhood a new state enters (see
+        :meth:`~kbfilter.filters.local.LocalFilterModel.extended`), and the outlier gate, if
+        any, is refitted on all the observations. The result equals one ``fit`` on all the
+        sequences with those kernels passed in fitted (to round-off). An unfitted filter is
+        fitted. The belief is reset.
+
+        Parameters
+        ----------
+        states : array-like of shape (n, dim_x), or a list of such arrays
+            The new hidden states, one array per sequence.
+        observations : array-like, or a list
+            Their observations, shaped as the training observations.
+
+        Returns
+        -------
+        self : KernelBayesFilter
+            The extended filter.
+
+        Examples
+        --------
+        >>> import kbfilter as kb
+        >>> system = kb.systems.Rotation()
+        >>> kbf = kb.KernelBayesFilter(approximation="local").fit(*system.simulate(300, rng=0))
+        >>> kbf.partial_fit(*system.simulate(200, rng=1)).n_train_
+        500
+        """
+        if not hasattr(self, "model_"):
+            return self.fit(states, observations)
+        model = self.model_
+        if not isinstance(model, LocalFilterModel):
+            raise ValueError("partial_fit: extends a filter fitted with approximation='local' (or 'auto' above "
+                             f"{AUTO_LOCAL_T} training states); fit the others again on all the data")
+        settings = ObservationSettings.of(self, approximations=(*ObservationSettings.APPROXIMATIONS, "local", "auto"))
+        n_neighbors = LOCAL_NEIGHBORS if self.n_neighbors is None else check_int(self.n_neighbors, "n_neighbors")
+        xs, zs, obs_shape = check_sequences(states, observations)
+        if tuple(obs_shape) != model.space.obs_shape:
+            raise ValueError(f"observations: expected observations of shape {model.space.obs_shape} (the training "
+                             f"observations'), got {tuple(obs_shape)}")
+        X, Z = np.vstack(xs), np.vstack(zs)
+        if X.shape[1] != model.states.shape[1]:
+            raise ValueError(f"states: expected {model.states.shape[1]} columns (the training states'), got "
+                             f"{X.shape[1]}")
+        if model.space.features is not None:
+            Z = np.asarray(model.space.features.transform(Z), dtype=np.float64)
+        ends = np.cumsum([len(x) for x in xs])
+        pred = np.setdiff1d(np.arange(len(X)), ends - 1)
+        space = model.space.gated(np.vstack([model.observations, Z]), settings.outlier_quantile)
+        self.model_ = model.extended(X, Z, pred, space, n_neighbors)
+        self.reset()
+        return self
 
     def _grid_for(self, obs_shape):
         # the learned observation model's grid
@@ -783,7 +833,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
     def _checked(self, w, raw, support):
         # the point estimate and covariance, counting an estimate that left the training states
         x, P = self.model_.estimates(w, raw, support)
-        if self.model_.outside(x):
+        if self.model_.box.outside(x):
             self._record("outside_training", _OWN_FALLBACKS["outside_training"])
         return x, P
 

@@ -5,7 +5,9 @@ all of them. With the localized (kNN) transition a state's successors are ``n_ne
 training states, so a belief on ``s`` states predicts onto at most ``s * n_neighbors`` of them.
 :class:`LocalFilterModel` keeps the posterior on at most ``support`` states:
 
-1. **Predict** through the sparse transition, only through the columns of the belief's support.
+1. **Predict** through the sparse transition, only through the columns of the belief's support
+   (a belief on more than ``support`` states, a prediction that was not updated or the uniform
+   start, is first drawn as below, untilted).
 2. **Draw** (in the update, when the prediction covers more than ``support`` states): systematic
    resampling of ``support`` states, with probabilities tilted towards the observation (the
    prediction times the observation kernel at ``z``, plus a share of the prediction alone);
@@ -23,20 +25,24 @@ A step costs ``O(support * n_neighbors)`` for the prediction and ``O(support^3)`
 whatever ``T``. See :ref:`local-support`.
 """
 
+from collections import Counter
 from functools import cached_property
 
 import numpy as np
+import scipy.sparse as sp
+from sklearn.neighbors import NearestNeighbors
 
 from .._validation import check_choice, check_int, check_matrix, check_positive
 from ..embedding import KernelMean, clipped_weights, weighted_covariance
 from ..operators import SparseOperator
 from ..persistence import persistent
 from ..rules.bayes_rule import posterior_from_projection
+from ..rules.conditional import ConditionalEmbedding
 from ..rules.representations import DenseObservations, factor_recorded
 from .base import SharedModel, TrainingBox
 from .likelihood import ObservationDensity
 
-__all__ = ["LocalFilterModel", "AUTO_LOCAL_T", "UNTILTED"]
+__all__ = ["LocalFilterModel", "localized_transition", "AUTO_LOCAL_T", "UNTILTED"]
 
 #: ``approximation="auto"``: the exact filter up to this many training states, the local one above
 AUTO_LOCAL_T = 5000
@@ -44,7 +50,7 @@ AUTO_LOCAL_T = 5000
 #: observation kernel ``t``, and a share that follows the prediction alone, so that a state the
 #: observation kernel misses can still be drawn (its importance weight stays at most
 #: ``1 + 1 / UNTILTED`` times the untilted one). Measured on the oscillation system (T = 20,000,
-#: tuned bandwidths, 256 draws, 3 runs): 0.1 and 0.01 put the MSE 1.3 % and 1.4 % above the
+#: tuned bandwidths, 256 draws, 50 neighbours, 3 runs): 0.1 and 0.01 put the MSE 1.3 % and 1.4 % above the
 #: Nystrom filter's, 1 (half and half) 2.1 %, and untilted draws 5.2 %.
 UNTILTED = 0.1
 
@@ -85,8 +91,52 @@ class _Gram:
         return self.kernel.of_squared_distance(sq, out=sq)
 
 
+def localized_transition(X, pred, kernel_x, n_neighbors, reg, queries):
+    """The localized (kNN) conditional embedding of ``x_{t+1}`` given ``x_t``, read at some states.
+
+    Parameters
+    ----------
+    X : ndarray of shape (T, dim_x)
+        The training states.
+    pred : ndarray of int
+        The states that have a successor (``X[pred + 1]`` follows ``X[pred]``).
+    kernel_x : Kernel
+        The fitted radial state kernel.
+    n_neighbors : int
+        Neighbourhood size (at most ``len(pred)`` is used).
+    reg : float
+        The embedding's regulariser ``lam'``.
+    queries : ndarray of int, shape (q,)
+        The states whose transition is wanted.
+
+    Returns
+    -------
+    successors : ndarray of int, shape (q, m)
+        For each query, the successors of its ``m`` nearest predecessors.
+    weights : ndarray of shape (q, m)
+        The weights the query gives them (a row of ``A^T``).
+    reach : ndarray of shape (q,)
+        Each query's distance to its ``m``-th neighbour (in the kernel's coordinates).
+    diagnostics : collections.Counter
+        Fallbacks taken, as ``transition_<kind>``.
+    """
+    embedding = ConditionalEmbedding(method="knn", n_neighbors=min(n_neighbors, len(pred)), kernel_in=kernel_x,
+                                     kernel_out=kernel_x, reg=reg).fit(X[pred], X[pred + 1])
+    idx, weights, reach = embedding.local_weights(X[queries], return_distance=True)
+    return pred[idx] + 1, weights, reach, Counter({f"transition_{k}": v for k, v in embedding.diagnostics_.items()})
+
+
+def _rows(successors, weights, T):
+    """``A^T`` as a sparse operator from its rows (each with the same number of entries)."""
+    q, m = successors.shape
+    matrix = sp.csr_matrix((weights.ravel(), successors.ravel(), np.arange(0, q * m + 1, m)), shape=(T, T))
+    matrix.sort_indices()
+    return SparseOperator(matrix)
+
+
 @persistent("states", "observations", "kernel_x", "kernel_z", "space", "successors", "rule", "reg_prior",
-            "reg_update", "support", "estimate", "fit_diagnostics", "covariance_scale")
+            "reg_update", "support", "estimate", "fit_diagnostics", "covariance_scale", "predecessors", "reach",
+            "reg_transition")
 class LocalFilterModel(SharedModel):
     """What :meth:`KernelBayesFilter.fit` learns with ``approximation="local"``: the training
     pairs, their exact kernels, the sparse kNN transition, and the bound on the belief's support.
@@ -118,12 +168,19 @@ class LocalFilterModel(SharedModel):
         The point estimate.
     fit_diagnostics : collections.Counter
         Fallbacks taken while fitting.
-    covariance_scale : float, default=1.0
+    covariance_scale : float
         Multiplies every covariance the model reports.
+    predecessors : ndarray of int
+        The training states that have a successor in their sequence.
+    reach : ndarray of shape (T,)
+        Each state's distance to the farthest of its transition's neighbours (what
+        :meth:`extended` compares new states with).
+    reg_transition : float
+        The transition's regulariser ``lam'``.
     """
 
     def __init__(self, states, observations, kernel_x, kernel_z, space, successors, rule, reg_prior, reg_update,
-                 support, estimate, fit_diagnostics, covariance_scale=1.0):
+                 support, estimate, fit_diagnostics, covariance_scale, predecessors, reach, reg_transition):
         # built by fit, or from a saved file (untrusted): each part must fit the others
         for name, value in (("states", states), ("observations", observations)):
             if not (isinstance(value, np.ndarray) and value.dtype == np.float64):
@@ -135,8 +192,17 @@ class LocalFilterModel(SharedModel):
             raise ValueError(f"observations: expected one per training state ({T}), got {observations.shape[0]}")
         if not all(callable(getattr(space, name, None)) for name in ("map", "admits")):
             raise ValueError(f"space: expected an ObservationSpace, got {type(space).__name__}")
-        if not (isinstance(successors, SparseOperator) and successors.shape == (T, T)):
-            raise ValueError(f"successors: expected a sparse operator over the {T} training states")
+        if not (isinstance(successors, SparseOperator) and successors.shape == (T, T)
+                and successors.matrix.nnz % T == 0 and np.all(np.diff(successors.matrix.indptr) == successors.matrix.nnz // T)):
+            raise ValueError(f"successors: expected a sparse operator over the {T} training states, with the same "
+                             f"number of successors in every row")
+        predecessors = np.asarray(predecessors)
+        if not (predecessors.ndim == 1 and predecessors.dtype.kind in "iu" and predecessors.size
+                and predecessors.min() >= 0 and predecessors.max() < T - 1):
+            raise ValueError(f"predecessors: expected indices of training states below {T - 1}")
+        reach = check_matrix(np.asarray(reach)[:, None] if np.ndim(reach) == 1 else reach, "reach")
+        if reach.shape != (T, 1) or np.any(reach < 0):
+            raise ValueError(f"reach: expected {T} non-negative distances")
         self.states, self.observations = states, observations
         self.kernel_x, self.kernel_z, self.space, self.successors = kernel_x, kernel_z, space, successors
         self.rule = check_choice(rule, "rule", ("iw", "original"))
@@ -146,7 +212,100 @@ class LocalFilterModel(SharedModel):
         self.estimate = check_choice(estimate, "estimate", ("mean", "raw_mean", "mode"))
         self.fit_diagnostics = fit_diagnostics
         self.covariance_scale = check_positive(covariance_scale, "covariance_scale")
-        self._box = TrainingBox(states)
+        self.predecessors, self.reach = predecessors, reach[:, 0]
+        self.reg_transition = check_positive(reg_transition, "reg_transition")
+        #: the training states' widened bounding box (an estimate outside it is counted)
+        self.box = TrainingBox(states)
+
+    @classmethod
+    def learned(cls, X, Z, pred, kernels, space, n_neighbors, reg_transition, **settings):
+        """Learn the model from the stacked training states and mapped observations.
+
+        Parameters
+        ----------
+        X : ndarray of shape (T, dim_x)
+            The training states.
+        Z : ndarray of shape (T, n_features)
+            Their observations, in the space the observation kernel sees.
+        pred : ndarray of int
+            The states that have a successor in their sequence.
+        kernels : (Kernel, Kernel)
+            The fitted state and observation kernels.
+        space : ObservationSpace
+            The feature map and the gate.
+        n_neighbors : int
+            The transition's neighbourhood size.
+        reg_transition : float
+            The transition's regulariser.
+        **settings
+            ``rule``, ``reg_prior``, ``reg_update``, ``support``, ``estimate``, ``covariance_scale``.
+
+        Returns
+        -------
+        LocalFilterModel
+            The model.
+        """
+        T = X.shape[0]
+        successors, weights, reach, diagnostics = localized_transition(X, pred, kernels[0], n_neighbors,
+                                                                       reg_transition, np.arange(T))
+        return cls(states=X, observations=Z, kernel_x=kernels[0], kernel_z=kernels[1], space=space,
+                   successors=_rows(successors, weights, T), fit_diagnostics=diagnostics, predecessors=pred,
+                   reach=reach, reg_transition=reg_transition, **settings)
+
+    def extended(self, X, Z, pred, space, n_neighbors):
+        """This model with more training sequences appended: the kernels stay as fitted, and the
+        transition is learned again only at the states whose neighbourhood the new states enter.
+
+        A state keeps its row of the transition when no new predecessor is nearer than its
+        farthest neighbour (``reach``): its neighbourhood, and so its local solve, is unchanged.
+        The new states and the states they come near are solved anew, so the result equals
+        :meth:`learned` on all the sequences with the same kernels (to round-off).
+
+        Parameters
+        ----------
+        X : ndarray of shape (n, dim_x)
+            The new training states, stacked.
+        Z : ndarray of shape (n, n_features)
+            Their observations, mapped.
+        pred : ndarray of int
+            Among the new states, those with a successor in their sequence.
+        space : ObservationSpace
+            The observation space for all the data (its gate refitted on them, if any).
+        n_neighbors : int
+            The transition's neighbourhood size (every row is learned again if it differs from
+            the one this model was learned with).
+
+        Returns
+        -------
+        LocalFilterModel
+            A new model over all ``T + n`` states.
+        """
+        T0, T = self.n, self.n + X.shape[0]
+        X_all, Z_all = np.vstack([self.states, X]), np.vstack([self.observations, Z])
+        pred_all = np.concatenate([self.predecessors, pred + T0])
+        width = self.successors.matrix.nnz // T0
+        n_neighbors = min(n_neighbors, len(pred_all))
+        queries = np.arange(T)
+        if n_neighbors == width and len(pred):
+            # an old state's neighbourhood changes only if a new predecessor comes within its reach
+            coordinates = self.kernel_x.coordinates
+            nearest = NearestNeighbors(n_neighbors=1).fit(coordinates(X[pred])).kneighbors(coordinates(self.states))
+            queries = np.concatenate([np.flatnonzero(nearest[0][:, 0] <= self.reach), np.arange(T0, T)])
+        rows = np.empty((T, n_neighbors), dtype=self.successors.matrix.indices.dtype)
+        weights = np.empty((T, n_neighbors))
+        reach = np.empty(T)
+        if n_neighbors == width:
+            rows[:T0] = self.successors.matrix.indices.reshape(T0, width)
+            weights[:T0] = self.successors.matrix.data.reshape(T0, width)
+            reach[:T0] = self.reach
+        found = localized_transition(X_all, pred_all, self.kernel_x, n_neighbors, self.reg_transition, queries)
+        rows[queries], weights[queries], reach[queries] = found[:3]
+        return LocalFilterModel(
+            states=X_all, observations=Z_all, kernel_x=self.kernel_x, kernel_z=self.kernel_z, space=space,
+            successors=_rows(rows, weights, T), rule=self.rule, reg_prior=self.reg_prior, reg_update=self.reg_update,
+            support=self.support, estimate=self.estimate, fit_diagnostics=self.fit_diagnostics + found[3],
+            covariance_scale=self.covariance_scale, predecessors=pred_all, reach=reach,
+            reg_transition=self.reg_transition)
 
     @property
     def n(self):
@@ -170,7 +329,7 @@ class LocalFilterModel(SharedModel):
     #: the fixed-interval smoother needs the whole transition; not on this model
     smoothable = False
     #: no global rule or projection: the update is solved on the support
-    observation = projection_operator = kept = predecessors = transition = None
+    observation = projection_operator = kept = transition = None
     #: no control input
     dim_u = None
 
@@ -363,38 +522,6 @@ class LocalFilterModel(SharedModel):
         W, more = posterior_from_projection(side, self.rule, mu, gram.of(support, row), self.n, self.reg_update)
         info.update(more)
         return W[:, 0], support, info, dropped
-
-    def admit(self, z):
-        """The observation mapped into the observation kernel's space, unless the gate sets it aside.
-
-        Parameters
-        ----------
-        z : array-like
-            The observation, flat or in the training observations' shape.
-
-        Returns
-        -------
-        ndarray of shape (1, d) or None
-            The mapped observation, or None when the gate sets it aside.
-        """
-        row = self.space.map(z)
-        return row if self.space.admits(row) else None
-
-    def outside(self, x):
-        """Whether an estimate left the training states' widened bounding box (see
-        :class:`~kbfilter.filters.base.TrainingBox`).
-
-        Parameters
-        ----------
-        x : ndarray of shape (dim_x,)
-            The estimate.
-
-        Returns
-        -------
-        bool
-            True when some coordinate is outside.
-        """
-        return self._box.outside(x)
 
     # -- what a belief reports --------------------------------------------------------------------
     def estimates(self, w, raw, support):

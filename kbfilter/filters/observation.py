@@ -164,10 +164,22 @@ def scaled_kernel(kernel, name, scale, standardise=False):
     Returns
     -------
     Kernel
-        The scaled clone.
+        The scaled clone (a fitted kernel taken from another model, see
+        :meth:`~kbfilter.kernels.Kernel.frozen`, is returned as it is, with ``scale`` 1).
+
+    Raises
+    ------
+    ValueError
+        When ``kernel`` is such a fitted kernel and ``scale`` is not 1.
     """
     kernel = as_kernel(kernel, name, standardise)
-    if "scale" in kernel.get_params():
+    if "scale" in kernel.get_params() and scale != 1:
+        if getattr(kernel, "frozen_", False):
+            # a fitted kernel handed on is shared, not cloned: scaling it would change it for its
+            # owner too, and its fitted bandwidth would ignore the new scale
+            raise ValueError(f"{name}: a fitted kernel taken from another model is used as it is, so its "
+                             f"bandwidth cannot be multiplied by {scale!r}; pass an unfitted kernel, or a "
+                             f"multiplier of 1")
         kernel.set_params(scale=kernel.scale * scale)
     return kernel
 

@@ -475,13 +475,16 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
             (vals.ravel(), idx.ravel(), np.arange(0, q * m + 1, m)), shape=(self.n_train_, q)
         )
 
-    def local_weights(self, Q):
+    def local_weights(self, Q, return_distance=False):
         """The localized method's weights, neighbourhood by neighbourhood (``method='knn'`` only).
 
         Parameters
         ----------
         Q : array-like of shape (n_queries, d_in)
             Query inputs.
+        return_distance : bool, default=False
+            Also return each query's distance to its farthest neighbour (in the coordinates the
+            neighbours are ranked in, :meth:`~kbfilter.kernels.Kernel.coordinates`).
 
         Returns
         -------
@@ -489,18 +492,21 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
             The training inputs nearest to each query.
         vals : ndarray of shape (n_queries, m)
             Their weights.
+        reach : ndarray of shape (n_queries,)
+            With ``return_distance``: the distance to the ``m``-th neighbour.
         """
         check_is_fitted(self, "neighbors_")
         Q = check_matrix(Q, "Q", n_features=self.A_.shape[1])
         m = self.n_neighbors_
-        idx = self.neighbors_.kneighbors(self.kernel_in_.coordinates(Q), return_distance=False)
+        found = self.neighbors_.kneighbors(self.kernel_in_.coordinates(Q), return_distance=return_distance)
+        dist, idx = found if return_distance else (None, found)
         vals = np.empty(idx.shape)
         # memory per query is O(m r) on the low-rank path; the dense path sub-chunks itself
         for rows in _chunks(Q.shape[0], max(1, _BLOCK_ENTRIES // (64 * m))):
             local = self.A_[idx[rows]]
             kq = self.kernel_in_.paired(local, Q[rows][:, None, :])
             vals[rows] = _local_solve(self.kernel_in_, local, kq, m * self.reg, low_rank=self.solver == "auto")
-        return idx, vals
+        return (idx, vals, dist[:, -1]) if return_distance else (idx, vals)
 
     # -- predictions -------------------------------------------------------------------------------
     def _query_chunk(self):
