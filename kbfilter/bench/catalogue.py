@@ -15,6 +15,7 @@ from .._validation import check_choice
 from ..features import GaussianBlur, LearnedFeatures
 from ..filters import (ExtendedKalman, KernelBayesFilter, KernelMonteCarloFilter, NearestImage,
                        NearestNeighbourParticleFilter, ParticleFilter, UnscentedKalman, WindowRegressor)
+from ..filters.grids import LOCAL_GRID
 from ..systems import CameraOrientation, MovingSprite, Oscillation, RobotInRoom, Rotation
 from ..tuning import (BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, MONTE_CARLO_IMAGE_GRID,
                       MONTE_CARLO_SCALABLE_IMAGE_GRID, NEIGHBOUR_GRID, SCALABLE_BLUR_GRID, SCALABLE_GRID)
@@ -158,7 +159,7 @@ CATALOGUE = {m.name: m for m in (
            "IW kernel Bayes filter on Nystrom low-rank kernels (the scalable path)"),
     Method("kbf-iw-nystrom-knn", "tuned", _kbf("iw", approximation="nystrom", transition="knn"), _SCALABLE,
            "scalable IW kernel Bayes filter with the localized kNN transition"),
-    Method("kbf-iw-local", "tuned", _kbf("iw", approximation="local"), _RAW,
+    Method("kbf-iw-local", "tuned", _kbf("iw", approximation="local"), {"vectors": LOCAL_GRID, "images": IMAGE_GRID},
            "IW kernel Bayes filter with its belief on at most 256 training states (a step that does not grow "
            "with T)"),
     Method("kbf-iw-gated", "tuned", _kbf("iw", outlier_quantile=GATE_QUANTILE), _RAW,

@@ -5,7 +5,7 @@ The comments say where each range was measured (the documentation's studies have
 """
 
 __all__ = ["DEFAULT_GRID", "SCALABLE_GRID", "IMAGE_GRID", "FEATURE_GRID", "BLUR_GRID", "SCALABLE_BLUR_GRID",
-           "MONTE_CARLO_IMAGE_GRID", "MONTE_CARLO_SCALABLE_IMAGE_GRID", "NEIGHBOUR_GRID"]
+           "MONTE_CARLO_IMAGE_GRID", "MONTE_CARLO_SCALABLE_IMAGE_GRID", "NEIGHBOUR_GRID", "LOCAL_GRID"]
 
 #: vector observations: bandwidth scale 0.1-4, both regularisers 1e-6-1
 DEFAULT_GRID = {
@@ -16,6 +16,10 @@ DEFAULT_GRID = {
 #: the scalable (low-rank) filter on long training runs: the narrowest bandwidth of DEFAULT_GRID
 #: (0.1 x median) needs more than a thousand landmarks at T >= 10^4, so this grid starts at 0.25
 SCALABLE_GRID = dict(DEFAULT_GRID, scale=(0.25, 0.5, 1.0, 2.0, 4.0))
+#: the filter on a bounded support (``approximation="local"``): narrow bandwidths cost nothing more
+#: there (no landmarks, a step of the same cost), so the grid reaches 0.05 x median. ``reg_prior``
+#: stays: it is also the transition's regulariser (``reg_transition=None``)
+LOCAL_GRID = dict(DEFAULT_GRID, scale=(0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0))
 #: raw pixels want a narrow observation kernel (image noise puts a floor under image distances)
 #: and the validation error is not monotone in it, so the image grid is finer and reaches 0.05
 IMAGE_GRID = {
