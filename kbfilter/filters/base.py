@@ -504,6 +504,40 @@ def observation_shape(observations):
     return tuple(np.shape(first)[1:])
 
 
+def no_control(u):
+    """Refuse a control given to a transition learned without controls.
+
+    Parameters
+    ----------
+    u : array-like or None
+        The control ``predict`` was given.
+
+    Raises
+    ------
+    ValueError
+        When ``u`` is not None.
+    """
+    if u is not None:
+        raise ValueError("u: this filter was fitted without controls; expected None")
+
+
+def stacked_predecessors(sequences):
+    """The states that have a successor in their own sequence, as indices into the stacked sequences.
+
+    Parameters
+    ----------
+    sequences : list of array-like
+        The sequences, in the order they are stacked.
+
+    Returns
+    -------
+    ndarray of int
+        Every index but the last of each sequence (no transition is learned across a join).
+    """
+    ends = np.cumsum([len(x) for x in sequences])
+    return np.setdiff1d(np.arange(ends[-1] if len(ends) else 0), ends - 1)
+
+
 def training_pairs(states, observations):
     """The training pairs ``(x_i, z_i)`` of one sequence or a list of them, checked and stacked.
 

@@ -19,7 +19,8 @@ from ..operators import Operator
 from ..persistence import Persistent, persistent
 from ..rules.conditional import ConditionalEmbedding
 from ..threads import limited_blas
-from .base import OUTSIDE_MARGIN, LearnedFilter, SharedModel, TrainingBox, checked_run, probe_loaded
+from .base import (OUTSIDE_MARGIN, LearnedFilter, SharedModel, TrainingBox, checked_run, probe_loaded,
+                   stacked_predecessors)
 from .compression import kept_transitions
 from .controlled import ControlledTransition, LowRankControlledTransition
 from .likelihood import PredictiveLikelihood
@@ -556,7 +557,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         self : KernelBayesFilter
             The fitted filter, its belief reset to uniform over the training states.
         """
-        settings = ObservationSettings.of(self, approximations=(*ObservationSettings.APPROXIMATIONS, "local", "auto"))
+        settings = self._settings()
         check_int(self.support, "support")
         rng = check_rng(self.random_state)
         if isinstance(self.transition, ConditionalEmbedding):
@@ -566,7 +567,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
             transition_method = self.transition
         check_choice(self.estimate, "estimate", ("mean", "raw_mean", "mode"))
         check_positive(self.covariance_scale, "covariance_scale")
-        n_neighbors = None if self.n_neighbors is None else check_int(self.n_neighbors, "n_neighbors")
+        self._neighbours(local=False)  # checked before any work
         check_choice(self.compression, "compression", ("herding", "random"))
         if self.compress is not None:
             check_int(self.compress, "compress", minimum=2)
@@ -576,8 +577,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         self.n_features_in_ = X.shape[1]
         if T < 3:
             raise ValueError(f"states: expected at least 3 training steps in all, got {T}")
-        ends = np.cumsum([len(x) for x in xs])
-        pred = np.setdiff1d(np.arange(T), ends - 1)
+        pred = stacked_predecessors(xs)
         if settings.approximation == "auto":
             settings.approximation = "exact" if T <= AUTO_LOCAL_T else "local"
         if settings.approximation == "local" and (controls is not None or self.compress is not None
@@ -601,8 +601,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         kernels = settings.fitted_kernels(X, Z, space)
         kernel_x = kernels[0]
         if settings.approximation == "local":
-            self.model_ = self._local_model(settings, space, X, Z, pred, kernels, reg_transition,
-                                            LOCAL_NEIGHBORS if n_neighbors is None else n_neighbors)
+            self.model_ = self._local_model(settings, space, X, Z, pred, kernels, reg_transition)
             self.reset()
             return self
         kept = np.arange(T)
@@ -617,8 +616,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         rule = observation.rule
         if controls is None:
             embedding = (clone(self.transition) if isinstance(self.transition, ConditionalEmbedding)
-                         else ConditionalEmbedding(method=self.transition,
-                                                   n_neighbors=KNN_NEIGHBORS if n_neighbors is None else n_neighbors))
+                         else ConditionalEmbedding(method=self.transition, n_neighbors=self._neighbours(local=False)))
             # the localized transition needs the radial kernel itself: its weights are sparse already
             kernel_in = kernel_x if transition_method == "knn" else rule.kernel_x_.frozen()
             embedding.set_params(kernel_in=kernel_in, kernel_out=kernel_x, reg=reg_transition)
@@ -650,9 +648,19 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         self.reset()
         return self
 
-    def _local_model(self, settings, space, X, Z, pred, kernels, reg_transition, n_neighbors):
+    def _settings(self):
+        # the observation model's hyperparameters, checked; this filter adds two approximations
+        return ObservationSettings.of(self, approximations=(*ObservationSettings.APPROXIMATIONS, "local", "auto"))
+
+    def _neighbours(self, local):
+        # n_neighbors=None: the knn transition's default on each path
+        if self.n_neighbors is None:
+            return LOCAL_NEIGHBORS if local else KNN_NEIGHBORS
+        return check_int(self.n_neighbors, "n_neighbors")
+
+    def _local_model(self, settings, space, X, Z, pred, kernels, reg_transition):
         return LocalFilterModel.learned(
-            X, Z, pred, kernels, space.gated(Z, settings.outlier_quantile), n_neighbors, reg_transition,
+            X, Z, pred, kernels, space.gated(Z, settings.outlier_quantile), self._neighbours(local=True), reg_transition,
             rule=settings.rule, reg_prior=settings.reg_prior, reg_update=settings.reg_update, support=self.support,
             estimate=self.estimate, covariance_scale=self.covariance_scale)
 
@@ -695,8 +703,8 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         if not isinstance(model, LocalFilterModel):
             raise ValueError("partial_fit: extends a filter fitted with approximation='local' (or 'auto' above "
                              f"{AUTO_LOCAL_T} training states); fit the others again on all the data")
-        settings = ObservationSettings.of(self, approximations=(*ObservationSettings.APPROXIMATIONS, "local", "auto"))
-        n_neighbors = LOCAL_NEIGHBORS if self.n_neighbors is None else check_int(self.n_neighbors, "n_neighbors")
+        settings = self._settings()
+        n_neighbors = self._neighbours(local=True)
         xs, zs, obs_shape = check_sequences(states, observations)
         if tuple(obs_shape) != model.space.obs_shape:
             raise ValueError(f"observations: expected observations of shape {model.space.obs_shape} (the training "
@@ -707,10 +715,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
                              f"{X.shape[1]}")
         if model.space.features is not None:
             Z = np.asarray(model.space.features.transform(Z), dtype=np.float64)
-        ends = np.cumsum([len(x) for x in xs])
-        pred = np.setdiff1d(np.arange(len(X)), ends - 1)
-        space = model.space.gated(np.vstack([model.observations, Z]), settings.outlier_quantile)
-        self.model_ = model.extended(X, Z, pred, space, n_neighbors)
+        self.model_ = model.extended(X, Z, stacked_predecessors(xs), n_neighbors, settings.outlier_quantile)
         self.reset()
         return self
 
@@ -822,8 +827,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
                                    kernel=self.rule_.kernel_x_)
             w = self.rule_.prior_projection(prior) / T
             w = self._normalised(w, fallback=np.full(T, 1.0 / T))
-        self._set_belief(*model.on_support(w))
-        self._set_prior(*self._belief.pair)
+        self._belief = self._prior = _Belief(*model.on_support(w))
         self.dropped_mass = 0.0
         values, support = self._belief.pair
         self._set_estimate("prior", *model.estimates(values, values, support))
@@ -847,12 +851,6 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         """``(values, support)`` normalised, or ``fallback``'s pair when they cannot be."""
         p = self._normalised(values, fallback=None)
         return fallback.pair if p is None else (p, support)
-
-    def _set_belief(self, values, support):
-        self._belief = _Belief(values, support)
-
-    def _set_prior(self, values, support):
-        self._prior = _Belief(values, support)
 
     @property
     def weights(self):
@@ -888,8 +886,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         values, support, self.dropped_mass = model.predicted(*self._belief.pair, u)
         values, support = self._normalised_on(values, support, fallback=self._belief)
         # the prediction becomes the current belief (as filterpy's x does), so predictions chain
-        self._set_belief(values, support)
-        self._set_prior(values, support)
+        self._belief = self._prior = _Belief(values, support)
         self._set_estimate("prior", *self._checked(values, values, support))
 
     @limited_blas
@@ -911,13 +908,13 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         row = self._admitted(z, model.observer,
                              seen=lambda mapped: self._observed(model.observer, prior[0], mapped, prior[1]))
         if row is None:
-            self._set_belief(*prior)
+            self._belief = self._prior
             self._keep_prediction()
             return
         raw, support, info, self.dropped_mass = model.posterior(*prior, row)
         self._record_all(info)
         values, kept = self._normalised_on(raw, support, fallback=self._prior)
-        self._set_belief(values, kept)
+        self._belief = _Belief(values, kept)
         # a collapsed update keeps the prediction; its point still sees the update's raw weights
         # where they sit on the same states (always, on the dense path: both supports are None)
         if kept is not support:
@@ -942,8 +939,8 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
             raise ValueError(f"dropped_mass: expected a share in [0, 1], got {self.dropped_mass!r}")
         # the belief the next step starts from: the weights on their support
         weights, weights_prior = self.weights, self.weights_prior
-        self._set_belief(*self.model_.on_support(weights))
-        self._set_prior(*self.model_.on_support(weights_prior))
+        self._belief = _Belief(*self.model_.on_support(weights))
+        self._prior = _Belief(*self.model_.on_support(weights_prior))
         probe_loaded(self, self._probe)
 
     @staticmethod

@@ -32,14 +32,14 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.neighbors import NearestNeighbors
 
-from .._validation import check_choice, check_int, check_matrix, check_positive
+from .._validation import check_choice, check_int, check_matrix, check_positive, check_vector
 from ..embedding import KernelMean, clipped_weights, weighted_covariance
 from ..operators import SparseOperator
 from ..persistence import persistent
 from ..rules.bayes_rule import posterior_from_projection
 from ..rules.conditional import ConditionalEmbedding
 from ..rules.representations import DenseObservations, factor_recorded
-from .base import SharedModel, TrainingBox
+from .base import SharedModel, TrainingBox, no_control
 from .likelihood import ObservationDensity
 
 __all__ = ["LocalFilterModel", "localized_transition", "AUTO_LOCAL_T", "UNTILTED"]
@@ -200,8 +200,8 @@ class LocalFilterModel(SharedModel):
         if not (predecessors.ndim == 1 and predecessors.dtype.kind in "iu" and predecessors.size
                 and predecessors.min() >= 0 and predecessors.max() < T - 1):
             raise ValueError(f"predecessors: expected indices of training states below {T - 1}")
-        reach = check_matrix(np.asarray(reach)[:, None] if np.ndim(reach) == 1 else reach, "reach")
-        if reach.shape != (T, 1) or np.any(reach < 0):
+        reach = check_vector(reach, "reach", length=T)
+        if np.any(reach < 0):
             raise ValueError(f"reach: expected {T} non-negative distances")
         self.states, self.observations = states, observations
         self.kernel_x, self.kernel_z, self.space, self.successors = kernel_x, kernel_z, space, successors
@@ -212,7 +212,7 @@ class LocalFilterModel(SharedModel):
         self.estimate = check_choice(estimate, "estimate", ("mean", "raw_mean", "mode"))
         self.fit_diagnostics = fit_diagnostics
         self.covariance_scale = check_positive(covariance_scale, "covariance_scale")
-        self.predecessors, self.reach = predecessors, reach[:, 0]
+        self.predecessors, self.reach = predecessors, reach
         self.reg_transition = check_positive(reg_transition, "reg_transition")
         #: the training states' widened bounding box (an estimate outside it is counted)
         self.box = TrainingBox(states)
@@ -252,7 +252,7 @@ class LocalFilterModel(SharedModel):
                    successors=_rows(successors, weights, T), fit_diagnostics=diagnostics, predecessors=pred,
                    reach=reach, reg_transition=reg_transition, **settings)
 
-    def extended(self, X, Z, pred, space, n_neighbors):
+    def extended(self, X, Z, pred, n_neighbors, outlier_quantile):
         """This model with more training sequences appended: the kernels stay as fitted, and the
         transition is learned again only at the states whose neighbourhood the new states enter.
 
@@ -269,11 +269,11 @@ class LocalFilterModel(SharedModel):
             Their observations, mapped.
         pred : ndarray of int
             Among the new states, those with a successor in their sequence.
-        space : ObservationSpace
-            The observation space for all the data (its gate refitted on them, if any).
         n_neighbors : int
             The transition's neighbourhood size (every row is learned again if it differs from
             the one this model was learned with).
+        outlier_quantile : float or None
+            The outlier gate's quantile, refitted on all the observations (None: no gate).
 
         Returns
         -------
@@ -301,7 +301,8 @@ class LocalFilterModel(SharedModel):
         found = localized_transition(X_all, pred_all, self.kernel_x, n_neighbors, self.reg_transition, queries)
         rows[queries], weights[queries], reach[queries] = found[:3]
         return LocalFilterModel(
-            states=X_all, observations=Z_all, kernel_x=self.kernel_x, kernel_z=self.kernel_z, space=space,
+            states=X_all, observations=Z_all, kernel_x=self.kernel_x, kernel_z=self.kernel_z,
+            space=self.space.gated(Z_all, outlier_quantile),
             successors=_rows(rows, weights, T), rule=self.rule, reg_prior=self.reg_prior, reg_update=self.reg_update,
             support=self.support, estimate=self.estimate, fit_diagnostics=self.fit_diagnostics + found[3],
             covariance_scale=self.covariance_scale, predecessors=pred_all, reach=reach,
@@ -402,8 +403,7 @@ class LocalFilterModel(SharedModel):
         dropped_mass : float
             The share of the mass the draw left out (0 without a draw).
         """
-        if u is not None:
-            raise ValueError("u: this filter was fitted without controls; expected None")
+        no_control(u)
         dropped = 0.0
         if support.size > self.support:
             values, support, dropped = self.drawn(values, support, np.ones(support.size))

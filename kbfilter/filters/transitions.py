@@ -8,7 +8,7 @@ It has the interface of the controlled transitions (:mod:`kbfilter.filters.contr
 import numpy as np
 
 from ..persistence import persistent
-from .base import SharedModel
+from .base import SharedModel, no_control
 
 __all__ = ["LearnedTransition"]
 
@@ -58,7 +58,7 @@ class LearnedTransition(SharedModel):
         ndarray of shape (T,)
             The predicted weights, not normalised.
         """
-        self._no_control(u)
+        no_control(u)
         return np.asarray(self.operator @ w).ravel()
 
     def adjoint(self, v, u=None):
@@ -77,10 +77,5 @@ class LearnedTransition(SharedModel):
         ndarray of shape (T,)
             ``sum_j A[j, i] v[j]`` for each training state ``i``.
         """
-        self._no_control(u)
+        no_control(u)
         return np.asarray(self.operator.adjoint(v)).ravel()
-
-    @staticmethod
-    def _no_control(u):
-        if u is not None:
-            raise ValueError("u: this filter was fitted without controls; expected None")
