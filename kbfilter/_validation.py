@@ -159,6 +159,20 @@ def check_observation(z, sample_shape, name="z"):
     return z.reshape(size)
 
 
+#: training states and observations must lie within +-MAX_TRAINING_MAGNITUDE
+MAX_TRAINING_MAGNITUDE = 1e100
+
+
+def _within_magnitude(arr, name):
+    """Training values are squared and summed (covariances, kernel distances, column spreads); past
+    about 1e154 their squares overflow, so a value beyond the bound is refused by name."""
+    largest = float(np.max(np.abs(arr))) if arr.size else 0.0
+    if largest > MAX_TRAINING_MAGNITUDE:
+        raise ValueError(f"{name}: holds values up to {largest:.3g} in size; training values must lie within "
+                         f"+-{MAX_TRAINING_MAGNITUDE:g} (their squares must not overflow): express them in other units")
+    return arr
+
+
 def _several(states):
     """Whether ``states`` is a list of state sequences rather than one sequence given as a list."""
     if not isinstance(states, (list, tuple)) or not states:
@@ -183,8 +197,9 @@ def check_state_sequences(states):
         raise ValueError("states: expected at least one sequence")
     xs = []
     for i, x in enumerate(seqs):
-        xs.append(check_matrix(x, f"states[{i}]" if len(seqs) > 1 else "states", min_samples=2,
-                               n_features=xs[0].shape[1] if xs else None))
+        name = f"states[{i}]" if len(seqs) > 1 else "states"
+        xs.append(_within_magnitude(check_matrix(x, name, min_samples=2, n_features=xs[0].shape[1] if xs else None),
+                                    name))
     return xs
 
 
@@ -219,6 +234,8 @@ def check_sequences(states, observations):
         x = check_matrix(x, f"states{suffix}", min_samples=2, n_features=xs[0].shape[1] if xs else None)
         z, shape = check_samples(z, f"observations{suffix}", min_samples=2, sample_shape=shape)
         check_same_length(f"states{suffix}", x, f"observations{suffix}", z)
+        _within_magnitude(x, f"states{suffix}")
+        _within_magnitude(z, f"observations{suffix}")
         xs.append(x)
         zs.append(z)
     return xs, zs, shape

@@ -119,7 +119,7 @@ class GaussianBlur(TransformerMixin, BaseEstimator):
         return blurred[:, ::self.stride, ::self.stride].reshape(len(Z), -1)
 
 
-@persistent("bandwidth_", "sampler_")
+@persistent("bandwidth_", "sampler_", holds={"sampler_": "RBFSampler"})
 class RandomFourierFeatures(TransformerMixin, BaseEstimator):
     """Random Fourier features of a Gaussian kernel with bandwidth ``scale * median``.
 
@@ -197,7 +197,7 @@ _ACTIVATIONS = {
 }
 
 
-@persistent("pca_", "input_scale_", "weights_", "biases_")
+@persistent("pca_", "input_scale_", "weights_", "biases_", holds={"pca_": "PCA"})
 class LearnedFeatures(TransformerMixin, BaseEstimator):
     """Learned observation features (Xu et al. (2022) §3.3): an MLP's last hidden layer.
 

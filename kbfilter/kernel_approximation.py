@@ -71,7 +71,8 @@ class _FeatureKernel(Kernel):
         return np.einsum("...r,...r->...", FA, FB)
 
 
-@persistent("kernel_", "landmarks_", "factor_", "residual_trace_", "converged_")
+@persistent("kernel_", "landmarks_", "factor_", "residual_trace_", "converged_",
+            holds={"kernel": "Kernel", "kernel_": "Kernel"})
 class NystromKernel(_FeatureKernel):
     """Nyström approximation of ``kernel`` on landmarks chosen by pivoted Cholesky.
 
@@ -180,7 +181,7 @@ class NystromKernel(_FeatureKernel):
         return Phi.T
 
 
-@persistent("kernel_", "sampler_")
+@persistent("kernel_", "sampler_", holds={"kernel": "Kernel", "kernel_": "Kernel", "sampler_": "RBFSampler"})
 class RandomFourierKernel(_FeatureKernel):
     """Random Fourier features of a Gaussian ``kernel``: ``sqrt(2 / r) cos(W^T a + b)``.
 

@@ -26,11 +26,12 @@ from sklearn.metrics.pairwise import euclidean_distances, linear_kernel, rbf_ker
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
-from ._validation import check_int, check_matrix, check_positive
+from ._validation import check_int, check_matrix, check_positive, check_vector
 from .bandwidth_learning import bayesian_bandwidth
 from .persistence import persistent
 
-__all__ = ["Kernel", "GaussianKernel", "LaplaceKernel", "LinearKernel", "median_distance", "as_kernel", "fitted_kernel"]
+__all__ = ["Kernel", "GaussianKernel", "LaplaceKernel", "LinearKernel", "median_distance", "median_rows", "as_kernel",
+           "fitted_kernel"]
 
 
 def median_distance(X, max_points=1000, random_state=0):
@@ -59,11 +60,40 @@ def median_distance(X, max_points=1000, random_state=0):
     2.0
     """
     X = check_matrix(X, "X", min_samples=2)
+    return float(np.median(pdist(X[median_rows(X.shape[0], max_points, random_state)])))
+
+
+def median_rows(n, max_points=1000, random_state=0):
+    """The rows :func:`median_distance` looks at among ``n``: all of them, or a seeded subsample.
+
+    Data too large to pass whole (a dask array) give the median heuristic these rows alone (see
+    ``fit_summary`` of the radial kernels), with the same result.
+
+    Parameters
+    ----------
+    n : int
+        The number of rows.
+    max_points : int, default=1000
+        The most rows.
+    random_state : int or None, default=0
+        Seed of the subsample.
+
+    Returns
+    -------
+    ndarray of int
+        The rows, in the order the subsample draws them.
+
+    Examples
+    --------
+    >>> median_rows(3).tolist()
+    [0, 1, 2]
+    >>> len(median_rows(10**6, max_points=100))
+    100
+    """
     max_points = check_int(max_points, "max_points", minimum=2)
-    if X.shape[0] > max_points:
-        idx = np.random.default_rng(random_state).choice(X.shape[0], max_points, replace=False)
-        X = X[idx]
-    return float(np.median(pdist(X)))
+    if n > max_points:
+        return np.random.default_rng(random_state).choice(n, max_points, replace=False)
+    return np.arange(n)
 
 
 class Kernel(BaseEstimator):
@@ -242,6 +272,8 @@ class Kernel(BaseEstimator):
 
 # a bandwidth whose square is not a normal float makes every kernel value 0 or 1: refused
 _SMALLEST_BANDWIDTH = 1e-150
+# points farther than this many bandwidths from the first point are compared by their differences
+_FAR = 1e6
 
 
 class _RadialKernel(Kernel):
@@ -273,9 +305,7 @@ class _RadialKernel(Kernel):
         self : Kernel
             The kernel, with ``bandwidth_`` (and ``column_scale_``) set.
         """
-        scale = check_positive(self.scale, "scale")
-        if not isinstance(self.standardise, (bool, np.bool_)):
-            raise ValueError(f"standardise: expected True or False, got {self.standardise!r}")
+        self._check_params()
         if self.standardise:
             X = check_matrix(X, "X", min_samples=2)
             # scikit-learn's scaler leaves a constant column's scale at 1 (it adds nothing to distances)
@@ -285,13 +315,53 @@ class _RadialKernel(Kernel):
             del self.column_scale_  # refitted without standardising
         if isinstance(self.bandwidth, str) and self.bandwidth == "bkl" and self._learnable:
             X = check_matrix(X, "X", min_samples=4)
-            self.bandwidth_ = scale * bayesian_bandwidth(X, random_state=self.random_state).bandwidth
+            self.bandwidth_ = check_positive(self.scale, "scale") * bayesian_bandwidth(
+                X, random_state=self.random_state).bandwidth
             return self
+        return self._resolve_bandwidth(lambda: median_distance(X, self.max_median_points, self.random_state))
+
+    def fit_summary(self, column_std, sample):
+        """Fit from a summary of data too large to pass whole (e.g. a dask array's reductions):
+        the columns' standard deviations and the rows :func:`median_rows` picks. The result is
+        :meth:`fit` on all the data, to the round-off of the standard deviations.
+
+        Parameters
+        ----------
+        column_std : array-like of shape (d,)
+            Each column's standard deviation over all the data (divided by n, not n - 1).
+        sample : array-like of shape (m, d)
+            The rows ``median_rows(n, max_median_points, random_state)`` of the data.
+
+        Returns
+        -------
+        self : Kernel
+            The kernel, with ``bandwidth_`` (and ``column_scale_``) set.
+        """
+        self._check_params()
+        sample = check_matrix(sample, "sample", min_samples=2)
+        column_std = check_vector(column_std, "column_std", length=sample.shape[1])
+        if isinstance(self.bandwidth, str) and self.bandwidth == "bkl":
+            raise ValueError("bandwidth: 'bkl' needs all the data; give 'median' or a float to fit from a summary")
+        if self.standardise:
+            # the scaler's rule: a column that does not vary keeps scale 1
+            self.column_scale_ = np.where(column_std < 10 * np.finfo(np.float64).eps, 1.0, column_std)
+            sample = sample / self.column_scale_
+        elif hasattr(self, "column_scale_"):
+            del self.column_scale_
+        return self._resolve_bandwidth(lambda: float(np.median(pdist(sample))))
+
+    def _check_params(self):
+        check_positive(self.scale, "scale")
+        if not isinstance(self.standardise, (bool, np.bool_)):
+            raise ValueError(f"standardise: expected True or False, got {self.standardise!r}")
+
+    def _resolve_bandwidth(self, median):
+        scale = check_positive(self.scale, "scale")
         if isinstance(self.bandwidth, str):
             if self.bandwidth != "median":
                 expected = "'median' or 'bkl'" if self._learnable else "'median'"
                 raise ValueError(f"bandwidth: expected a positive float, {expected}, got {self.bandwidth!r}")
-            med = median_distance(X, self.max_median_points, self.random_state)
+            med = median()
             if not med > 0:
                 raise ValueError(
                     "bandwidth: the median pairwise distance of the data is 0 (constant or "
@@ -413,7 +483,20 @@ class _RadialKernel(Kernel):
         if self.standardise:
             s = s * self._column_scale()  # one bandwidth per column, in the data's units
         origin = A[0]
-        return self._unit_gram((A - origin) / s, (B - origin) / s)
+        with np.errstate(over="ignore", invalid="ignore"):  # what overflows here is measured again below
+            a, b = (A - origin) / s, (B - origin) / s
+            # far from A[0] the expansion's rounding (a relative 1e-16 of ||a||^2) is no longer small
+            # against one squared bandwidth, and past 1e154 it is inf - inf: such rows and columns are
+            # measured by their differences, whose squares at worst overflow to a kernel value of 0
+            far_a = np.flatnonzero(~(np.max(np.abs(a), axis=1) <= _FAR))
+            far_b = np.flatnonzero(~(np.max(np.abs(b), axis=1) <= _FAR))
+            a[far_a], b[far_b] = 0.0, 0.0
+            G = self._unit_gram(a, b)
+            for i in far_a:
+                G[i] = self._unit_profile(np.sum(np.square((A[i] - B) / s), axis=1))
+            for j in far_b:
+                G[:, j] = self._unit_profile(np.sum(np.square((A - B[j]) / s), axis=1))
+        return G
 
 
 @persistent("bandwidth_", "column_scale_")

@@ -11,6 +11,7 @@ import scipy.sparse as sp
 from scipy.linalg import LinAlgError, cho_factor, lu_factor
 from scipy.linalg.lapack import dgetrs as getrs, dpotrf as potrf, dpotrs as potrs
 
+from ._validation import check_matrix
 from ._warnings import warn_user
 from .persistence import persistent
 
@@ -174,12 +175,18 @@ class Woodbury:
     True
     """
 
+    #: the most columns of a factor with more columns than rows (the inner matrix is r x r)
+    MAX_WIDE_RANK = 16384
+
     def __init__(self, L, c):
-        self.L = np.asarray(L, dtype=np.float64)
+        self.L = check_matrix(L, "L", allow_1d=False)
         self.c = float(c)
         if not self.c > 0:
             raise ValueError(f"c: expected a positive number, got {c!r}")
-        r = self.L.shape[1]
+        n, r = self.L.shape
+        if r > max(n, self.MAX_WIDE_RANK):
+            raise ValueError(f"L: expected at most {self.MAX_WIDE_RANK} columns when it has more columns than rows, "
+                             f"got shape {self.L.shape}")
         #: the factor of ``c I_r + L^T L``
         self.inner = spd_factor(self.c * np.eye(r) + self.L.T @ self.L, name="Woodbury inner matrix")
 

@@ -12,17 +12,28 @@ is rebuilt as ``cls(**params)`` with those attributes set; any other class saves
 attributes, which must be its constructor's arguments, and is rebuilt as ``cls(**fields)``. Run-time
 scratch that is not listed is not saved, so the file format is the set of declared names.
 
+A field or parameter that holds objects says which: ``holds={"kernel_x": "Kernel"}`` admits any
+registered class with a base of that name (``"TransformerMixin"`` admits every feature map,
+``("SPDFactor", "Woodbury")`` either). Every other field holds plain values and arrays only. The
+rule is applied both ways: :func:`save` refuses an object where its field declares none (so no
+file is written that could not be read), and :func:`load` refuses one before building it, so a
+file cannot make ``load`` construct a class where none belongs.
+
 scikit-learn parts (``PCA``, ``Nystroem``, ``RBFSampler``, ``StandardScaler``) are saved as their
 parameters plus their public fitted attributes (the names ending in ``_``), which is everything
 their ``transform`` reads. Their meaning can change between scikit-learn releases, so the file
 records the scikit-learn version, and a file holding such parts is refused, with a message, by a
 scikit-learn of another minor version.
 
-Loading uses ``numpy.load(..., allow_pickle=False)`` and builds only registered classes: nothing in
-a file can name code to run. Every fitted array is stored as it is, so a loaded object continues a
-run bit for bit.
+Loading reads ``.npy`` members without pickle and builds only registered classes: nothing in a
+file can name code to run. ``save(..., key=...)`` adds a keyed checksum (HMAC-SHA256 over the
+description and every array), and ``load(..., key=...)`` refuses a file whose checksum does not
+match before it builds anything: the one way to detect consistent tampering of valid values.
+Every fitted array is stored as it is, so a loaded object continues a run bit for bit.
 """
 
+import hashlib
+import hmac
 import json
 import zipfile
 from collections import Counter
@@ -51,20 +62,30 @@ MAX_NODES = 200_000
 # the description is one JSON document; anything larger than this is not a kbfilter file
 _MAX_DESCRIPTION = 64 * 2**20
 
-# class name -> (class, names of the saved fields)
+# the checksum's member, and what its message starts with (so another scheme can never collide with it)
+_SIGNATURE = "__signature__"
+_SIGNED = b"kbfilter-hmac-sha256\0"
+# class name -> (class, names of the saved fields, {field or parameter: admitted class names})
 _REGISTRY = {}
+# where a file's root may be any saved class
+_ANY = ("object",)
 # scikit-learn classes saved by parameters and public fitted attributes
 _SKLEARN = {cls.__name__: cls for cls in (PCA, Nystroem, RBFSampler, StandardScaler)}
 
 
-def persistent(*fields):
-    """Class decorator: instances can be saved with :func:`save`, saving ``fields`` (see module doc)."""
+def persistent(*fields, holds=None):
+    """Class decorator: instances can be saved with :func:`save`, saving ``fields`` (see module doc).
+
+    ``holds`` maps each field or parameter that holds objects to the admitted class names (a name
+    or a tuple of names, each matching a class or any of its bases)."""
+    holds = {k: (v,) if isinstance(v, str) else tuple(v) for k, v in (holds or {}).items()}
+
     def register(cls):
-        known = _REGISTRY.get(cls.__name__, (cls, ()))[0]
+        known = _REGISTRY.get(cls.__name__, (cls,))[0]
         if (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
             raise ValueError(f"persistent: another class named {cls.__name__!r} is already registered "
                              f"(from {known.__module__})")
-        _REGISTRY[cls.__name__] = (cls, tuple(fields))
+        _REGISTRY[cls.__name__] = (cls, tuple(fields), holds)
         return cls
 
     return register
@@ -80,6 +101,15 @@ def registered():
         The class names, sorted.
     """
     return sorted(_REGISTRY) + sorted(_SKLEARN)
+
+
+def _admitted(cls, allowed):
+    return allowed is _ANY or any(base.__name__ in (allowed or ()) for base in cls.__mro__)
+
+
+def _not_here(name, where, allowed):
+    takes = " or ".join(allowed) if allowed else "plain values and arrays only"
+    return f"{where}: a {name} does not belong here (this field takes {takes})"
 
 
 def _is_estimator(obj):
@@ -110,7 +140,7 @@ class _Encoder:
             self.arrays[key] = arr
         return key
 
-    def encode(self, value, where):
+    def encode(self, value, where, allowed=None):
         if value is None or isinstance(value, (bool, str)):
             return value
         if isinstance(value, (int, np.integer)):
@@ -130,27 +160,33 @@ class _Encoder:
         if isinstance(value, dict):
             if not all(isinstance(k, str) for k in value):
                 raise ValueError(f"{where}: cannot save a dict with non-string keys")
-            return {"t": "dict", "items": {k: self.encode(v, f"{where}.{k}") for k, v in value.items()}}
+            return {"t": "dict", "items": {k: self.encode(v, f"{where}.{k}", allowed) for k, v in value.items()}}
         if isinstance(value, (list, tuple)):
-            return {"t": type(value).__name__, "items": [self.encode(v, f"{where}[{i}]") for i, v in enumerate(value)]}
+            return {"t": type(value).__name__,
+                    "items": [self.encode(v, f"{where}[{i}]", allowed) for i, v in enumerate(value)]}
         name = type(value).__name__
         if _SKLEARN.get(name) is type(value):
+            if not _admitted(type(value), allowed):
+                raise ValueError(_not_here(name, where, allowed))
             self.uses_sklearn = True
             fitted = {k: v for k, v in vars(value).items() if k.endswith("_") and not k.startswith("_")}
             return {"t": "sklearn", "class": name, "params": self._fields(value.get_params(deep=False), where),
                     "fitted": self._fields(fitted, where)}
-        cls, fields = _REGISTRY.get(name, (None, ()))
+        cls, fields, holds = _REGISTRY.get(name, (None, (), {}))
         if cls is not type(value):
             raise ValueError(f"{where}: cannot save an object of type {name} (kbfilter saves its own classes "
                              f"and scikit-learn's {', '.join(sorted(_SKLEARN))})")
+        if not _admitted(cls, allowed):
+            raise ValueError(_not_here(name, where, allowed))
         node = {"t": "object", "class": name}
         if _is_estimator(value):
-            node["params"] = self._fields(value.get_params(deep=False), where)
-        node["fields"] = self._fields({k: getattr(value, k) for k in fields if hasattr(value, k)}, where)
+            node["params"] = self._fields(value.get_params(deep=False), where, holds)
+        node["fields"] = self._fields({k: getattr(value, k) for k in fields if hasattr(value, k)}, where, holds)
         return node
 
-    def _fields(self, mapping, where):
-        return {k: self.encode(v, f"{where}.{k}") for k, v in mapping.items()}
+    def _fields(self, mapping, where, holds=None):
+        holds = holds or {}
+        return {k: self.encode(v, f"{where}.{k}", holds.get(k)) for k, v in mapping.items()}
 
 
 class _Decoder:
@@ -162,10 +198,14 @@ class _Decoder:
             raise ValueError(f"array {key!r} is missing")
         return self.arrays[key]
 
-    def _fields(self, node, key):
-        return {k: self.decode(v) for k, v in node.get(key, {}).items()}
+    def _fields(self, node, key, where, holds=None):
+        holds = holds or {}
+        items = node.get(key, {})
+        if not isinstance(items, dict):
+            raise ValueError(f"{where}: its {key} are not a mapping")
+        return {k: self.decode(v, f"{where}.{k}", holds.get(k)) for k, v in items.items()}
 
-    def decode(self, node):
+    def decode(self, node, where, allowed=None):
         if node is None or isinstance(node, (bool, str, int)):
             return node
         if not isinstance(node, dict) or "t" not in node:
@@ -186,26 +226,30 @@ class _Decoder:
         if kind == "counter":
             return Counter(node["items"])
         if kind == "dict":
-            return self._fields(node, "items")
+            return {k: self.decode(v, f"{where}.{k}", allowed) for k, v in node["items"].items()}
         if kind in ("list", "tuple"):
-            items = [self.decode(v) for v in node["items"]]
+            items = [self.decode(v, f"{where}[{i}]", allowed) for i, v in enumerate(node["items"])]
             return items if kind == "list" else tuple(items)
         if kind == "sklearn":
             cls = _SKLEARN.get(node["class"])
             if cls is None:
-                raise ValueError(f"unknown class {node['class']!r}")
-            return self._set(cls(**self._fields(node, "params")), self._fields(node, "fitted"))
+                raise ValueError(f"{where}: unknown class {node['class']!r}")
+            if not _admitted(cls, allowed):
+                raise ValueError(_not_here(node["class"], where, allowed))
+            return self._set(cls(**self._fields(node, "params", where)), self._fields(node, "fitted", where))
         if kind == "object":
-            cls, names = _REGISTRY.get(node["class"], (None, ()))
+            cls, names, holds = _REGISTRY.get(node["class"], (None, (), {}))
             if cls is None:
-                raise ValueError(f"unknown class {node['class']!r}")
-            fields = self._fields(node, "fields")
+                raise ValueError(f"{where}: unknown class {node['class']!r}")
+            if not _admitted(cls, allowed):  # checked before anything of it is built
+                raise ValueError(_not_here(node["class"], where, allowed))
+            fields = self._fields(node, "fields", where, holds)
             unknown = set(fields) - set(names)
             if unknown:
-                raise ValueError(f"{node['class']}: unexpected fields {sorted(unknown)}")
+                raise ValueError(f"{where}: unexpected fields {sorted(unknown)}")
             if "params" not in node:
                 return cls(**fields)
-            obj = self._set(cls(**self._fields(node, "params")), fields)
+            obj = self._set(cls(**self._fields(node, "params", where, holds)), fields)
             restore = getattr(obj, "_after_load", None)
             if restore is not None:
                 restore()
@@ -219,7 +263,29 @@ class _Decoder:
         return obj
 
 
-def save(obj, path):
+def _check_key(key):
+    if key is None:
+        return None
+    if isinstance(key, str):
+        key = key.encode("utf-8")
+    if not isinstance(key, (bytes, bytearray)) or len(key) == 0:
+        raise ValueError(f"key: expected a non-empty bytes or str secret, got {type(key).__name__}")
+    return bytes(key)
+
+
+def _signature(key, blob, arrays):
+    """HMAC-SHA256 over the description and every array (its name, dtype, shape and data)."""
+    mac = hmac.new(key, _SIGNED, hashlib.sha256)
+    mac.update(len(blob).to_bytes(8, "little") + bytes(blob))
+    for name in sorted(arrays):
+        arr = np.asarray(arrays[name])
+        header = json.dumps([name, arr.dtype.str, list(arr.shape)]).encode("utf-8")
+        mac.update(len(header).to_bytes(8, "little") + header)
+        mac.update(np.ascontiguousarray(arr).data)
+    return np.frombuffer(mac.digest(), dtype=np.uint8)
+
+
+def save(obj, path, key=None):
     """Write a fitted kbfilter object to a pickle-free ``.npz`` file.
 
     Parameters
@@ -228,6 +294,9 @@ def save(obj, path):
         A kbfilter object (filter, rule, embedding, kernel, ...), fitted or not.
     path : str or path-like
         The file to write.
+    key : bytes or str, optional
+        A secret: the file then carries a keyed checksum (HMAC-SHA256) of everything in it, which
+        ``load(path, key=key)`` checks. Without it, the file is unsigned.
 
     Returns
     -------
@@ -239,15 +308,17 @@ def save(obj, path):
     ValueError
         Naming the attribute, when something in the object cannot be saved.
     """
+    key = _check_key(key)
     encoder = _Encoder()
-    root = encoder.encode(obj, type(obj).__name__)
+    root = encoder.encode(obj, type(obj).__name__, _ANY)
     versions = {"kbfilter": _kbfilter_version(), "numpy": np.__version__}
     if encoder.uses_sklearn:
         versions["scikit-learn"] = sklearn.__version__
     meta = {"format": FORMAT, "version": VERSION, "versions": versions, "root": root}
     blob = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
+    signed = {} if key is None else {_SIGNATURE: _signature(key, blob, encoder.arrays)}
     with open(Path(path), "wb") as fh:
-        np.savez(fh, __meta__=blob, **encoder.arrays)
+        np.savez(fh, __meta__=blob, **encoder.arrays, **signed)
     return Path(path)
 
 
@@ -313,7 +384,7 @@ def _read_member(archive, name, budget):
     return array.copy(order="K"), nbytes  # writable, owning its memory, in its saved memory order
 
 
-def load(path, expected=None, max_bytes=MAX_BYTES):
+def load(path, expected=None, max_bytes=MAX_BYTES, key=None):
     """Read an object written by :func:`save`, treating the file as untrusted input.
 
     Only what the file's description refers to is read; each array's header is checked (a numeric
@@ -321,7 +392,9 @@ def load(path, expected=None, max_bytes=MAX_BYTES):
     depth and size are bounded (:data:`MAX_DEPTH`, :data:`MAX_NODES`); only registered classes are
     built, and a sparse matrix is checked to be well formed. Whatever goes wrong is a ``ValueError``
     naming the file. Values a tampered file changes consistently (a different bandwidth, other
-    weights) cannot be told from genuine ones without a signature.
+    weights) cannot be told from genuine ones without a signature: pass the ``key`` the file was
+    saved with, and a file whose keyed checksum does not match is refused before anything in it
+    is built.
 
     Parameters
     ----------
@@ -331,6 +404,9 @@ def load(path, expected=None, max_bytes=MAX_BYTES):
         The class the object must be an instance of.
     max_bytes : int, default=MAX_BYTES
         The most array data to read (4 GiB by default).
+    key : bytes or str, optional
+        The secret the file was saved with: the file must then carry a matching checksum. Without
+        it, a checksum in the file is not checked.
 
     Returns
     -------
@@ -342,11 +418,12 @@ def load(path, expected=None, max_bytes=MAX_BYTES):
     ValueError
         With the path, for a file that is not a kbfilter file, is truncated or tampered with, was
         written in another file format, holds scikit-learn parts written by another scikit-learn
-        minor version, holds more than ``max_bytes`` of arrays, or holds an object of another
-        class than ``expected``.
+        minor version, holds more than ``max_bytes`` of arrays, holds an object of another
+        class than ``expected``, or (with ``key``) is unsigned or does not match its checksum.
     """
     path = Path(path)
     max_bytes = int(max_bytes)
+    key = _check_key(key)
     try:
         archive = zipfile.ZipFile(path)
     except FileNotFoundError:
@@ -369,20 +446,34 @@ def load(path, expected=None, max_bytes=MAX_BYTES):
             raise ValueError(f"{path}: damaged kbfilter file (its versions are not a mapping)")
         _check_versions(path, meta)
         root = meta.get("root")
-        if not (isinstance(root, dict) and root.get("t") in ("object", "sklearn")):
+        if not (isinstance(root, dict) and root.get("t") in ("object", "sklearn")
+                and isinstance(root.get("class"), str)):
             raise ValueError(f"{path}: damaged kbfilter file (it holds no object)")
+        named = (_REGISTRY.get(root["class"]) or (_SKLEARN.get(root["class"]),))[0]
+        if expected is not None and not (named is not None and issubclass(named, expected)):
+            raise ValueError(f"{path}: holds a {root['class']}, expected a {expected.__name__}")
         try:
             arrays, budget = {}, max_bytes
-            for key in _walk(root):
-                if key not in arrays:
-                    arrays[key], used = _read_member(archive, key, budget)
+            for name in _walk(root):
+                if name not in arrays:
+                    arrays[name], used = _read_member(archive, name, budget)
                     budget -= used
-            obj = _Decoder(arrays).decode(root)
         except Exception as exc:  # untrusted input: every failure is the file's, and said so
             raise ValueError(f"{path}: damaged kbfilter file ({type(exc).__name__}: {exc})") from exc
-    if expected is not None and not isinstance(obj, expected):
-        raise ValueError(f"{path}: holds a {type(obj).__name__}, expected a {expected.__name__}")
-    return obj
+        if key is not None:
+            if f"{_SIGNATURE}.npy" not in archive.namelist():
+                raise ValueError(f"{path}: a key was given, but the file carries no checksum (saved without a key)")
+            try:
+                signature, _ = _read_member(archive, _SIGNATURE, 64)
+            except ValueError as exc:
+                raise ValueError(f"{path}: damaged checksum ({exc})") from exc
+            if not hmac.compare_digest(signature.tobytes(), _signature(key, blob, arrays).tobytes()):
+                raise ValueError(f"{path}: the file does not match its checksum under this key (changed "
+                                 f"after it was saved, or saved with another key)")
+        try:
+            return _Decoder(arrays).decode(root, root["class"], _ANY)
+        except Exception as exc:  # untrusted input: every failure is the file's, and said so
+            raise ValueError(f"{path}: damaged kbfilter file ({type(exc).__name__}: {exc})") from exc
 
 
 class Persistent:
@@ -391,33 +482,37 @@ class Persistent:
     A class may define ``_after_load()`` to rebuild what it derives from its saved fields.
     """
 
-    def save(self, path):
+    def save(self, path, key=None):
         """Write this object to ``path`` (a pickle-free ``.npz``).
 
         Parameters
         ----------
         path : str or path-like
             Where to write.
+        key : bytes or str, optional
+            A secret to sign the file with (see :func:`save`).
 
         Returns
         -------
         pathlib.Path
             The path written.
         """
-        return save(self, path)
+        return save(self, path, key=key)
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path, key=None):
         """Read an object of this class written by :meth:`save`.
 
         Parameters
         ----------
         path : str or path-like
             A file written by :meth:`save`.
+        key : bytes or str, optional
+            The secret the file was signed with; the file must then match it (see :func:`load`).
 
         Returns
         -------
         object
             An instance of this class.
         """
-        return load(path, expected=cls)
+        return load(path, expected=cls, key=key)

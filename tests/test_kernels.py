@@ -1,9 +1,11 @@
 import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
+from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
 from kbfilter import GaussianKernel, LaplaceKernel, LinearKernel, median_distance
+from kbfilter.kernels import median_rows
 
 
 @pytest.fixture
@@ -75,3 +77,32 @@ def test_bad_arrays(data):
     bad[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         GaussianKernel(1.0)(bad)
+
+
+@pytest.mark.parametrize("kernel", [GaussianKernel(), GaussianKernel(standardise=True, scale=0.5),
+                                    LaplaceKernel(standardise=True, max_median_points=50, random_state=3),
+                                    GaussianKernel(bandwidth=0.7, standardise=True)])
+def test_a_kernel_fitted_from_a_summary_equals_one_fitted_on_all_the_data(kernel):
+    X = np.random.default_rng(1).normal(size=(400, 3)) * [1.0, 30.0, 0.01]
+    whole = clone(kernel).fit(X)
+    rows = median_rows(len(X), kernel.max_median_points, kernel.random_state)
+    summary = clone(kernel).fit_summary(X.std(axis=0), X[np.sort(rows)])
+    assert np.isclose(summary.bandwidth_, whole.bandwidth_, rtol=1e-12)
+    Q = X[:7] + 0.1
+    assert np.allclose(summary(Q, X), whole(Q, X), rtol=1e-10, atol=0)
+    with pytest.raises(ValueError, match="'bkl' needs all the data"):
+        GaussianKernel(bandwidth="bkl").fit_summary(X.std(axis=0), X[:50])
+
+
+@pytest.mark.parametrize("kernel", [GaussianKernel(1.0), LaplaceKernel(1e-100), GaussianKernel(2.0, standardise=True)])
+def test_points_far_apart_get_exact_values_never_nan(kernel):
+    A = np.array([[0.0, 0.0], [1e200, -3.0], [1e7, 1.0]])
+    B = np.array([[1e200, -3.0], [0.0, 0.0], [-1e300, 0.0], [1e7 + 0.5, 1.0]])
+    kernel = clone(kernel).fit(np.array([[0.0, 0.0], [1.0, 2.0], [2.0, 1.0]]))
+    s = kernel.bandwidth_ * getattr(kernel, "column_scale_", 1.0)
+    with np.errstate(over="ignore"):  # squares past 1e308 are inf: a kernel value of 0
+        sq = (((A[:, None, :] - B[None, :, :]) / s) ** 2).sum(axis=2)
+    expected = np.exp(-0.5 * sq) if isinstance(kernel, GaussianKernel) else np.exp(-np.sqrt(sq))
+    got = kernel(A, B)
+    assert np.all(np.isfinite(got)) and np.allclose(got, expected, rtol=1e-12, atol=0)
+    assert got[1, 0] == 1.0 and got[0, 1] == 1.0  # a far point is itself

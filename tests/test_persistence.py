@@ -123,3 +123,15 @@ def test_round_trip_is_bit_identical(tmp_path, name, obj, compute):
     assert np.array_equal(compute(back), compute(obj))
     if hasattr(obj, "get_params"):
         assert back.get_params().keys() == obj.get_params().keys()
+
+
+@pytest.mark.parametrize("obj, field", [
+    (kb.KernelBayesFilter(reg_prior=kb.GaussianKernel()), "reg_prior"),  # a field of plain values
+    (kb.KernelBayesFilter(kernel_u=kb.systems.Rotation()), "kernel_u"),  # a kernel's field
+    (kb.KernelMonteCarloFilter(motion=kb.GaussianKernel()), "motion"),  # a system's field
+])
+def test_an_object_where_its_field_takes_none_of_its_kind_is_not_saved(tmp_path, obj, field):
+    """A file load would refuse is never written: save applies the same rule as load."""
+    with pytest.raises(ValueError, match=f"{field}: a .* does not belong here"):
+        save(obj, tmp_path / "obj.npz")
+    assert not (tmp_path / "obj.npz").exists()

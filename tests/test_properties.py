@@ -126,3 +126,79 @@ def test_conditional_embedding_and_rule_never_return_nan(case):
 @given(cases())
 def test_fuzz_filter(case):
     event(run_case(case))
+
+
+def _large(rng):
+    return 10.0 ** rng.uniform(-300, 300)
+
+
+def run_large_case(seed):
+    """Entries anywhere in 1e-300 .. 1e300: training data, a single far training value, and the
+    observations given to update and to the embeddings. Every result is finite or the input is
+    refused by name."""
+    rng = np.random.default_rng(seed)
+    T, dx, dz = int(rng.integers(3, 40)), int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    states, obs = _large(rng) * rng.normal(size=(T, dx)), _large(rng) * rng.normal(size=(T, dz))
+    far = rng.integers(3)
+    if far == 1:
+        states[rng.integers(T), rng.integers(dx)] = _large(rng) * rng.choice([-1, 1])
+    elif far == 2:
+        obs[rng.integers(T), rng.integers(dz)] = _large(rng) * rng.choice([-1, 1])
+    outcomes = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for params in ({}, {"transition": "knn"}, {"rule": "original"}, {"approximation": "local", "support": 8}):
+            try:
+                kbf = kb.KernelBayesFilter(**params).fit(states, obs)
+            except ValueError as exc:
+                assert str(exc).startswith(("states", "observations", "bandwidth", "kernel")), str(exc)
+                outcomes.append("refused")
+                continue
+            for _ in range(3):
+                kbf.predict()
+                kbf.update(_large(rng) * rng.normal(size=dz))
+                assert np.all(np.isfinite(kbf.x)) and np.all(np.isfinite(kbf.P)), params
+            outcomes.append("filtered")
+        for method in ("exact", "knn"):
+            try:
+                cme = kb.ConditionalEmbedding(method=method, n_neighbors=3).fit(states, obs)
+            except ValueError as exc:
+                assert str(exc)
+                continue
+            assert np.all(np.isfinite(cme.predict_mean(_large(rng) * rng.normal(size=(3, dx)))))
+        try:
+            rule = kb.KernelBayesRule().fit(states, obs)
+        except ValueError as exc:
+            assert str(exc)
+        else:
+            post = rule.posterior(None, _large(rng) * rng.normal(size=dz))
+            assert np.all(np.isfinite(post.weights))
+        for kernel in (kb.GaussianKernel(), kb.LaplaceKernel()):
+            try:
+                kernel.fit(states)
+            except ValueError as exc:
+                assert str(exc)
+                continue
+            assert np.all(np.isfinite(kernel(states, _large(rng) * rng.normal(size=(5, dx)))))
+        system = kb.systems.LinearGaussian(F=0.9 * np.eye(2), H=np.eye(2), Q=0.1 * np.eye(2), R=0.1 * np.eye(2))
+        for filt in (kb.filters.ExtendedKalman(system), kb.filters.UnscentedKalman(system),
+                     kb.filters.ParticleFilter(system, n_particles=100, rng=0)):
+            filt.initialize(np.zeros(2), np.eye(2))
+            for _ in range(3):
+                filt.predict()
+                filt.update(_large(rng) * rng.normal(size=2))
+                assert np.all(np.isfinite(filt.x)) and np.all(np.isfinite(filt.P)), type(filt).__name__
+    return "filtered" if "filtered" in outcomes else "refused"
+
+
+@FAST
+@given(st.integers(0, 2**31))
+def test_entries_up_to_1e300_give_finite_results_or_a_named_refusal(seed):
+    run_large_case(seed)
+
+
+@pytest.mark.slow
+@FUZZ
+@given(st.integers(0, 2**31))
+def test_fuzz_large_entries(seed):
+    event(run_large_case(seed))

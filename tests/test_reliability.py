@@ -47,6 +47,36 @@ def _rewrite(path, arrays, meta):
     return path
 
 
+def test_a_signed_file_loads_with_its_key_and_refuses_any_change(tmp_path, data):
+    (states, obs), (_, test_obs) = data
+    kbf = KernelBayesFilter(transition="knn").fit(states, obs)
+    path = kbf.save(tmp_path / "signed.npz", key="s3cret")
+    loaded = KernelBayesFilter.load(path, key=b"s3cret")
+    assert np.array_equal(loaded.batch_filter(test_obs)[0], kbf.batch_filter(test_obs)[0])
+    assert isinstance(load(path), KernelBayesFilter)  # without a key the checksum is not read
+
+    arrays, meta = _arrays_and_meta(path)
+    # consistent tampering: valid values, so only the checksum can tell
+    meta["root"]["fields"]["model_"]["fields"]["kernel_x"]["fields"]["bandwidth_"]["v"] = "2.5"
+    changed_value = _rewrite(tmp_path / "value.npz", arrays, meta)
+    arrays, meta = _arrays_and_meta(path)
+    states_key = meta["root"]["fields"]["model_"]["fields"]["states"]["key"]
+    arrays[states_key] = arrays[states_key] * 1.01
+    changed_array = _rewrite(tmp_path / "array.npz", arrays, meta)
+    for tampered in (changed_value, changed_array):
+        assert isinstance(load(tampered), KernelBayesFilter)  # undetectable without the key
+        with pytest.raises(ValueError, match="does not match its checksum"):
+            load(tampered, key="s3cret")
+    with pytest.raises(ValueError, match="does not match its checksum"):
+        load(path, key="another")
+    unsigned = kbf.save(tmp_path / "unsigned.npz")
+    with pytest.raises(ValueError, match="carries no checksum"):
+        load(unsigned, key="s3cret")
+    for bad in ("", b"", 42):
+        with pytest.raises(ValueError, match="key: expected a non-empty"):
+            kbf.save(tmp_path / "bad.npz", key=bad)
+
+
 def test_a_file_from_the_first_format_gives_a_clear_error():
     # written by kbfilter 0.1.0 before the format named its saved fields (a fitted filter, T = 30)
     old = Path(__file__).parent / "data" / "filter_format1.npz"
@@ -273,3 +303,33 @@ def test_bad_observations_are_rejected_with_a_message(data, bad):
     kbf = KernelBayesFilter().fit(states, obs)
     with pytest.raises(ValueError, match="z:"):
         kbf.update(bad)
+
+
+@pytest.mark.parametrize("approximation", ["exact", "local"])
+def test_a_far_training_state_is_warned_about_and_counted(data, approximation):
+    (states, obs), _ = data
+    far = states.copy()
+    far[17] = 1e3
+    with pytest.warns(UserWarning, match="1 training state.* robust spreads"):
+        kbf = KernelBayesFilter(approximation=approximation).fit(far, obs)
+    assert kbf.diagnostics["outlying training states"] == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        clean = KernelBayesFilter(approximation=approximation).fit(states, obs)
+    assert "outlying training states" not in clean.diagnostics
+    if approximation == "local":
+        more = far[:50].copy()
+        more[3] = -5e2
+        with pytest.warns(UserWarning, match="2 training state"):
+            clean.partial_fit(more, obs[:50])  # the new states judged against the whole log: 1e3 and -5e2
+        assert clean.diagnostics["outlying training states"] == 2
+
+
+def test_training_values_past_the_bound_are_refused_by_name(data):
+    (states, obs), _ = data
+    big = states.copy()
+    big[3, 1] = 1e200
+    with pytest.raises(ValueError, match=r"states: holds values up to 1e\+200"):
+        KernelBayesFilter().fit(big, obs)
+    with pytest.raises(ValueError, match="observations: holds values"):
+        KernelBayesFilter().fit(states, obs * 1e150)

@@ -130,6 +130,35 @@ CASES = {
             zf.writestr("evil.npy", member.getvalue())
         load(out + "/evil.npz")
     ''',
+    "a class where its field takes another": '''
+        path = kb.KernelBayesFilter().fit(X, Z).save(out + "/kbf.npz")
+        arrays, meta = parts(path)
+        # a room of ten million pillars would take hours to build: it must be refused unbuilt
+        meta["root"]["params"]["kernel_u"] = {"t": "object", "class": "RobotInRoom",
+                                              "fields": {"n_pillars": 10**7}}
+        load(write(out + "/evil.npz", arrays, meta))
+    ''',
+    "a class in a field that takes plain values": '''
+        path = kb.KernelBayesFilter().fit(X, Z).save(out + "/kbf.npz")
+        arrays, meta = parts(path)
+        meta["root"]["params"]["reg_prior"] = {"t": "object", "class": "GaussianKernel", "params": {},
+                                               "fields": {}}
+        load(write(out + "/evil.npz", arrays, meta))
+    ''',
+    "a room larger than any that can be built": '''
+        path = save(kb.systems.RobotInRoom(), out + "/room.npz")
+        arrays, meta = parts(path)
+        meta["root"]["fields"]["n_pillars"] = 10**7
+        load(write(out + "/evil.npz", arrays, meta))
+    ''',
+    "a Woodbury solver of an empty factor": '''
+        path = kb.ConditionalEmbedding(method="icf", rank=5).fit(X, Z).save(out + "/cme.npz")
+        arrays, meta = parts(path)
+        woodbury = find(meta["root"], lambda n: n.get("class") == "Woodbury")
+        arrays["evil"] = np.zeros((0, 10**6))
+        woodbury["fields"]["L"] = {"t": "array", "key": "evil"}
+        load(write(out + "/evil.npz", arrays, meta))
+    ''',
 }
 
 

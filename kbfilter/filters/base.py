@@ -196,6 +196,68 @@ class TrainingBox:
         return bool(np.any(x < self.low) or np.any(x > self.high))
 
 
+#: a training state this many robust spreads from the median in some coordinate is reported as outlying
+OUTLYING_SPREADS = 100.0
+
+
+def outlying_states(X, reference=None):
+    """How many rows of ``X`` lie more than ``OUTLYING_SPREADS`` robust spreads from the median of
+    ``reference`` (default ``X``) in some coordinate.
+
+    A coordinate's spread is 1.4826 times its median absolute deviation (the standard deviation for
+    Gaussian data), or its standard deviation where that is 0; a constant coordinate is not judged.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d)
+        The states to judge.
+    reference : ndarray of shape (m, d), optional
+        The states that define the median and the spread.
+
+    Returns
+    -------
+    int
+        The count.
+    """
+    reference = X if reference is None else reference
+    centre = np.median(reference, axis=0)
+    spread = 1.4826 * np.median(np.abs(reference - centre), axis=0)
+    spread = np.where(spread > 0, spread, reference.std(axis=0))
+    judged = spread > 0
+    far = np.abs(X[:, judged] - centre[judged]) > OUTLYING_SPREADS * spread[judged]
+    return int(np.count_nonzero(far.any(axis=1)))
+
+
+def report_outlying_states(owner, X, reference=None):
+    """Warn about outlying training states (:func:`outlying_states`) and count them.
+
+    A filter whose estimate is a weighted mean of training states moves every estimate by the
+    weight such a state gets, however small; a far state is most often a unit or logging error.
+
+    Parameters
+    ----------
+    owner : str
+        The filter's name, for the message.
+    X : ndarray of shape (n, d)
+        The training states to judge.
+    reference : ndarray of shape (m, d), optional
+        All the training states (default ``X``).
+
+    Returns
+    -------
+    collections.Counter
+        ``{"outlying training states": count}``, empty when there are none.
+    """
+    count = outlying_states(X, reference)
+    if not count:
+        return Counter()
+    warn_user(f"{owner}: {count} training state(s) lie more than {OUTLYING_SPREADS:g} robust spreads "
+              f"(1.4826 x the median absolute deviation) from the median state in some coordinate. Estimates "
+              f"are weighted means of training states, so the weight such a state gets moves every "
+              f"estimate: check them (a unit or logging error?) or leave them out", UserWarning)
+    return Counter({"outlying training states": count})
+
+
 class SharedModel:
     """A fitted model that is read-only once built, so copies of a filter share it.
 

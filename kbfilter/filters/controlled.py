@@ -83,7 +83,8 @@ class _SuccessorTransition:
         return check_vector(u, "u", length=self.dim_u)
 
 
-@persistent("cross_gram", "controls", "kernel_u", "factor", "successors", "n_states")
+@persistent("cross_gram", "controls", "kernel_u", "factor", "successors", "n_states",
+            holds={"kernel_u": "Kernel", "factor": "SPDFactor"})
 class ControlledTransition(_SuccessorTransition):
     """The learned transition of a controlled system, ``w_pred = A(u) w`` over the training states.
 
@@ -161,7 +162,7 @@ class ControlledTransition(_SuccessorTransition):
 
 
 @persistent("state_cross", "landmark_controls", "kernel_u", "landmark_factor", "features", "factor", "successors",
-            "n_states", "converged")
+            "n_states", "converged", holds={"kernel_u": "Kernel", "factor": "SPDFactor"})
 class LowRankControlledTransition(_SuccessorTransition):
     """The controlled transition of :class:`ControlledTransition` on a Nystrom product kernel.
 

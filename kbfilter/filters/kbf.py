@@ -20,13 +20,14 @@ from ..persistence import Persistent, persistent
 from ..rules.conditional import ConditionalEmbedding
 from ..threads import limited_blas
 from .base import (OUTSIDE_MARGIN, LearnedFilter, SharedModel, TrainingBox, checked_run, probe_loaded,
-                   stacked_predecessors)
+                   report_outlying_states, stacked_predecessors)
+from .chunked import checked_log, gathered, is_dask_array, summary_fitted_kernel
 from .compression import kept_transitions
 from .controlled import ControlledTransition, LowRankControlledTransition
 from .likelihood import PredictiveLikelihood
-from .local import AUTO_LOCAL_T, LocalFilterModel
+from .local import AUTO_LOCAL_T, LocalFilterModel, chunked_transition
 from .observation import (LearnedObservationModel, ObservationSettings, ObservationSpace, nystrom_rank_rule,
-                          observation_grid, report_rank_cap, scaled_kernel)
+                          observation_features, observation_grid, report_rank_cap, scaled_kernel)
 from .smoothing import kernel_smoother
 from .transitions import LearnedTransition
 
@@ -51,7 +52,10 @@ _OWN_FALLBACKS = {"clipped": "weights summed to <= 0; used their clipped, normal
 
 
 @persistent("states", "kept", "predecessors", "kernel_x", "observation", "transition", "projection_operator",
-            "estimate", "fit_diagnostics", "covariance_scale")
+            "estimate", "fit_diagnostics", "covariance_scale",
+            holds={"kernel_x": "Kernel", "observation": "LearnedObservationModel",
+                   "transition": ("LearnedTransition", "ControlledTransition", "LowRankControlledTransition"),
+                   "projection_operator": "Operator"})
 class FilterModel(SharedModel):
     """What :meth:`KernelBayesFilter.fit` learns: the training states, the fitted state kernel, the
     learned observation model and transition, the projection a step applies, and the point estimate.
@@ -323,7 +327,9 @@ def _learned(name, doc):
 
 @persistent("model_",
             # the belief, so that a loaded filter continues where the saved one stopped
-            "weights", "weights_prior", "x", "P", "x_prior", "P_prior", "x_post", "P_post", "dropped_mass")
+            "weights", "weights_prior", "x", "P", "x_prior", "P_prior", "x_post", "P_post", "dropped_mass",
+            holds={"model_": ("FilterModel", "LocalFilterModel"), "transition": "ConditionalEmbedding",
+                   "kernel_x": "Kernel", "kernel_z": "Kernel", "kernel_u": "Kernel", "features": "TransformerMixin"})
 class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
     """Kernel Bayes filter: a nonparametric filter learned from example trajectories (algorithms §6).
 
@@ -542,7 +548,10 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         Parameters
         ----------
         states : array-like of shape (T, dim_x), or a list of such arrays
-            The hidden states of the training trajectories.
+            The hidden states of the training trajectories. A ``dask.array`` (with
+            ``observations`` one too) is one sequence fitted on the workers where its chunks are,
+            with ``approximation`` ``"local"`` or ``"auto"``, vector observations and no controls
+            (:mod:`kbfilter.filters.chunked`).
         observations : array-like of shape (T, dim_z) or (T, rows, columns[, channels]), or a list
             The observation at each training state (vectors or images), one list entry per state
             sequence.
@@ -571,12 +580,15 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         check_choice(self.compression, "compression", ("herding", "random"))
         if self.compress is not None:
             check_int(self.compress, "compress", minimum=2)
+        if is_dask_array(states) or is_dask_array(observations):
+            return self._fit_chunked(states, observations, controls, settings)
         xs, zs, obs_shape = check_sequences(states, observations)
         X, Z = np.vstack(xs), np.vstack(zs)
         T = X.shape[0]
         self.n_features_in_ = X.shape[1]
         if T < 3:
             raise ValueError(f"states: expected at least 3 training steps in all, got {T}")
+        found = report_outlying_states("KernelBayesFilter", X)
         pred = stacked_predecessors(xs)
         if settings.approximation == "auto":
             settings.approximation = "exact" if T <= AUTO_LOCAL_T else "local"
@@ -595,13 +607,12 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
             U = np.vstack(check_controls(controls, xs))
         space, Z = ObservationSpace.fitted(settings.features, obs_shape, Z, X)
         reg_prior = settings.reg_prior
-        reg_transition = reg_prior if self.reg_transition is None else check_positive(self.reg_transition,
-                                                                                      "reg_transition")
+        reg_transition = self._reg_transition(settings)
         # one state and one observation kernel, fitted on all the training data and handed on as fitted
         kernels = settings.fitted_kernels(X, Z, space)
         kernel_x = kernels[0]
         if settings.approximation == "local":
-            self.model_ = self._local_model(settings, space, X, Z, pred, kernels, reg_transition)
+            self.model_ = self._local_model(settings, space, X, Z, pred, kernels, reg_transition, found)
             self.reset()
             return self
         kept = np.arange(T)
@@ -635,7 +646,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
                 transition = LowRankControlledTransition.build(X, pred, U, kernel_x, kernel_u, reg_transition,
                                                                *nystrom_rank_rule(self.rank, reg_transition))
         # fallbacks taken while fitting (e.g. jitter on a Gram matrix) stay counted after reset()
-        fit_diagnostics = observation.fit_diagnostics + Counter(transition.fit_diagnostics)
+        fit_diagnostics = observation.fit_diagnostics + Counter(transition.fit_diagnostics) + found
         if settings.approximation == "nystrom" and settings.rank is None:
             report_rank_cap("KernelBayesFilter", [*observation.short_kernels, *transition.short_kernels],
                             fit_diagnostics)
@@ -658,11 +669,43 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
             return LOCAL_NEIGHBORS if local else KNN_NEIGHBORS
         return check_int(self.n_neighbors, "n_neighbors")
 
-    def _local_model(self, settings, space, X, Z, pred, kernels, reg_transition):
+    def _reg_transition(self, settings):
+        return settings.reg_prior if self.reg_transition is None else check_positive(self.reg_transition,
+                                                                                     "reg_transition")
+
+    def _fit_chunked(self, states, observations, controls, settings):
+        # a log given as dask arrays: the local model, its summaries and transition computed on the
+        # workers (kbfilter.filters.chunked)
+        if (settings.approximation not in ("local", "auto") or controls is not None or self.compress is not None
+                or isinstance(self.transition, ConditionalEmbedding)):
+            raise ValueError("states: a log given as dask arrays is fitted with approximation='local' (or 'auto'), "
+                             "the kNN transition, no controls and no compression")
+        X, Z = checked_log(states, observations)
+        T = X.shape[0]
+        if T < 3:
+            raise ValueError(f"states: expected at least 3 training steps in all, got {T}")
+        obs_shape = (Z.shape[1],)
+        if observation_features(settings.features, obs_shape) is not None:
+            raise ValueError("features: a log given as dask arrays is compared as it is; expected 'auto' or None")
+        self.n_features_in_ = X.shape[1]
+        space = ObservationSpace(obs_shape, None)
+        kernels = settings.fitted_kernels(X, Z, space, fit=summary_fitted_kernel)
+        reg_transition = self._reg_transition(settings)
+        transition = chunked_transition(X, kernels[0], self._neighbours(local=True), reg_transition)
+        # a fitted local filter keeps every training pair: those arrays (and only those) come here
+        X, Z = gathered(X, Z)
+        found = report_outlying_states("KernelBayesFilter", X)
+        self.model_ = self._local_model(settings, space, X, Z, np.arange(T - 1), kernels, reg_transition, found,
+                                        transition)
+        self.reset()
+        return self
+
+    def _local_model(self, settings, space, X, Z, pred, kernels, reg_transition, found, transition=None):
         return LocalFilterModel.learned(
             X, Z, pred, kernels, space.gated(Z, settings.outlier_quantile), self._neighbours(local=True), reg_transition,
-            rule=settings.rule, reg_prior=settings.reg_prior, reg_update=settings.reg_update, support=self.support,
-            estimate=self.estimate, covariance_scale=self.covariance_scale)
+            data_found=found, transition=transition, rule=settings.rule, reg_prior=settings.reg_prior,
+            reg_update=settings.reg_update, support=self.support, estimate=self.estimate,
+            covariance_scale=self.covariance_scale)
 
     @limited_blas
     def partial_fit(self, states, observations):
@@ -715,7 +758,8 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
                              f"{X.shape[1]}")
         if model.space.features is not None:
             Z = np.asarray(model.space.features.transform(Z), dtype=np.float64)
-        self.model_ = model.extended(X, Z, stacked_predecessors(xs), n_neighbors, settings.outlier_quantile)
+        found = report_outlying_states("KernelBayesFilter", X, np.vstack([model.states, X]))
+        self.model_ = model.extended(X, Z, stacked_predecessors(xs), n_neighbors, settings.outlier_quantile, found)
         self.reset()
         return self
 

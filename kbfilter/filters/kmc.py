@@ -113,7 +113,8 @@ class _Ratio:
 MAX_PARTICLES = 10**6
 
 
-@persistent("observation", "states", "state_gram", "state_features", "fit_diagnostics", "resample", "candidates")
+@persistent("observation", "states", "state_gram", "state_features", "fit_diagnostics", "resample", "candidates",
+            holds={"observation": "LearnedObservationModel"})
 class KernelMonteCarloModel(SharedModel):
     """What :meth:`KernelMonteCarloFilter.fit` learns: the observation side only.
 
@@ -156,7 +157,9 @@ class KernelMonteCarloModel(SharedModel):
         self.posterior_step = _Herding(candidates) if resample == "herding" else _Ratio()
 
 
-@persistent("model_", "rng_state", "belief", "weights", "x", "P", "x_prior", "P_prior", "x_post", "P_post")
+@persistent("model_", "rng_state", "belief", "weights", "x", "P", "x_prior", "P_prior", "x_post", "P_post",
+            holds={"model_": "KernelMonteCarloModel", "belief": "ParticleBelief", "motion": "System",
+                   "transition": "System", "kernel_x": "Kernel", "kernel_z": "Kernel", "features": "TransformerMixin"})
 class KernelMonteCarloFilter(Persistent, HoldsParticles, PredictiveLikelihood, LearnedFilter):
     """Kernel Monte Carlo filter: a known, sampled motion model and a learned observation model.
 

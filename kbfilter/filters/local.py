@@ -33,13 +33,15 @@ import scipy.sparse as sp
 from sklearn.neighbors import NearestNeighbors
 
 from .._validation import check_choice, check_int, check_matrix, check_positive, check_vector
+from .._warnings import warn_user
 from ..embedding import KernelMean, clipped_weights, weighted_covariance
 from ..operators import SparseOperator
 from ..persistence import persistent
 from ..rules.bayes_rule import posterior_from_projection
-from ..rules.conditional import ConditionalEmbedding
+from ..rules.conditional import ConditionalEmbedding, neighbourhood_weights
 from ..rules.representations import DenseObservations, factor_recorded
 from .base import SharedModel, TrainingBox, no_control
+from .chunked import completed, nearest_predecessors, recorded
 from .likelihood import ObservationDensity
 
 __all__ = ["LocalFilterModel", "localized_transition", "AUTO_LOCAL_T", "UNTILTED"]
@@ -126,6 +128,48 @@ def localized_transition(X, pred, kernel_x, n_neighbors, reg, queries):
     return pred[idx] + 1, weights, reach, Counter({f"transition_{k}": v for k, v in embedding.diagnostics_.items()})
 
 
+def chunked_transition(X, kernel_x, n_neighbors, reg):
+    """:func:`localized_transition` at every state of a log given as a dask array: the nearest
+    predecessors are searched chunk against chunk and the local solves run on the workers
+    (:mod:`kbfilter.filters.chunked`); the rows are those of the in-memory fit.
+
+    Parameters
+    ----------
+    X : dask.array.Array of shape (T, dim_x)
+        The training states, one sequence (every state but the last is a predecessor).
+    kernel_x : Kernel
+        The fitted radial state kernel.
+    n_neighbors : int
+        Neighbourhood size (at most ``T - 1`` is used).
+    reg : float
+        The embedding's regulariser ``lam'``.
+
+    Returns
+    -------
+    successors, weights, reach, diagnostics
+        As :func:`localized_transition` returns them, for all T states.
+    """
+    import dask
+
+    m = min(n_neighbors, X.shape[0] - 1)
+    parts = [None] * len(X.chunks[0])
+    for i, part in completed([dask.delayed(recorded)(_transition_rows, Q, nearest, kernel_x, reg)
+                              for Q, nearest in nearest_predecessors(X, kernel_x, m)]):
+        parts[i] = part
+    for message, category in dict.fromkeys(w for _, caught in parts for w in caught):
+        warn_user(message, category)
+    successors, weights, reach = (np.concatenate(column) for column in zip(*(rows for rows, _ in parts)))
+    return successors, weights, reach, Counter()
+
+
+def _transition_rows(Q, nearest, kernel_x, reg):
+    # one chunk's rows of A^T from its neighbourhoods (run on a worker)
+    dist, rows, inputs = nearest
+    q, m = rows.shape
+    weights = neighbourhood_weights(kernel_x, Q, inputs.reshape(q * m, -1), np.arange(q * m).reshape(q, m), reg)
+    return rows + 1, weights, dist[:, -1]
+
+
 def _rows(successors, weights, T):
     """``A^T`` as a sparse operator from its rows (each with the same number of entries)."""
     q, m = successors.shape
@@ -136,7 +180,8 @@ def _rows(successors, weights, T):
 
 @persistent("states", "observations", "kernel_x", "kernel_z", "space", "successors", "rule", "reg_prior",
             "reg_update", "support", "estimate", "fit_diagnostics", "covariance_scale", "predecessors", "reach",
-            "reg_transition")
+            "reg_transition", holds={"kernel_x": "Kernel", "kernel_z": "Kernel", "space": "ObservationSpace",
+                                     "successors": "SparseOperator"})
 class LocalFilterModel(SharedModel):
     """What :meth:`KernelBayesFilter.fit` learns with ``approximation="local"``: the training
     pairs, their exact kernels, the sparse kNN transition, and the bound on the belief's support.
@@ -218,7 +263,8 @@ class LocalFilterModel(SharedModel):
         self.box = TrainingBox(states)
 
     @classmethod
-    def learned(cls, X, Z, pred, kernels, space, n_neighbors, reg_transition, **settings):
+    def learned(cls, X, Z, pred, kernels, space, n_neighbors, reg_transition, data_found=None, transition=None,
+                **settings):
         """Learn the model from the stacked training states and mapped observations.
 
         Parameters
@@ -237,6 +283,10 @@ class LocalFilterModel(SharedModel):
             The transition's neighbourhood size.
         reg_transition : float
             The transition's regulariser.
+        data_found : collections.Counter, optional
+            What the caller's checks of the data found, kept in ``fit_diagnostics``.
+        transition : tuple, optional
+            The transition at every state, computed already (:func:`chunked_transition`).
         **settings
             ``rule``, ``reg_prior``, ``reg_update``, ``support``, ``estimate``, ``covariance_scale``.
 
@@ -246,13 +296,14 @@ class LocalFilterModel(SharedModel):
             The model.
         """
         T = X.shape[0]
-        successors, weights, reach, diagnostics = localized_transition(X, pred, kernels[0], n_neighbors,
-                                                                       reg_transition, np.arange(T))
+        successors, weights, reach, diagnostics = transition or localized_transition(
+            X, pred, kernels[0], n_neighbors, reg_transition, np.arange(T))
         return cls(states=X, observations=Z, kernel_x=kernels[0], kernel_z=kernels[1], space=space,
-                   successors=_rows(successors, weights, T), fit_diagnostics=diagnostics, predecessors=pred,
+                   successors=_rows(successors, weights, T), fit_diagnostics=diagnostics + (data_found or Counter()),
+                   predecessors=pred,
                    reach=reach, reg_transition=reg_transition, **settings)
 
-    def extended(self, X, Z, pred, n_neighbors, outlier_quantile):
+    def extended(self, X, Z, pred, n_neighbors, outlier_quantile, data_found=None):
         """This model with more training sequences appended: the kernels stay as fitted, and the
         transition is learned again only at the states whose neighbourhood the new states enter.
 
@@ -274,6 +325,8 @@ class LocalFilterModel(SharedModel):
             the one this model was learned with).
         outlier_quantile : float or None
             The outlier gate's quantile, refitted on all the observations (None: no gate).
+        data_found : collections.Counter, optional
+            What the caller's checks of the new data found, added to ``fit_diagnostics``.
 
         Returns
         -------
@@ -304,7 +357,8 @@ class LocalFilterModel(SharedModel):
             states=X_all, observations=Z_all, kernel_x=self.kernel_x, kernel_z=self.kernel_z,
             space=self.space.gated(Z_all, outlier_quantile),
             successors=_rows(rows, weights, T), rule=self.rule, reg_prior=self.reg_prior, reg_update=self.reg_update,
-            support=self.support, estimate=self.estimate, fit_diagnostics=self.fit_diagnostics + found[3],
+            support=self.support, estimate=self.estimate,
+            fit_diagnostics=self.fit_diagnostics + found[3] + (data_found or Counter()),
             covariance_scale=self.covariance_scale, predecessors=pred_all, reach=reach,
             reg_transition=self.reg_transition)
 

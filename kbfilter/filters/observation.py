@@ -292,7 +292,7 @@ class ObservationSettings:
         """
         return cls(**{name: getattr(estimator, name) for name in cls.PARAMS}, approximations=approximations)
 
-    def fitted_kernels(self, X, Z, space):
+    def fitted_kernels(self, X, Z, space, fit=fitted_kernel):
         """The state and observation kernels fitted once, frozen to be handed on as they are.
 
         With ``kernel_z=None`` the observation kernel is Gaussian with the median heuristic, on
@@ -309,6 +309,9 @@ class ObservationSettings:
             All the training observations, mapped.
         space : ObservationSpace
             Where ``Z`` lives (:meth:`ObservationSpace.fitted`).
+        fit : callable, default=fitted_kernel
+            ``fit(kernel, name, data)`` returns the kernel fitted on ``data``
+            (:func:`~kbfilter.filters.chunked.summary_fitted_kernel` for dask arrays).
 
         Returns
         -------
@@ -320,8 +323,7 @@ class ObservationSettings:
         if kernel_z is None:
             raw_vectors = len(space.obs_shape) <= 1 and space.features is None
             kernel_z = scaled_kernel(None, "kernel_z", self.scale_z, standardise=raw_vectors)
-        return (fitted_kernel(self.kernel_x, "kernel_x", X).frozen(),
-                fitted_kernel(kernel_z, "kernel_z", Z).frozen())
+        return fit(self.kernel_x, "kernel_x", X).frozen(), fit(kernel_z, "kernel_z", Z).frozen()
 
     def fit_model(self, space, X, Z, state_reg, rng, kernels):
         """Fit kernel Bayes' rule on the pairs ``(X, Z)`` and the outlier gate on ``Z``.
@@ -358,7 +360,7 @@ class ObservationSettings:
         return LearnedObservationModel(space.gated(Z, self.outlier_quantile), rule, Counter(rule.diagnostics_))
 
 
-@persistent("obs_shape", "features", "gate")
+@persistent("obs_shape", "features", "gate", holds={"features": "TransformerMixin", "gate": "OutlierGate"})
 class ObservationSpace(SharedModel):
     """Where observations are compared: the fitted feature map, and the outlier gate in its space.
 
@@ -472,7 +474,7 @@ class ObservationSpace(SharedModel):
         return self.gate.admits(row) if nearest is None else self.gate.admits_distance(nearest)
 
 
-@persistent("space", "rule", "fit_diagnostics")
+@persistent("space", "rule", "fit_diagnostics", holds={"space": "ObservationSpace", "rule": "KernelBayesRule"})
 class LearnedObservationModel(SharedModel):
     """The fitted observation model: the observation space and kernel Bayes' rule on the training pairs.
 

@@ -13,7 +13,7 @@ from .base import SharedModel, no_control
 __all__ = ["LearnedTransition"]
 
 
-@persistent("embedding", "operator")
+@persistent("embedding", "operator", holds={"embedding": "ConditionalEmbedding", "operator": "Operator"})
 class LearnedTransition(SharedModel):
     """``w_pred = A w``: the transition learned from the logged pairs ``(x_t, x_{t+1})``.
 

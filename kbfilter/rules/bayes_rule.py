@@ -149,7 +149,10 @@ def posterior_from_projection(side, method, mu, obs, n, reg_update):
 
 
 @persistent("states_", "observations_", "n_train_", "kernel_x_", "kernel_z_", "features_", "reg_update_",
-            "prior_factor_", "Phi_", "G_z_", "solver_", "obs_factor_", "obs_residual_", "obs_norm_", "diagnostics_")
+            "prior_factor_", "Phi_", "G_z_", "solver_", "obs_factor_", "obs_residual_", "obs_norm_", "diagnostics_",
+            holds={"kernel_x": "Kernel", "kernel_z": "Kernel", "kernel_x_": "Kernel", "kernel_z_": "Kernel",
+                   "features": "TransformerMixin", "features_": "TransformerMixin",
+                   "prior_factor_": ("SPDFactor", "Woodbury")})
 class KernelBayesRule(Persistent, BaseEstimator):
     """Kernel Bayes' rule with a likelihood learned from pairs ``(x_i, z_i)`` (algorithms §5).
 

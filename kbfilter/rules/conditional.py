@@ -31,7 +31,7 @@ from ..persistence import Persistent, persistent
 from ..threads import limited_blas
 from .sparse_embedding import sparse_coefficients
 
-__all__ = ["ConditionalEmbedding", "weighted_sq_norms"]
+__all__ = ["ConditionalEmbedding", "neighbourhood_weights", "weighted_sq_norms"]
 
 METHODS = ("exact", "knn", "nw", "random", "nystrom", "icf", "rff", "sparse")
 
@@ -110,6 +110,40 @@ def _batched_cho_solve(L, b):
     return x
 
 
+def neighbourhood_weights(kernel, Q, A, idx, reg, low_rank=True):
+    """The localized embedding's weights of each query on its own neighbourhood (algorithms §3, kNN):
+    ``(G_N + m reg I)^{-1} k_N(q)`` with ``N`` the ``m`` training inputs ``A[idx[q]]``.
+
+    Parameters
+    ----------
+    kernel : Kernel
+        The fitted input kernel.
+    Q : ndarray of shape (n_queries, d)
+        The queries.
+    A : ndarray of shape (n, d)
+        The training inputs.
+    idx : ndarray of int, shape (n_queries, m)
+        Each query's neighbourhood among them.
+    reg : float
+        The regulariser (``m reg`` is added to the diagonal).
+    low_rank : bool, default=True
+        Solve numerically low-rank neighbourhoods through their pivoted Cholesky factor.
+
+    Returns
+    -------
+    ndarray of shape (n_queries, m)
+        The weights, row by row in the order of ``idx``.
+    """
+    m = idx.shape[1]
+    vals = np.empty(idx.shape)
+    # memory per query is O(m r) on the low-rank path; the dense path sub-chunks itself
+    for rows in _chunks(Q.shape[0], max(1, _BLOCK_ENTRIES // (64 * m))):
+        local = A[idx[rows]]
+        kq = kernel.paired(local, Q[rows][:, None, :])
+        vals[rows] = _local_solve(kernel, local, kq, m * reg, low_rank=low_rank)
+    return vals
+
+
 def _local_solve(kernel, local, kq, ridge, low_rank=True):
     """Solve ``(G_N + ridge I) w = k_N(q)`` for a stack of neighbourhoods (algorithms §3, kNN).
 
@@ -146,7 +180,9 @@ def _local_solve(kernel, local, kq, ridge, low_rank=True):
 
 
 @persistent("A_", "B_", "n_train_", "kernel_in_", "kernel_out_", "diagnostics_", "factor_", "n_neighbors_",
-            "subsample_", "nystroem_", "sampler_", "features_", "L_", "pivots_", "woodbury_", "coef_", "n_iter_")
+            "subsample_", "nystroem_", "sampler_", "features_", "L_", "pivots_", "woodbury_", "coef_", "n_iter_",
+            holds={"kernel_in": "Kernel", "kernel_out": "Kernel", "kernel_in_": "Kernel", "kernel_out_": "Kernel",
+                   "factor_": "SPDFactor", "nystroem_": "Nystroem", "sampler_": "RBFSampler", "woodbury_": "Woodbury"})
 class ConditionalEmbedding(Persistent, BaseEstimator):
     """Conditional kernel mean embedding ``P(b | a)`` learned from pairs (algorithms §3).
 
@@ -497,15 +533,9 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         """
         check_is_fitted(self, "neighbors_")
         Q = check_matrix(Q, "Q", n_features=self.A_.shape[1])
-        m = self.n_neighbors_
         found = self.neighbors_.kneighbors(self.kernel_in_.coordinates(Q), return_distance=return_distance)
         dist, idx = found if return_distance else (None, found)
-        vals = np.empty(idx.shape)
-        # memory per query is O(m r) on the low-rank path; the dense path sub-chunks itself
-        for rows in _chunks(Q.shape[0], max(1, _BLOCK_ENTRIES // (64 * m))):
-            local = self.A_[idx[rows]]
-            kq = self.kernel_in_.paired(local, Q[rows][:, None, :])
-            vals[rows] = _local_solve(self.kernel_in_, local, kq, m * self.reg, low_rank=self.solver == "auto")
+        vals = neighbourhood_weights(self.kernel_in_, Q, self.A_, idx, self.reg, low_rank=self.solver == "auto")
         return (idx, vals, dist[:, -1]) if return_distance else (idx, vals)
 
     # -- predictions -------------------------------------------------------------------------------

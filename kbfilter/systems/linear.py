@@ -1,5 +1,7 @@
 """Linear-Gaussian state-space model: the case where the Kalman filter is exact."""
 
+from functools import cached_property
+
 import numpy as np
 from scipy.linalg import solve_discrete_lyapunov
 
@@ -44,7 +46,15 @@ class LinearGaussian(System):
         self.R = check_matrix(R, "R", n_features=self.dim_z, allow_1d=False)
         if np.max(np.abs(np.linalg.eigvals(self.F))) >= 1:
             raise ValueError("F: expected a stable transition (spectral radius < 1)")
-        self.stationary_cov = solve_discrete_lyapunov(self.F, self.Q)
+
+    @cached_property
+    def stationary_cov(self):
+        """The stationary law's covariance (solved on first use: an O(dim_x^3) Lyapunov equation that
+        building, loading or filtering with the system does not need)."""
+        return solve_discrete_lyapunov(self.F, self._driving_cov())
+
+    def _driving_cov(self):
+        return self.Q
 
     @property
     def process_cov(self):
@@ -131,8 +141,9 @@ class ControlledLinearGaussian(LinearGaussian):
             raise ValueError(f"B: expected {self.dim_x} rows (one per state coordinate), got shape {self.B.shape}")
         self.dim_u = self.B.shape[1]
         self.control_scale = check_positive(control_scale, "control_scale")
-        control_cov = self.control_scale ** 2 / 3 * self.B @ self.B.T  # a uniform law's variance is (2c)^2 / 12
-        self.stationary_cov = solve_discrete_lyapunov(self.F, self.Q + control_cov)
+
+    def _driving_cov(self):
+        return self.Q + self.control_scale ** 2 / 3 * self.B @ self.B.T  # a uniform law's variance is (2c)^2 / 12
 
     def transition_mean(self, X, u=None):
         """``F x + B u`` for each row of ``X``.

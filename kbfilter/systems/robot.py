@@ -72,13 +72,14 @@ class RobotInRoom(System):
     room_seed : int, default=0
         Seed of the room (wall colours and stripes, pillar places, sizes and colours).
     n_pillars : int, default=3
-        Round obstacles.
+        Round obstacles, at most :attr:`MAX_PILLARS` (pillars keep 0.3 apart in the room's central
+        1.2 x 1.2 square; more never fit). Fewer are placed when the seed's draws leave no room.
     height, width : int, default=16, 64
-        Image size in pixels.
+        Image size in pixels, each at most :attr:`MAX_PIXELS`.
     fov_deg : float, default=90.0
         Horizontal field of view; the vertical one follows from the pixel aspect (square pixels).
     rays_per_column : int, default=4
-        Rays averaged in each image column (anti-aliasing).
+        Rays averaged in each image column (anti-aliasing), at most :attr:`MAX_RAYS`.
     pixel_noise : float, default=0.05
         Standard deviation of the pixel noise.
     forward_noise : float, default=0.01
@@ -107,17 +108,23 @@ class RobotInRoom(System):
     #: the walls' and pillars' height, and the camera's (room units; the room is 2 wide)
     WALL_HEIGHT = 0.3
     CAMERA_HEIGHT = 0.15
+    #: the most pillars a room holds
+    MAX_PILLARS = 16
+    #: the largest image side, in pixels
+    MAX_PIXELS = 4096
+    #: the most rays per image column
+    MAX_RAYS = 64
 
     def __init__(self, room_seed=0, n_pillars=3, height=16, width=64, fov_deg=90.0, rays_per_column=4,
                  pixel_noise=0.05, forward_noise=0.01, turn_noise=0.05, distinct_walls=True):
         self.room_seed = check_int(room_seed, "room_seed", minimum=0)
-        self.n_pillars = check_int(n_pillars, "n_pillars", minimum=0)
-        self.height = check_int(height, "height")
-        self.width = check_int(width, "width")
+        self.n_pillars = check_int(n_pillars, "n_pillars", minimum=0, maximum=self.MAX_PILLARS)
+        self.height = check_int(height, "height", maximum=self.MAX_PIXELS)
+        self.width = check_int(width, "width", maximum=self.MAX_PIXELS)
         self.fov_deg = check_positive(fov_deg, "fov_deg")
         if not self.fov_deg < 180:
             raise ValueError(f"fov_deg: expected a field of view below 180 degrees, got {fov_deg}")
-        self.rays_per_column = check_int(rays_per_column, "rays_per_column")
+        self.rays_per_column = check_int(rays_per_column, "rays_per_column", maximum=self.MAX_RAYS)
         self.pixel_noise = check_positive(pixel_noise, "pixel_noise")
         self.forward_noise = check_positive(forward_noise, "forward_noise")
         self.turn_noise = check_positive(turn_noise, "turn_noise")

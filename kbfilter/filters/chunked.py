@@ -1,0 +1,248 @@
+"""Training logs given as dask arrays: checks, kernel summaries and nearest neighbours computed where
+the chunks are.
+
+A log too large for one process is given to ``fit`` as two dask arrays (states and observations,
+one sequence, chunked by rows). What the fit needs from all of it is reduced on the workers: the
+checks (finite values within the training bound), the columns' standard deviations, the few rows
+the median heuristic reads (:func:`~kbfilter.kernels.median_rows`), and each state's nearest
+predecessors. The last is exact: each row chunk's neighbours are searched block after block of the
+log, each task holding the chunk, one block and the neighbours found so far, so no worker ever
+holds more than two chunks of the log and the result is the in-memory search's. Results leave the
+workers as they finish (:func:`completed`).
+
+dask is imported on first use: it is needed only for logs given as dask arrays
+(``pip install "kbfilter[cluster]"``).
+"""
+
+import warnings
+
+import numpy as np
+from sklearn.neighbors import NearestNeighbors
+
+from .._validation import MAX_TRAINING_MAGNITUDE
+from ..kernels import as_kernel, median_rows
+
+
+def is_dask_array(x):
+    """Whether ``x`` is a dask array (without importing dask).
+
+    Parameters
+    ----------
+    x : object
+        Anything.
+
+    Returns
+    -------
+    bool
+        True for a ``dask.array.Array``.
+    """
+    return type(x).__module__.split(".")[0] == "dask" and hasattr(x, "chunks") and hasattr(x, "to_delayed")
+
+
+def checked_log(states, observations):
+    """One training sequence given as dask arrays, checked on the workers.
+
+    Parameters
+    ----------
+    states : dask.array.Array of shape (T, dim_x)
+        The states.
+    observations : dask.array.Array of shape (T, dim_z)
+        Their observations (vectors).
+
+    Returns
+    -------
+    X, Z : dask.array.Array
+        Float64, chunked by rows alike, each row chunk holding all the columns.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument: not both dask arrays, not 2-D, of different lengths, or holding NaN,
+        inf or values beyond the training bound.
+    """
+    import dask
+    import dask.array as da
+
+    if not (is_dask_array(states) and is_dask_array(observations)):
+        raise ValueError("states and observations: a log given as dask arrays needs both as dask arrays "
+                         f"(got {type(states).__name__} and {type(observations).__name__})")
+    for name, arr in (("states", states), ("observations", observations)):
+        if arr.ndim != 2:
+            raise ValueError(f"{name}: expected a 2-D dask array (T, columns), got shape {arr.shape}")
+        if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
+            raise ValueError(f"{name}: expected real numbers, got dtype {arr.dtype}")
+    if states.shape[0] != observations.shape[0]:
+        raise ValueError(f"states and observations: expected the same length, got {states.shape[0]} and "
+                         f"{observations.shape[0]}")
+    X = states.astype(np.float64).rechunk({1: -1})
+    Z = observations.astype(np.float64).rechunk({0: X.chunks[0], 1: -1})
+    finite_x, finite_z, largest_x, largest_z = dask.compute(
+        da.isfinite(X).all(), da.isfinite(Z).all(), abs(X).max(), abs(Z).max())
+    for name, finite, largest in (("states", finite_x, largest_x), ("observations", finite_z, largest_z)):
+        if not finite:
+            raise ValueError(f"{name}: contains NaN or infinite values")
+        if largest > MAX_TRAINING_MAGNITUDE:
+            raise ValueError(f"{name}: holds values up to {largest:.3g} in size; training values must lie within "
+                             f"+-{MAX_TRAINING_MAGNITUDE:g} (their squares must not overflow)")
+    return X, Z
+
+
+def completed(tasks):
+    """Compute lazy tasks, yielding ``(i, result)`` as each finishes. On a distributed client the
+    tasks are one graph and each result leaves its worker as soon as it is done (``dask.compute``
+    would keep every result on the workers until the last one finishes); without one they are
+    computed here.
+
+    Parameters
+    ----------
+    tasks : list of dask.delayed.Delayed
+        The tasks.
+
+    Yields
+    ------
+    (int, object)
+        A task's position in ``tasks`` and its result.
+    """
+    import dask
+
+    try:
+        from distributed import as_completed, get_client
+        client = get_client()
+    except (ImportError, ValueError):  # no cluster: the local scheduler computes them in this process
+        yield from enumerate(dask.compute(*tasks))
+        return
+    futures = client.compute(list(tasks))
+    position = {future.key: i for i, future in enumerate(futures)}
+    for future in as_completed(futures):
+        result = future.result()
+        future.release()
+        yield position[future.key], result
+
+
+def gathered(*arrays):
+    """Dask arrays brought to this process chunk by chunk (``compute()`` would first join every
+    chunk on one worker).
+
+    Parameters
+    ----------
+    *arrays : dask.array.Array
+        Arrays chunked by rows only.
+
+    Returns
+    -------
+    list of ndarray
+        The arrays.
+    """
+    out = [np.empty(arr.shape, dtype=arr.dtype) for arr in arrays]
+    starts = [np.concatenate([[0], np.cumsum(arr.chunks[0])]) for arr in arrays]
+    tasks = [(a, i, block) for a, arr in enumerate(arrays) for i, block in enumerate(arr.to_delayed().ravel())]
+    for k, piece in completed([block for _, _, block in tasks]):
+        a, i, _ = tasks[k]
+        out[a][starts[a][i]:starts[a][i + 1]] = piece
+    return out
+
+
+def summary_fitted_kernel(kernel, name, data):
+    """:func:`~kbfilter.kernels.fitted_kernel` for a dask array: a radial kernel fitted from the
+    columns' standard deviations and the median heuristic's rows, computed on the workers.
+
+    Parameters
+    ----------
+    kernel : Kernel or None
+        The kernel (a frozen one is returned as it is).
+    name : str
+        The argument's name, for error messages.
+    data : dask.array.Array of shape (T, d)
+        The data.
+
+    Returns
+    -------
+    Kernel
+        The fitted kernel.
+    """
+    import dask
+
+    if getattr(kernel, "frozen_", False):
+        return kernel
+    kernel = as_kernel(kernel, name)
+    if not kernel.is_radial:
+        raise ValueError(f"{name}: a log given as dask arrays needs a radial kernel (Gaussian or Laplace), got "
+                         f"{type(kernel).__name__}")
+    try:
+        rows = np.sort(median_rows(data.shape[0], kernel.max_median_points, kernel.random_state))
+        column_std, sample = dask.compute(data.std(axis=0), data[rows])
+        return kernel.fit_summary(column_std, sample)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from exc
+
+
+def _nearer(found, Q, B, offset, n_candidates, kernel, m):
+    # the m nearest to each query among those found so far and the block's first n_candidates rows
+    B = B[:n_candidates]
+    if not len(B):
+        return found
+    dist, local = NearestNeighbors(n_neighbors=min(m, len(B))).fit(kernel.coordinates(B)).kneighbors(
+        kernel.coordinates(Q))
+    if found is None:
+        return dist, local + offset, B[local]
+    dist, rows, inputs = (np.concatenate(parts, axis=1) for parts in zip(found, (dist, local + offset, B[local])))
+    # nearer first, ties by row: the order one search over all the rows gives
+    order = np.lexsort((rows, dist), axis=1)[:, :m]
+    return (np.take_along_axis(dist, order, axis=1), np.take_along_axis(rows, order, axis=1),
+            np.take_along_axis(inputs, order[:, :, None], axis=1))
+
+
+def nearest_predecessors(X, kernel, m):
+    """Each state's ``m`` nearest predecessors (rows ``0 .. T-2``) in the kernel's coordinates, as
+    one lazy result per row chunk of ``X``.
+
+    Parameters
+    ----------
+    X : dask.array.Array of shape (T, d)
+        The states (from :func:`checked_log`).
+    kernel : Kernel
+        The fitted radial state kernel.
+    m : int
+        Neighbourhood size (at most ``T - 1``).
+
+    Returns
+    -------
+    list of (dask.delayed.Delayed, dask.delayed.Delayed)
+        For each row chunk: the chunk, and ``(distances, rows, inputs)`` of its rows' neighbours,
+        of shapes (q, m), (q, m), (q, m, d), nearer first.
+    """
+    import dask
+
+    blocks = list(X.to_delayed().ravel())
+    starts = np.concatenate([[0], np.cumsum(X.chunks[0])])
+    T = X.shape[0]
+    out = []
+    for Q in blocks:
+        # block after block, each task holding the query chunk, one block and the neighbours so far
+        found = None
+        for B, start, stop in zip(blocks, starts[:-1], starts[1:]):
+            found = dask.delayed(_nearer)(found, Q, B, int(start), int(min(stop, T - 1) - start), kernel, m)
+        out.append((Q, found))
+    return out
+
+
+def recorded(func, *args):
+    """``func(*args)`` with the warnings it raised returned as messages (a worker's warnings would
+    never reach the caller otherwise).
+
+    Parameters
+    ----------
+    func : callable
+        The work.
+    *args
+        Its arguments.
+
+    Returns
+    -------
+    result, messages : object, list of (str, type)
+        What ``func`` returned, and each warning's text and category.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = func(*args)
+    return result, [(str(w.message), w.category) for w in caught]

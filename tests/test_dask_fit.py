@@ -1,0 +1,81 @@
+"""A training log given as dask arrays is fitted where its chunks are: the same filter as in memory,
+on a cluster whose workers could not hold the log."""
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster
+
+import kbfilter as kb
+
+
+@pytest.fixture(scope="module")
+def log():
+    system = kb.systems.Oscillation()
+    return system.simulate(3000, rng=0), system.simulate(100, rng=1)
+
+
+@pytest.fixture(scope="module")
+def client():
+    # processes, so that a worker past its memory limit is killed and the fit fails (not spilled
+    # to disk or paused)
+    no_relief = {"distributed.worker.memory.target": False, "distributed.worker.memory.spill": False,
+                 "distributed.worker.memory.pause": False}
+    with dask.config.set(no_relief), LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                                  memory_limit="320MiB", dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        yield client
+
+
+# the original rule's update amplifies round-off (it inverts a product of two regularised Grams)
+@pytest.mark.parametrize("params, atol", [({}, 1e-10), ({"scale": 0.25, "n_neighbors": 7, "reg_transition": 1e-3}, 1e-10),
+                                          ({"rule": "original", "outlier_quantile": 0.99}, 1e-6)])
+def test_a_dask_log_fits_the_filter_memory_fits(client, log, params, atol):
+    (states, obs), (_, test_obs) = log
+    in_memory = kb.KernelBayesFilter(approximation="local", **params).fit(states, obs)
+    # uneven chunks, the last a single state (it has no successor)
+    chunks = (700, 700, 700, 899, 1)
+    chunked = kb.KernelBayesFilter(approximation="local", **params).fit(da.from_array(states, chunks=(chunks, 2)),
+                                                                        da.from_array(obs, chunks=(chunks, 2)))
+    assert np.isclose(chunked.kernel_x_.bandwidth_, in_memory.kernel_x_.bandwidth_, rtol=1e-12, atol=0)
+    assert np.array_equal(chunked.states_, in_memory.states_)
+    # the local solves match to round-off (the columns' deviations are summed in another order)
+    assert np.allclose(chunked.batch_filter(test_obs)[0], in_memory.batch_filter(test_obs)[0], rtol=0, atol=atol)
+
+
+def test_the_workers_never_hold_the_log(client):
+    """A log of 2 x 10^5 steps with 220-dimensional observations (355 MB) on workers limited to
+    320 MiB each, their own interpreter (150 MiB) included: a worker that held the log would pass
+    its limit and be killed, and the fit would fail (joining the chunks on one worker did)."""
+    T, dim_z = 200_000, 220
+    rng = da.random.default_rng(0)
+    states = rng.standard_normal((T, 2), chunks=(10_000, 2)).cumsum(axis=0) * 0.01
+    obs = da.concatenate([states + 0.1 * rng.standard_normal((T, 2), chunks=(10_000, 2)),
+                          rng.standard_normal((T, dim_z - 2), chunks=(10_000, dim_z - 2))], axis=1)
+    assert obs.nbytes + states.nbytes > 320 * 2**20
+    kbf = kb.KernelBayesFilter(approximation="local").fit(states, obs)
+    assert kbf.n_train_ == T and kbf.states_.shape == (T, 2)
+    kbf.predict()
+    kbf.update(np.zeros(dim_z))
+    assert np.all(np.isfinite(kbf.x))
+
+
+def test_a_dask_log_is_checked_on_the_workers(client, log):
+    (states, obs), _ = log
+    bad = states.copy()
+    bad[1234, 0] = np.nan
+    with pytest.raises(ValueError, match="states: contains NaN"):
+        kb.KernelBayesFilter(approximation="local").fit(da.from_array(bad, chunks=500), da.from_array(obs, chunks=500))
+    with pytest.raises(ValueError, match="both as dask arrays"):
+        kb.KernelBayesFilter(approximation="local").fit(da.from_array(states, chunks=500), obs)
+    with pytest.raises(ValueError, match="same length"):
+        kb.KernelBayesFilter(approximation="local").fit(da.from_array(states, chunks=500),
+                                                        da.from_array(obs[:-1], chunks=500))
+    with pytest.raises(ValueError, match="approximation='local'"):
+        kb.KernelBayesFilter(approximation="exact").fit(da.from_array(states, chunks=500),
+                                                        da.from_array(obs, chunks=500))
+    with dask.config.set(scheduler="sync"):  # no cluster needed: the same fit in this process
+        kbf = kb.KernelBayesFilter(approximation="auto").fit(da.from_array(states, chunks=1000),
+                                                             da.from_array(obs, chunks=1000))
+    assert kbf.n_train_ == len(states)
