@@ -236,7 +236,12 @@ class _Decoder:
                 raise ValueError(f"{where}: unknown class {node['class']!r}")
             if not _admitted(cls, allowed):
                 raise ValueError(_not_here(node["class"], where, allowed))
-            return self._set(cls(**self._fields(node, "params", where)), self._fields(node, "fitted", where))
+            fitted = self._fields(node, "fitted", where)
+            # what save writes: public fitted attributes, never a method or the instance's __dict__
+            odd = sorted(k for k in fitted if not k.endswith("_") or k.startswith("_") or hasattr(cls, k))
+            if odd:
+                raise ValueError(f"{where}: {odd} are not fitted attributes of a {node['class']}")
+            return self._set(cls(**self._fields(node, "params", where)), fitted)
         if kind == "object":
             cls, names, holds = _REGISTRY.get(node["class"], (None, (), {}))
             if cls is None:

@@ -151,6 +151,14 @@ CASES = {
         meta["root"]["fields"]["n_pillars"] = 10**7
         load(write(out + "/evil.npz", arrays, meta))
     ''',
+    "a scikit-learn part given a method and a __dict__": '''
+        from sklearn.decomposition import PCA
+        path = save(PCA(1).fit(Z), out + "/pca.npz")
+        arrays, meta = parts(path)
+        meta["root"]["fitted"]["transform"] = 1
+        meta["root"]["fitted"]["__dict__"] = {"t": "dict", "items": {}}
+        load(write(out + "/evil.npz", arrays, meta)).transform(Z)
+    ''',
     "a Woodbury solver of an empty factor": '''
         path = kb.ConditionalEmbedding(method="icf", rank=5).fit(X, Z).save(out + "/cme.npz")
         arrays, meta = parts(path)
