@@ -163,13 +163,17 @@ def check_observation(z, sample_shape, name="z"):
 MAX_TRAINING_MAGNITUDE = 1e100
 
 
-def _within_magnitude(arr, name):
-    """Training values are squared and summed (covariances, kernel distances, column spreads); past
-    about 1e154 their squares overflow, so a value beyond the bound is refused by name."""
-    largest = float(np.max(np.abs(arr))) if arr.size else 0.0
+def check_training_magnitude(largest, name):
+    """Refuse training values beyond the bound, by name: they are squared and summed (covariances,
+    kernel distances, column spreads), and past about 1e154 their squares overflow. ``largest`` is
+    the largest absolute value (computed wherever the data are: here, or on dask workers)."""
     if largest > MAX_TRAINING_MAGNITUDE:
         raise ValueError(f"{name}: holds values up to {largest:.3g} in size; training values must lie within "
                          f"+-{MAX_TRAINING_MAGNITUDE:g} (their squares must not overflow): express them in other units")
+
+
+def _within_magnitude(arr, name):
+    check_training_magnitude(float(np.max(np.abs(arr))) if arr.size else 0.0, name)
     return arr
 
 

@@ -19,7 +19,7 @@ import warnings
 import numpy as np
 from sklearn.neighbors import NearestNeighbors
 
-from .._validation import MAX_TRAINING_MAGNITUDE
+from .._validation import check_training_magnitude
 from ..kernels import as_kernel, median_rows
 
 
@@ -81,9 +81,7 @@ def checked_log(states, observations):
     for name, finite, largest in (("states", finite_x, largest_x), ("observations", finite_z, largest_z)):
         if not finite:
             raise ValueError(f"{name}: contains NaN or infinite values")
-        if largest > MAX_TRAINING_MAGNITUDE:
-            raise ValueError(f"{name}: holds values up to {largest:.3g} in size; training values must lie within "
-                             f"+-{MAX_TRAINING_MAGNITUDE:g} (their squares must not overflow)")
+        check_training_magnitude(float(largest), name)
     return X, Z
 
 

@@ -588,7 +588,6 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         self.n_features_in_ = X.shape[1]
         if T < 3:
             raise ValueError(f"states: expected at least 3 training steps in all, got {T}")
-        found = report_outlying_states("KernelBayesFilter", X)
         pred = stacked_predecessors(xs)
         if settings.approximation == "auto":
             settings.approximation = "exact" if T <= AUTO_LOCAL_T else "local"
@@ -605,6 +604,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
                 raise ValueError(f"controls: a controlled transition needs transition='exact' and approximation "
                                  f"'exact' or 'nystrom', got {transition_method!r} and {settings.approximation!r}")
             U = np.vstack(check_controls(controls, xs))
+        found = report_outlying_states("KernelBayesFilter", X)
         space, Z = ObservationSpace.fitted(settings.features, obs_shape, Z, X)
         reg_prior = settings.reg_prior
         reg_transition = self._reg_transition(settings)
