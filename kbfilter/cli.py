@@ -1,5 +1,6 @@
-"""Command line: ``kbfilter bench SYSTEM ...`` (also ``python -m kbfilter``), and the protocol
-scenario scripts, which are the same command with the protocol's defaults.
+"""Command line: ``kbfilter bench SYSTEM ...`` (also ``python -m kbfilter``), ``kbfilter bench
+RECORDING ...`` (the benchmark on recorded tracks), and the scenario scripts, which are the same
+commands with the studies' defaults.
 
 Every argument is checked before any work starts: a bad one gives one line on standard error
 and exit code 2.
@@ -68,7 +69,9 @@ def add_bench_arguments(parser, system=None, runs=None, train_lengths=(500,), jo
     from .bench import METHODS, SYSTEMS
 
     if system is None:
-        parser.add_argument("system", choices=sorted(SYSTEMS))
+        parser.add_argument("system", choices=[*sorted(SYSTEMS), *_RECORDINGS],
+                            help="a simulated system; or a recording (opensky, solent), whose benchmark takes its "
+                                 "own options: kbfilter bench solent --help")
     parser.set_defaults(system=system)
     parser.add_argument("--runs", type=int, default=runs,
                         help="independent runs (default: 6, 4 for the image systems; paper protocol: 30, "
@@ -116,6 +119,104 @@ def add_bench_arguments(parser, system=None, runs=None, train_lengths=(500,), jo
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
+
+
+#: the recordings ``kbfilter bench`` runs on (:data:`kbfilter.bench.tracks.RECORDINGS`)
+_RECORDINGS = ("opensky", "solent")
+
+
+def add_tracks_arguments(parser, data=None, out=None):
+    """The arguments of the benchmark on recorded tracks, shared by ``kbfilter bench RECORDING`` and
+    ``scenarios/real_tracks.py``.
+
+    ``data`` fixes the recording (``kbfilter bench solent``); otherwise it is the ``--data`` option.
+    """
+    from .bench.tracks import DEFAULT_TRACK_METHODS, TRACK_METHODS, TracksConfig
+
+    defaults = TracksConfig()
+    if data is None:
+        parser.add_argument("--data", choices=_RECORDINGS, default=defaults.data,
+                            help=f"the recording (default {defaults.data})")
+    parser.set_defaults(data=data or defaults.data)
+    parser.add_argument("--sensor", choices=("fixes", "radar"), default=defaults.sensor,
+                        help="position fixes, or a range-bearing radar at the projection's origin (default fixes)")
+    parser.add_argument("--splits", type=int, default=defaults.splits,
+                        help=f"train / test splits by vehicle (default {defaults.splits})")
+    parser.add_argument("--methods", nargs="+", choices=tuple(TRACK_METHODS), default=list(DEFAULT_TRACK_METHODS),
+                        metavar="METHOD", help=f"any of {', '.join(TRACK_METHODS)} "
+                                               f"(default {' '.join(DEFAULT_TRACK_METHODS)})")
+    parser.add_argument("--noise", type=float, default=defaults.noise,
+                        help=f"the fixes' error, metres (default {defaults.noise:g})")
+    parser.add_argument("--range-noise", type=float, default=defaults.range_noise,
+                        help=f"the radar's range error, metres (default {defaults.range_noise:g})")
+    parser.add_argument("--bearing-noise", type=float, default=defaults.bearing_noise,
+                        help=f"the radar's bearing error, radians (default {defaults.bearing_noise:g})")
+    parser.add_argument("--gap", type=int, default=defaults.gap,
+                        help=f"steps in each dropout (default {defaults.gap})")
+    parser.add_argument("--gap-rate", type=float, default=defaults.gap_rate,
+                        help=f"the chance that a dropout starts at a step (default {defaults.gap_rate:g})")
+    parser.add_argument("--roughening", type=float, default=defaults.roughening,
+                        help=f"the learned-motion filters' roughening constant (default {defaults.roughening:g}; "
+                             f"0: none)")
+    parser.add_argument("--test-size", type=float, default=defaults.test_size,
+                        help=f"the fraction of vehicles held out in each split (default {defaults.test_size:g})")
+    parser.add_argument("--max-test-tracks", type=int, default=None,
+                        help="score at most this many test tracks per split, for a quick look (default: all)")
+    parser.add_argument("--map-tracks", type=int, default=defaults.map_tracks,
+                        help=f"test tracks drawn in tracks.png (default {defaults.map_tracks})")
+    parser.add_argument("--jobs", type=int, default=-1, help="splits in parallel (default -1: all cores)")
+    parser.add_argument("--out", default=None, help="output folder (default results/bench-RECORDING)"
+                        if out is None else f"output folder (default {out})")
+    parser.set_defaults(default_out=out)
+    parser.add_argument("--force", action="store_true",
+                        help="overwrite results already in --out (without it, a given --out that holds results "
+                             "is an error and the default folder gets a numbered sibling)")
+    parser.add_argument("--quiet", action="store_true", help="no line per split")
+    return parser
+
+
+def tracks_command(args, parser):
+    """Run the benchmark on recorded tracks from parsed arguments; returns the exit code."""
+    from ._validation import check_n_jobs
+    from .bench.report import writable_folder
+    from .bench.tracks import TracksConfig, run_tracks_bench
+
+    if args.out is not None and not args.out.strip():
+        parser.error("argument --out: expected a folder, got an empty name (leave --out out for the default)")
+    out = args.out or _unused_folder(args.default_out or f"results/bench-{args.data}", False, args.force)
+    if not args.force and _holds_results(out):
+        parser.error(f"argument --out: {out} already holds results; pass --force to overwrite them or choose "
+                     f"another --out")
+    try:
+        check_n_jobs(args.jobs)
+        config = TracksConfig.checked(
+            data=args.data, sensor=args.sensor, splits=args.splits, methods=tuple(args.methods), noise=args.noise,
+            range_noise=args.range_noise, bearing_noise=args.bearing_noise, gap=args.gap, gap_rate=args.gap_rate,
+            roughening=args.roughening, test_size=args.test_size, max_test_tracks=args.max_test_tracks,
+            map_tracks=args.map_tracks)
+        writable_folder(out)
+    except ValueError as exc:
+        name, _, message = str(exc).partition(": ")
+        parser.error(f"argument {_FLAGS.get(name, '--' + name.replace('_', '-'))}: {message}")
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    with _terminated_as_interrupted():
+        print(f"kbfilter bench {args.data}: results in {out}", flush=True)
+        run_tracks_bench(config, out, n_jobs=args.jobs, progress=not args.quiet, command=args.command_line)
+    return 0
+
+
+def tracks_scenario_main(argv=None):
+    """``scenarios/real_tracks.py``: the benchmark on recorded tracks with the recording as an option."""
+    parser = _Parser(prog="real_tracks.py", description="Learned motion on recorded tracks against the models a "
+                                                        "tracking engineer writes.")
+    add_tracks_arguments(parser, out="results/real_tracks/DATA-SENSOR")
+    args = parser.parse_args(argv)
+    args.default_out = f"results/real_tracks/{args.data}-{args.sensor}"
+    args.command_line = ["real_tracks.py", *(sys.argv[1:] if argv is None else argv)]
+    return tracks_command(args, parser)
 
 
 def build_parser():
@@ -184,6 +285,10 @@ def bench_command(args, parser, folder_per_length=False):
     from ._validation import check_n_jobs
     from .bench.runner import BenchConfig
 
+    if args.system in _RECORDINGS:
+        parser.error(f"argument system: {args.system} is a recording, whose benchmark takes its own options; "
+                     f"name it first: kbfilter bench {args.system} [options] (see kbfilter bench {args.system} "
+                     f"--help)")
     if args.runs is None:
         args.runs = BENCH_SYSTEMS[args.system].quick_runs
     many = folder_per_length or len(args.train_lengths) > 1
@@ -255,10 +360,21 @@ def scenario_main(system, argv=None):
 
 def main(argv=None):
     """Entry point of the ``kbfilter`` command; returns the exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if len(argv) >= 2 and argv[0] == "bench" and argv[1] in _RECORDINGS:
+        tracks = _Parser(prog=f"kbfilter bench {argv[1]}",
+                         description="Learned motion on recorded tracks against constant velocity, coordinated "
+                                     "turns and their IMM: splits by vehicle, a simulated sensor with dropouts, "
+                                     "position RMSE, NEES and paired tests; writes results.json, results.csv and "
+                                     "tracks.png.")
+        add_tracks_arguments(tracks, data=argv[1])
+        args = tracks.parse_args(argv[2:])
+        args.command_line = ["kbfilter", *argv]
+        return tracks_command(args, tracks)
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
-    args.command_line = ["kbfilter", *(sys.argv[1:] if argv is None else argv)]
+    args.command_line = ["kbfilter", *argv]
     return bench_command(args, args.command_parser)

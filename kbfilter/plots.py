@@ -3,7 +3,7 @@ imported only when a figure is made, and nothing is ever shown."""
 
 import numpy as np
 
-__all__ = ["plot_mse_box", "plot_trajectory", "plot_frames", "plot_map", "save_figure"]
+__all__ = ["plot_mse_box", "plot_trajectory", "plot_frames", "plot_map", "plot_tracks", "save_figure"]
 
 
 def _axes(ax, figsize=(7, 4.5)):
@@ -200,6 +200,73 @@ def plot_map(system, states, estimates, particles=None, ax=None, weights=None):
                        label=f"{name} particles, step {step}")
     ax.legend(fontsize=6, loc="upper right", framealpha=0.6)
     return ax
+
+
+def plot_tracks(truths, estimates, observations=None, missing=None, titles=None, axes=None):
+    """Recorded tracks from above, one panel each, with the observations and each method's estimates.
+
+    Positions are drawn in kilometres from each track's first true position, so that tracks far
+    apart share one scale of detail.
+
+    Parameters
+    ----------
+    truths : sequence of array-like of shape (T_i, >=2)
+        The true tracks; the first two columns are east and north, metres.
+    estimates : sequence of dict of str to array-like of shape (T_i, >=2)
+        For each track, each method's estimates (the first two columns are drawn).
+    observations : sequence of (array-like of shape (T_i, 2) or None), optional
+        Position fixes to draw as dots (NaN rows, or None for a track, draw nothing).
+    missing : sequence of array-like of bool, shape (T_i,), optional
+        The steps whose observation was missing: the true positions there are marked.
+    titles : sequence of str, optional
+        One title a panel.
+    axes : sequence of Axes, optional
+        One per track; a new figure when None.
+
+    Returns
+    -------
+    list of matplotlib.axes.Axes
+        The axes drawn on.
+    """
+    n = len(truths)
+    if n == 0:
+        raise ValueError("truths: expected at least one track to draw")
+    if axes is None:
+        import matplotlib.pyplot as plt
+
+        cols = min(n, 2)
+        fig, grid = plt.subplots((n + cols - 1) // cols, cols, figsize=(5.5 * cols, 4.8 * ((n + cols - 1) // cols)),
+                                 squeeze=False)
+        axes = list(grid.ravel())
+        for ax in axes[n:]:
+            ax.set_visible(False)
+    for i in range(n):
+        ax = axes[i]
+        truth = np.asarray(truths[i], float)
+        origin = truth[0, :2]
+
+        def km(points):
+            return (np.asarray(points, float)[:, :2] - origin) / 1e3
+
+        if observations is not None and observations[i] is not None:
+            fixes = km(observations[i])
+            ax.scatter(fixes[:, 0], fixes[:, 1], s=4, color="0.6", label="observations", zorder=1)
+        path = km(truth)
+        ax.plot(path[:, 0], path[:, 1], color="black", lw=2, label="true track", zorder=2)
+        if missing is not None and np.any(missing[i]):
+            gone = np.asarray(missing[i], bool)
+            ax.scatter(path[gone, 0], path[gone, 1], s=10, marker="x", color="tab:red",
+                       label="observation missing", zorder=3)
+        for name, means in estimates[i].items():
+            means = km(means)
+            ax.plot(means[:, 0], means[:, 1], lw=1, alpha=0.85, label=name, zorder=4)
+        ax.set_aspect("equal", adjustable="datalim")
+        ax.set_xlabel("east, km")
+        ax.set_ylabel("north, km")
+        if titles is not None:
+            ax.set_title(titles[i], fontsize=9)
+        ax.legend(fontsize=6, loc="best", framealpha=0.6)
+    return list(axes[:n])
 
 
 def save_figure(ax, path):

@@ -120,8 +120,9 @@ def provenance(system, command=None):
 
     Parameters
     ----------
-    system : str or System
-        A name in :data:`~kbfilter.bench.SYSTEMS`, or a system.
+    system : str, System or None
+        A name in :data:`~kbfilter.bench.SYSTEMS`, or a system (None: a run that has no system,
+        such as the benchmark on recorded tracks).
     command : list of str, optional
         The command line (default: this process's ``sys.argv``).
 
@@ -129,7 +130,7 @@ def provenance(system, command=None):
     -------
     dict
         ``command``, ``date`` (UTC), ``python``, ``platform``, ``versions`` (package -> version)
-        and ``system`` (its parameters).
+        and, when a system is given, ``system`` (its parameters).
     """
     versions = {}
     for package in _PACKAGES:
@@ -139,10 +140,12 @@ def provenance(system, command=None):
             versions[package] = None
     if command is None:
         command = [Path(sys.argv[0]).name] + sys.argv[1:]
-    return {"command": list(command),
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "python": platform.python_version(), "platform": platform.platform(), "versions": versions,
-            "system": system_parameters(make_system(system) if isinstance(system, str) else system)}
+    record = {"command": list(command),
+              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "python": platform.python_version(), "platform": platform.platform(), "versions": versions}
+    if system is not None:
+        record["system"] = system_parameters(make_system(system) if isinstance(system, str) else system)
+    return record
 
 
 def summarise(rows, reference=REFERENCE):

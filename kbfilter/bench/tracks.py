@@ -1,0 +1,493 @@
+"""The benchmark on recorded tracks: learned motion against the models a tracking engineer writes.
+
+``kbfilter bench solent`` / ``kbfilter bench opensky``. The recorded positions of real ships (AIS,
+the Solent) or aircraft (ADS-B, OpenSky) are the ground truth; the sensor is simulated over them:
+position fixes with Gaussian errors of ``noise`` metres, or (``sensor="radar"``) a range-bearing
+radar at the projection's origin (the recording's reference point) with errors of ``range_noise``
+metres and ``bearing_noise`` radians; missing for stretches of ``gap`` steps (each step after the
+first starts one with probability ``gap_rate``). Each split holds out ``test_size`` of the vehicles
+(never parts of one vehicle's track) and fits every method on the others:
+
+- ``cv``: the constant-velocity Kalman filter, its acceleration noise chosen on the training tracks
+  (root mean square velocity change a step, over the step), its first velocity belief the
+  training tracks' root mean square velocity;
+- ``ct``: the coordinated-turn extended Kalman filter, the same acceleration noise and a turn-rate
+  noise chosen on the training tracks;
+- ``imm``: an interacting multiple model of the straight and the turning coordinated-turn models
+  (switching probability 0.05 a step);
+- ``learned``: :class:`~kbfilter.LearnedMotionFilter` with the step learned from the velocity
+  (``inputs=(2, 3)``: it holds anywhere) and the same sensor model;
+- ``learned-where``: the same, with the position among the inputs too (the motion may depend on
+  where the vehicle is: channels, harbours, airways);
+- ``kbf`` / ``kbf-position``: the scalable kernel Bayes filter (Nystrom kernels, kNN transition,
+  default hyperparameters) on the whole state / on the position alone; its belief stays on the
+  training states.
+
+Per test track: the position RMSE over all steps and over the steps inside dropouts, the mean NEES
+of the reported position covariance and the time a step. Per split: the mean over tracks. Over
+splits: paired Wilcoxon tests against ``cv`` and against the best hand-written model of each split
+(the lowest mean RMSE among ``cv``, ``ct`` and ``imm``), and, per learned method, the test tracks
+on which it is lost (RMSE above twice the split's best hand-written model's).
+"""
+
+import csv
+import json
+import os
+import time
+import warnings
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from joblib import Parallel, delayed
+from scipy.stats import wilcoxon
+
+from .._validation import check_choice, check_int, check_n_jobs, check_positive
+from ..datasets import load_opensky, load_solent
+from ..filters import (ExtendedKalman, InteractingMultipleModel, KernelBayesFilter, LearnedMotionFilter)
+from ..stats import mean_nees
+from ..systems import ConstantVelocity, CoordinatedTurn, PositionFixes, RangeBearing, dropouts
+from .report import _partial, folder_lock, provenance, writable_folder
+
+__all__ = ["RECORDINGS", "TRACK_METHODS", "HAND_WRITTEN", "DEFAULT_TRACK_METHODS", "TracksConfig", "run_tracks_split",
+           "summarise_tracks", "format_tracks_table", "run_tracks_bench"]
+
+#: the recordings the benchmark runs on, name -> loader
+RECORDINGS = {"solent": load_solent, "opensky": load_opensky}
+
+#: the methods, name -> description
+TRACK_METHODS = {
+    "cv": "constant-velocity Kalman filter",
+    "ct": "coordinated-turn extended Kalman filter",
+    "imm": "interacting multiple model of the straight and turning coordinated-turn models",
+    "learned": "learned-motion particle filter, step learned from the velocity",
+    "learned-where": "learned-motion particle filter, step learned from the position and velocity",
+    "kbf": "scalable kernel Bayes filter on the position and velocity",
+    "kbf-position": "scalable kernel Bayes filter on the position",
+}
+#: the models a tracking engineer writes by hand
+HAND_WRITTEN = ("cv", "ct", "imm")
+#: what runs when no methods are given
+DEFAULT_TRACK_METHODS = ("cv", "ct", "imm", "learned")
+
+
+@dataclass(frozen=True)
+class TracksConfig:
+    """The settings of one benchmark on recorded tracks, checked once (:meth:`checked`).
+
+    Parameters
+    ----------
+    data : {"solent", "opensky"}
+        The recording.
+    sensor : {"fixes", "radar"}
+        Position fixes, or a range-bearing radar at the projection's origin.
+    splits : int
+        Train / test splits by vehicle (seeds 0, 1, ...).
+    methods : tuple of str
+        Names in :data:`TRACK_METHODS`.
+    noise : float
+        The fixes' error, metres.
+    range_noise, bearing_noise : float
+        The radar's errors, metres and radians.
+    gap : int
+        Steps in each dropout.
+    gap_rate : float
+        The chance that a dropout starts at a step.
+    roughening : float
+        The learned-motion filters' roughening constant (0: none).
+    test_size : float
+        The fraction of the vehicles held out in each split.
+    max_test_tracks : int or None
+        Score at most this many test tracks per split (the first ones; None: all), for a quick run.
+    map_tracks : int
+        How many test tracks of the first split the map figure draws (the longest ones).
+    """
+
+    data: str = "solent"
+    sensor: str = "fixes"
+    splits: int = 10
+    methods: tuple = DEFAULT_TRACK_METHODS
+    noise: float = 10.0
+    range_noise: float = 20.0
+    bearing_noise: float = 0.002
+    gap: int = 10
+    gap_rate: float = 0.02
+    roughening: float = 0.2
+    test_size: float = 0.3
+    max_test_tracks: int = None
+    map_tracks: int = 4
+
+    @classmethod
+    def checked(cls, **settings):
+        """A configuration whose every setting has been checked.
+
+        Parameters
+        ----------
+        **settings
+            The fields of :class:`TracksConfig`; missing ones take their defaults.
+
+        Returns
+        -------
+        TracksConfig
+            The settings, ``methods`` as a tuple.
+
+        Raises
+        ------
+        ValueError
+            Naming the setting and what it should be.
+        """
+        unknown = sorted(set(settings) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"{unknown[0]}: not a setting of the tracks benchmark; it takes "
+                             f"{', '.join(cls.__dataclass_fields__)}")
+        config = cls(**settings)
+        check_choice(config.data, "data", tuple(RECORDINGS))
+        check_choice(config.sensor, "sensor", ("fixes", "radar"))
+        check_int(config.splits, "splits", minimum=1)
+        methods = (config.methods,) if isinstance(config.methods, str) else tuple(config.methods or ())
+        if not methods:
+            raise ValueError(f"methods: expected at least one of {', '.join(TRACK_METHODS)}")
+        for m in methods:
+            check_choice(m, "methods", tuple(TRACK_METHODS))
+        if len(set(methods)) < len(methods):
+            raise ValueError(f"methods: each method once, got {list(methods)}")
+        for name in ("noise", "range_noise", "bearing_noise", "test_size"):
+            check_positive(getattr(config, name), name)
+        if not config.test_size < 1:
+            raise ValueError(f"test_size: expected a fraction between 0 and 1, got {config.test_size!r}")
+        check_int(config.gap, "gap", minimum=1)
+        if not 0 <= config.gap_rate < 1:
+            raise ValueError(f"gap_rate: expected a probability in [0, 1), got {config.gap_rate!r}")
+        check_positive(config.roughening, "roughening", allow_zero=True)
+        if config.max_test_tracks is not None:
+            check_int(config.max_test_tracks, "max_test_tracks", minimum=1)
+        check_int(config.map_tracks, "map_tracks", minimum=0)
+        return cls(**{**asdict(config), "methods": methods})
+
+    def sensor_model(self):
+        """The sensor simulated over the tracks and given to the filters.
+
+        Returns
+        -------
+        PositionFixes or RangeBearing
+            A new sensor with the configured errors.
+        """
+        if self.sensor == "fixes":
+            return PositionFixes(self.noise)
+        return RangeBearing((0.0, 0.0), self.range_noise, self.bearing_noise)
+
+    def describe(self, tracks):
+        """One line on the recording, the sensor and the dropouts.
+
+        Parameters
+        ----------
+        tracks : TrackSet
+            The loaded recording.
+
+        Returns
+        -------
+        str
+            The line the benchmark prints first.
+        """
+        seen = (f"fixes with {self.noise:g} m errors" if self.sensor == "fixes" else
+                f"radar at the origin, {self.range_noise:g} m and {self.bearing_noise:g} rad errors")
+        return (f"{self.data}: {len(tracks)} tracks of {len(set(tracks.vehicles))} vehicles, step {tracks.step:g} s; "
+                f"{seen}; dropouts of {self.gap} steps; {self.splits} splits holding out {self.test_size:.0%} of "
+                f"the vehicles")
+
+
+def _rmse(estimate, truth, rows):
+    if not np.any(rows):
+        return None
+    return float(np.sqrt(np.mean(np.sum((estimate[rows, :2] - truth[rows, :2]) ** 2, axis=1))))
+
+
+def _filters(config, train, sensor, split):
+    """Each method's factory: a fresh filter for one test track."""
+    speed = float(np.sqrt(np.mean(np.concatenate([t[:, 2:] for t in train.tracks]) ** 2)))
+    cv = ConstantVelocity.fitted(train.tracks, train.step, sensor=sensor, speed=speed)
+    ct = CoordinatedTurn.fitted(train.tracks, train.step, sensor=sensor, speed=speed)
+    straight = CoordinatedTurn(ct.step, ct.accel, ct.turn_noise, sensor, speed, ct.turn, turning=False)
+    fixes = [sensor.observe(t, rng=np.random.default_rng([split, 0])) for t in train.tracks]
+    learned = {
+        "learned": lambda: LearnedMotionFilter(cv, inputs=(2, 3), roughening=config.roughening, random_state=split),
+        "learned-where": lambda: LearnedMotionFilter(cv, roughening=config.roughening, random_state=split),
+        "kbf": lambda: KernelBayesFilter(approximation="nystrom", transition="knn"),
+        "kbf-position": lambda: KernelBayesFilter(approximation="nystrom", transition="knn"),
+    }
+    factories, fit_s = {}, {}
+    for name in config.methods:
+        start = time.perf_counter()
+        if name == "cv":
+            factories[name] = lambda: ExtendedKalman(cv)
+        elif name == "ct":
+            factories[name] = lambda: ExtendedKalman(ct)
+        elif name == "imm":
+            factories[name] = lambda: InteractingMultipleModel([straight, ct], switch=0.05)
+        else:
+            states = train.positions() if name == "kbf-position" else train.tracks
+            fitted = learned[name]().fit(states, fixes)
+            factories[name] = fitted.reset  # the learned filters restart from their fit on every track
+        fit_s[name] = time.perf_counter() - start
+    return factories, fit_s, {"accel": cv.accel, "speed": speed}
+
+
+def run_tracks_split(config, tracks, split):
+    """Every method's scores on the test tracks of one split.
+
+    Parameters
+    ----------
+    config : TracksConfig
+        Checked settings.
+    tracks : TrackSet
+        The recording.
+    split : int
+        The split's seed: which vehicles are held out, and the sensor's draws.
+
+    Returns
+    -------
+    dict
+        ``split``, ``n_train`` / ``n_test`` (tracks), ``fit_s`` (method -> seconds), the motion
+        noise chosen for ``cv``, ``tracks`` (one dict per test track: ``vehicle``, ``steps``,
+        ``missing`` and, per method, ``rmse``, ``rmse_dropouts``, ``nees``, ``ms_per_step``) and,
+        for the map (first split only), ``paths``: the ``map_tracks`` longest test tracks with
+        their observations, dropout mask and every method's estimates.
+    """
+    train, test = tracks.split(test_size=config.test_size, random_state=split)
+    sensor = config.sensor_model()
+    rows, paths = [], []
+    with warnings.catch_warnings():
+        # reacquisitions and fit reports, counted in the scores; a benchmark run would repeat them
+        warnings.simplefilter("ignore")
+        factories, fit_s, noise = _filters(config, train, sensor, split)
+        scored = test.tracks if config.max_test_tracks is None else test.tracks[:config.max_test_tracks]
+        # the map shows the longest scored tracks of the first split: most motion for the space
+        longest = np.argsort([-len(t) for t in scored], kind="stable")[:config.map_tracks]
+        drawn = set(longest.tolist()) if split == 0 else set()
+        for i, (track, vehicle) in enumerate(zip(scored, test.vehicles)):
+            rng = np.random.default_rng([split, 1, i])
+            zs, missing = dropouts(sensor.observe(track, rng=rng), rng=rng, rate=config.gap_rate,
+                                   length=(config.gap, config.gap))
+            row = {"vehicle": vehicle, "steps": len(track), "missing": int(missing.sum())}
+            estimates = {}
+            for name, factory in factories.items():
+                filt = factory()
+                start = time.perf_counter()
+                means, covs, _, _ = filt.batch_filter(zs)
+                elapsed = time.perf_counter() - start
+                estimates[name] = means[:, :2]
+                row[name] = {"rmse": _rmse(means, track, np.ones(len(track), bool)),
+                             "rmse_dropouts": _rmse(means, track, missing),
+                             # the position's: every model has it, whatever else its state holds
+                             "nees": mean_nees(track[:, :2], means[:, :2], covs[:, :2, :2]),
+                             "ms_per_step": 1e3 * elapsed / len(track)}
+            rows.append(row)
+            if i in drawn:
+                observed = (np.array([np.full(2, np.nan) if z is None else z for z in zs])
+                            if config.sensor == "fixes" else None)
+                paths.append({"vehicle": vehicle, "truth": track[:, :2], "observations": observed,
+                              "missing": missing, "estimates": estimates})
+    return {"split": split, "n_train": len(train), "n_test": len(test), "fit_s": fit_s, **noise, "tracks": rows,
+            "paths": paths}
+
+
+def _mean(values):
+    values = [v for v in values if v is not None and np.isfinite(v)]
+    return float(np.mean(values)) if values else None
+
+
+def _paired(values, reference):
+    """Splits where ``values`` is below ``reference``, and the paired Wilcoxon p-value."""
+    pairs = [(a, b) for a, b in zip(values, reference) if a is not None and b is not None]
+    if not pairs:
+        return 0, None
+    a, b = np.array(pairs).T
+    wins = int(np.sum(a < b))
+    if len(pairs) < 2 or np.all(a == b):
+        return wins, None
+    return wins, float(wilcoxon(a, b).pvalue)
+
+
+def summarise_tracks(results, methods):
+    """Per split, each method's mean over its test tracks; over splits, the comparisons.
+
+    Parameters
+    ----------
+    results : list of dict
+        What :func:`run_tracks_split` returns, one per split.
+    methods : sequence of str
+        The methods that ran.
+
+    Returns
+    -------
+    dict
+        ``splits`` (metric -> method -> one value a split, ``best-hand`` included when a
+        hand-written model ran), ``best_hand_model`` (one name a split), ``compared`` (metric ->
+        method -> reference -> ``{"wins": splits, "p": Wilcoxon p}``), ``ratio_to_best_hand``
+        (method -> mean RMSE over the best hand-written model's), ``lost`` / ``better`` (method ->
+        test tracks where its RMSE is above twice / below the split's best hand-written model's),
+        ``test_tracks`` and ``ms_per_step`` (method -> mean over tracks).
+    """
+    table = {"splits": {}}
+    for key in ("rmse", "rmse_dropouts", "nees"):
+        table["splits"][key] = {m: [_mean([r[m][key] for r in s["tracks"]]) for s in results] for m in methods}
+    hand = [m for m in HAND_WRITTEN if m in methods]
+    learned = [m for m in methods if m not in HAND_WRITTEN]
+    table["test_tracks"] = int(sum(len(s["tracks"]) for s in results))
+    table["ms_per_step"] = {m: _mean([r[m]["ms_per_step"] for s in results for r in s["tracks"]]) for m in methods}
+    table["compared"], table["lost"], table["better"], table["ratio_to_best_hand"] = {}, {}, {}, {}
+    if hand:
+        split_rmse = table["splits"]["rmse"]
+        best = [min(hand, key=lambda m: np.inf if split_rmse[m][i] is None else split_rmse[m][i])
+                for i in range(len(results))]
+        table["best_hand_model"] = best
+        for key in ("rmse", "rmse_dropouts"):
+            table["splits"][key]["best-hand"] = [table["splits"][key][b][i] for i, b in enumerate(best)]
+        for m in learned:
+            ours = [np.array([np.inf if r[m]["rmse"] is None else r[m]["rmse"] for r in s["tracks"]]) for s in results]
+            theirs = [np.array([r[b]["rmse"] for r in s["tracks"]], float) for s, b in zip(results, best)]
+            table["lost"][m] = int(sum(np.sum(a > 2 * b) for a, b in zip(ours, theirs)))
+            table["better"][m] = int(sum(np.sum(a < b) for a, b in zip(ours, theirs)))
+            mine, reference = _mean(table["splits"]["rmse"][m]), _mean(table["splits"]["rmse"]["best-hand"])
+            table["ratio_to_best_hand"][m] = None if mine is None or reference is None else mine / reference
+    for key in ("rmse", "rmse_dropouts"):
+        table["compared"][key] = {}
+        for m in methods:
+            references = [r for r in ("cv", "best-hand") if r in table["splits"][key] and r != m
+                          and not (r == "best-hand" and m in HAND_WRITTEN)]
+            table["compared"][key][m] = {}
+            for r in references:
+                wins, p = _paired(table["splits"][key][m], table["splits"][key][r])
+                table["compared"][key][m][r] = {"wins": wins, "p": p}
+    return table
+
+
+def _number(value, digits=1):
+    if value is None:
+        return "-"
+    return f"{value:.3g}" if abs(value) >= 1e5 else f"{value:.{digits}f}"
+
+
+def format_tracks_table(summary, splits):
+    """The benchmark's report as text.
+
+    Parameters
+    ----------
+    summary : dict
+        What :func:`summarise_tracks` returns.
+    splits : int
+        How many splits ran.
+
+    Returns
+    -------
+    str
+        The tables and the comparisons, one line each.
+    """
+    lines = []
+    methods = list(summary["splits"]["rmse"])
+    for key, label in (("rmse", "position RMSE, m"), ("rmse_dropouts", "position RMSE inside dropouts, m")):
+        lines.append(f"{label} (mean / median of the {splits} splits' means over their test tracks)")
+        for m in methods:
+            values = [v for v in summary["splits"][key][m] if v is not None]
+            line = (f"  {m:<14} {_number(np.mean(values) if values else None):>9} / "
+                    f"{_number(np.median(values) if values else None):<9}")
+            for reference, cell in summary["compared"].get(key, {}).get(m, {}).items():
+                p = "-" if cell["p"] is None else f"{cell['p']:.3g}"
+                line += f"  | below {reference} in {cell['wins']}/{splits} splits, Wilcoxon p = {p}"
+            lines.append(line)
+    nees = {m: _mean(summary["splits"]["nees"][m]) for m in summary["splits"]["nees"]}
+    lines.append("mean NEES of the reported position covariance (2 for a consistent filter): "
+                 + ", ".join(f"{m} {_number(v, 2)}" for m, v in nees.items()))
+    if "best_hand_model" in summary:
+        lines.append(f"best hand-written model by split: {', '.join(summary['best_hand_model'])}")
+        for m in summary["lost"]:
+            ratio = summary["ratio_to_best_hand"][m]
+            lines.append(f"{m}: mean RMSE {_number(ratio, 3)} x the best hand-written model's; better on "
+                         f"{summary['better'][m]} and lost (RMSE above twice its) on {summary['lost'][m]} of "
+                         f"{summary['test_tracks']} test tracks")
+    lines.append("ms a step: " + ", ".join(f"{m} {_number(v, 2)}" for m, v in summary["ms_per_step"].items()))
+    return "\n".join(lines)
+
+
+def _write(out, config, tracks, results, summary, report, command):
+    """results.json, results.csv and tracks.png, all or none (results.json last)."""
+    from ..plots import plot_tracks, save_figure
+
+    record = out / "results.partial.json"
+    splits = [{k: v for k, v in s.items() if k != "paths"} for s in results]
+    with open(record, "w") as fh:
+        json.dump({"recording": config.data, "attribution": tracks.attribution,
+                   "provenance": provenance(None, command), "config": asdict(config), "summary": summary,
+                   "report": report, "splits": splits}, fh, indent=1)
+    paths = [out / "results.csv"]
+    with open(_partial(paths[0]), "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["split", "vehicle", "steps", "missing", "method", "rmse", "rmse_dropouts", "nees",
+                         "ms_per_step"])
+        for s in splits:
+            for r in s["tracks"]:
+                for m in config.methods:
+                    writer.writerow([s["split"], r["vehicle"], r["steps"], r["missing"], m, r[m]["rmse"],
+                                     r[m]["rmse_dropouts"], r[m]["nees"], r[m]["ms_per_step"]])
+    drawn = results[0]["paths"]
+    if drawn:
+        paths.append(out / "tracks.png")
+        axes = plot_tracks([p["truth"] for p in drawn], [p["estimates"] for p in drawn],
+                           observations=[p["observations"] for p in drawn], missing=[p["missing"] for p in drawn],
+                           titles=[f"{config.data} vehicle {p['vehicle']}" for p in drawn])
+        save_figure(axes[0], _partial(paths[-1]))
+    for path in paths:
+        os.replace(_partial(path), path)
+    os.replace(record, out / "results.json")
+    return [out / "results.json", *paths]
+
+
+def run_tracks_bench(config, out, n_jobs=None, progress=True, print_fn=print, command=None):
+    """Run the benchmark on a recording, print its report and write it to ``out``.
+
+    Parameters
+    ----------
+    config : TracksConfig
+        Checked settings (:meth:`TracksConfig.checked`).
+    out : str or path-like
+        The results folder: ``results.json`` (settings, provenance, summary, every track's
+        scores), ``results.csv`` (one row per track and method) and ``tracks.png`` (a map of some
+        test tracks with the estimates).
+    n_jobs : int or None
+        Splits run in parallel (joblib).
+    progress : bool, default=True
+        A line as each split finishes.
+    print_fn : callable, default=print
+        Where the report goes.
+    command : list of str, optional
+        The command line recorded in ``results.json``.
+
+    Returns
+    -------
+    results : list of dict
+        What :func:`run_tracks_split` returns, one per split.
+    summary : dict
+        What :func:`summarise_tracks` returns.
+    """
+    if not isinstance(config, TracksConfig):
+        raise ValueError(f"config: expected a TracksConfig (TracksConfig.checked(...)), got {type(config).__name__}")
+    check_n_jobs(n_jobs)
+    out = writable_folder(out)  # before the run, so that its results cannot be lost at the end
+    tracks = RECORDINGS[config.data]()
+    print_fn(config.describe(tracks))
+    print_fn(tracks.attribution)
+    with folder_lock(out):
+        start = time.perf_counter()
+        results = []
+        for result in Parallel(n_jobs=n_jobs, return_as="generator")(
+                delayed(run_tracks_split)(config, tracks, s) for s in range(config.splits)):
+            results.append(result)
+            if progress:
+                rmse = {m: _mean([r[m]["rmse"] for r in result["tracks"]]) for m in config.methods}
+                print_fn(f"split {result['split']}: {len(result['tracks'])} test tracks; mean RMSE "
+                         + ", ".join(f"{m} {_number(v)}" for m, v in rmse.items()))
+        summary = summarise_tracks(results, config.methods)
+        report = format_tracks_table(summary, config.splits)
+        print_fn(report)
+        paths = _write(out, config, tracks, results, summary, report, command)
+    print_fn(f"\n{time.perf_counter() - start:.0f} s; wrote " + ", ".join(str(p) for p in paths))
+    return results, summary

@@ -1,0 +1,138 @@
+"""The benchmark on recorded tracks: ``kbfilter bench solent`` / ``kbfilter bench opensky``."""
+
+import csv
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy.stats import wilcoxon
+
+from kbfilter.bench.tracks import TracksConfig, format_tracks_table, summarise_tracks
+from kbfilter.cli import main, tracks_scenario_main
+from kbfilter.plots import plot_tracks
+
+
+def _split(scores):
+    """A split's result with the given per-track RMSEs ({method: [rmse per track]})."""
+    n = len(next(iter(scores.values())))
+    tracks = [{"vehicle": str(i), "steps": 10, "missing": 0,
+               **{m: {"rmse": v[i], "rmse_dropouts": 2 * v[i], "nees": 2.0, "ms_per_step": 0.1}
+                  for m, v in scores.items()}} for i in range(n)]
+    return {"split": 0, "tracks": tracks}
+
+
+def test_the_summary_compares_each_split_with_its_best_hand_written_model():
+    results = [_split({"cv": [10, 20], "imm": [12, 12], "learned": [11, 50]}),    # best hand: imm (12 < 15)
+               _split({"cv": [10, 10], "imm": [30, 30], "learned": [25, 5]}),     # best hand: cv
+               _split({"cv": [8, 10], "imm": [9, 9], "learned": [8.5, 9.5]})]     # cv 9, imm 9: the first named
+    summary = summarise_tracks(results, ("cv", "imm", "learned"))
+    assert summary["best_hand_model"] == ["imm", "cv", "cv"]
+    assert summary["splits"]["rmse"]["best-hand"] == [12.0, 10.0, 9.0]
+    assert summary["splits"]["rmse"]["learned"] == [30.5, 15.0, 9.0]
+    # per track against the split's best: 11<12, 50>24 (lost), 25>20 (lost), 5<10, 8.5<8, 9.5<10
+    assert summary["lost"]["learned"] == 2 and summary["better"]["learned"] == 3
+    assert summary["ratio_to_best_hand"]["learned"] == pytest.approx((30.5 + 15 + 9) / (12 + 10 + 9))
+    cell = summary["compared"]["rmse"]["learned"]["cv"]
+    assert cell["wins"] == 0 and cell["p"] == pytest.approx(wilcoxon([30.5, 15, 9], [15, 10, 9]).pvalue)
+    # a hand-written model is compared with cv only, never with the best of itself and the others
+    assert set(summary["compared"]["rmse"]["imm"]) == {"cv"}
+    table = format_tracks_table(summary, 3)
+    assert "best hand-written model by split: imm, cv, cv" in table and "lost (RMSE above twice its) on 2" in table
+
+
+def test_without_a_hand_written_model_there_is_nothing_to_be_lost_against():
+    summary = summarise_tracks([_split({"learned": [1.0, 2.0]})], ("learned",))
+    assert "best_hand_model" not in summary and summary["lost"] == {}
+    assert "learned" in format_tracks_table(summary, 1)
+
+
+def test_the_command_line_runs_a_recording_and_writes_results_table_and_map(tmp_path, capsys):
+    code = main(["bench", "solent", "--splits", "2", "--max-test-tracks", "2", "--map-tracks", "2",
+                 "--methods", "cv", "imm", "learned", "--jobs", "1", "--out", str(tmp_path)])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "position RMSE inside dropouts" in out and "split 1:" in out and "Stone Soup" in out
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["recording"] == "solent" and data["config"]["methods"] == ["cv", "imm", "learned"]
+    assert data["provenance"]["command"][1:3] == ["bench", "solent"] and "system" not in data["provenance"]
+    assert (tmp_path / "tracks.png").stat().st_size > 0
+    # the summary is what the per-track rows say
+    with open(tmp_path / "results.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 2 * 2 * 3
+    for s in range(2):
+        means = {m: np.mean([float(r["rmse"]) for r in rows if r["split"] == str(s) and r["method"] == m])
+                 for m in ("cv", "imm", "learned")}
+        assert data["summary"]["splits"]["rmse"]["learned"][s] == pytest.approx(means["learned"])
+        assert data["summary"]["splits"]["rmse"]["best-hand"][s] == pytest.approx(min(means["cv"], means["imm"]))
+    # dropouts are there, and the filters' errors inside them are scored
+    assert any(int(r["missing"]) > 0 for r in rows)
+
+
+def test_the_same_split_gives_the_same_scores(tmp_path):
+    config = TracksConfig.checked(splits=1, methods=("cv", "learned"), max_test_tracks=1, map_tracks=0)
+    from kbfilter.bench.tracks import RECORDINGS, run_tracks_split
+
+    tracks = RECORDINGS["solent"]()
+    a, b = run_tracks_split(config, tracks, 3), run_tracks_split(config, tracks, 3)
+    strip = [{m: r[m]["rmse"] for m in config.methods} for r in a["tracks"]]
+    assert strip == [{m: r[m]["rmse"] for m in config.methods} for r in b["tracks"]]
+    assert a["paths"] == []
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--splits", "0"], "--splits"),
+    (["--gap-rate", "1.5"], "--gap-rate"),
+    (["--noise", "-1"], "--noise"),
+    (["--test-size", "1"], "--test-size"),
+    (["--max-test-tracks", "0"], "--max-test-tracks"),
+    (["--methods", "cv", "cv"], "--methods: each method once"),
+    (["--methods", "lstm"], "invalid choice"),
+    (["--sensor", "sonar"], "invalid choice"),
+    (["--jobs", "0"], "--jobs"),
+    (["--out", "/proc/kbfilter-cannot-write-here"], "--out: cannot write results"),
+])
+def test_bad_arguments_give_one_line_naming_the_flag_and_exit_code_2(args, fragment):
+    proc = subprocess.run([sys.executable, "-m", "kbfilter", "bench", "opensky", *args], capture_output=True,
+                          text=True)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0] and lines[0].startswith("kbfilter bench opensky: error: ")
+
+
+def test_a_recording_named_after_the_options_is_pointed_to_its_own_command():
+    proc = subprocess.run([sys.executable, "-m", "kbfilter", "bench", "--runs", "3", "solent"], capture_output=True,
+                          text=True)
+    assert proc.returncode == 2 and "kbfilter bench solent [options]" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "kbfilter", "bench", "solent", "--help"], capture_output=True,
+                          text=True)
+    assert proc.returncode == 0 and "--gap-rate" in proc.stdout and "--train-length" not in proc.stdout
+
+
+def test_the_scenario_script_is_the_same_benchmark_with_the_recording_as_an_option(capsys):
+    with pytest.raises(SystemExit) as stop:
+        tracks_scenario_main(["--data", "opensky", "--splits", "0"])
+    assert stop.value.code == 2 and "real_tracks.py: error: argument --splits" in capsys.readouterr().err
+
+
+def test_settings_are_checked_by_name():
+    with pytest.raises(ValueError, match="colour: not a setting"):
+        TracksConfig.checked(colour="red")
+    with pytest.raises(ValueError, match="data: expected one of"):
+        TracksConfig.checked(data="atlantic")
+    assert TracksConfig.checked(methods="cv").methods == ("cv",)
+
+
+def test_the_map_draws_one_panel_a_track_in_kilometres_from_its_start():
+    truth = np.column_stack([np.linspace(5000, 6000, 11), np.full(11, -2000.0)])
+    fixes = truth + 10.0
+    fixes[3] = np.nan
+    axes = plot_tracks([truth, truth[:5]], [{"cv": truth}, {"cv": truth[:5]}], observations=[fixes, None],
+                       missing=[np.arange(11) == 3, np.zeros(5, bool)], titles=["a", "b"])
+    assert len(axes) == 2 and axes[0].get_title() == "a"
+    drawn = axes[0].get_lines()[0].get_xydata()
+    np.testing.assert_allclose(drawn[-1], [1.0, 0.0])     # 1 km east of the start
+    with pytest.raises(ValueError, match="truths"):
+        plot_tracks([], [])
