@@ -161,3 +161,39 @@ def test_a_lost_track_is_reacquired_from_the_sensor_and_counted(cv_data):
     assert stuck.diagnostics["reacquired"] == 0
     with pytest.raises(ValueError, match="reacquire"):
         LearnedMotionFilter(CV, reacquire=1.0).fit(train, fixes)
+
+
+class _OnePointSensor:
+    """The tracking model without its two-point belief: a lost track restarts at rest."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def __getattr__(self, name):
+        if name == "two_point_belief":
+            raise AttributeError(name)
+        return getattr(self.model, name)
+
+
+def test_a_vehicle_faster_than_the_log_is_reacquired_with_the_speed_its_last_two_fixes_say():
+    slow = ConstantVelocity(step=10.0, accel=0.05, sensor=PositionFixes(10.0), speed=2.0)
+    train = [slow.simulate(200, rng=s, burn_in=0)[0] for s in range(5)]
+    fast = np.column_stack([np.zeros(30), 180.0 * np.arange(30), np.zeros(30), np.full(30, 18.0)])  # 18 m/s north
+    zs = list(slow.sensor.observe(fast, rng=1))
+    zs[20:25] = [None] * 5                                                  # then five fixes missing
+    fixes = [x[:, :2] for x in train]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kb.NumericalWarning)
+        lmf = LearnedMotionFilter(slow, inputs=(2, 3), random_state=0).fit(train, fixes)
+        means = lmf.batch_filter(zs)[0]
+        at_rest = LearnedMotionFilter(_OnePointSensor(slow), inputs=(2, 3), random_state=0).fit(train, fixes)
+        means_at_rest = at_rest.batch_filter(zs)[0]
+    # restarted from the last two fixes, the particles carry the vehicle's speed, keep it, and
+    # bridge the missing fixes
+    assert lmf.diagnostics["reacquired"] <= 2
+    np.testing.assert_allclose(means[-1, 3], 18.0, atol=2.0)
+    assert np.sqrt(_mse(means[20:25], fast[20:25], skip=0)) < 60.0
+    # restarted at rest, they are lost at every fix and stand still through the gap
+    assert at_rest.diagnostics["reacquired"] >= 20
+    assert abs(means_at_rest[-1, 3]) < 5.0
+    assert np.sqrt(_mse(means_at_rest[20:25], fast[20:25], skip=0)) > 300.0

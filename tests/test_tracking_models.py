@@ -189,3 +189,30 @@ def test_the_learned_motion_filter_gates_radar_observations_with_the_wrapped_bea
     # the bearing jumps from -pi to pi halfway: a residual taken without wrapping would call the track lost
     assert lmf.diagnostics["reacquired"] == 0
     assert _rmse(means[20:], track[20:]) < 30.0
+
+
+@pytest.mark.parametrize("model", [ConstantVelocity(step=10.0, accel=0.2, sensor=PositionFixes(4.0)),
+                                   CoordinatedTurn(step=10.0, accel=0.2, turn_noise=0.01, sensor=PositionFixes(4.0))])
+def test_two_fixes_say_the_velocity_between_them_with_the_covariance_of_their_difference(model):
+    mean, cov = model.two_point_belief([0.0, 0.0], [200.0, -100.0], steps=2)     # 20 s apart
+    np.testing.assert_allclose(mean[:4], [200.0, -100.0, 10.0, -5.0])
+    R = 16.0 * np.eye(2)
+    np.testing.assert_allclose(cov[:2, :2], R)
+    np.testing.assert_allclose(cov[:2, 2:4], R / 20.0)
+    np.testing.assert_allclose(cov[2:4, 2:4], 2 * R / 400.0 + (0.2 * 20.0) ** 2 * np.eye(2))
+    one = model.initial_belief([200.0, -100.0])      # what one fix says of everything else is kept
+    np.testing.assert_allclose(mean[4:], one[0][4:])
+    np.testing.assert_allclose(cov[4:, 4:], one[1][4:, 4:])
+    np.linalg.cholesky(cov)
+
+
+def test_two_radar_observations_say_the_velocity_between_the_positions_they_mean():
+    radar = RangeBearing((0.0, 0.0), 20.0, 0.002)
+    model = ConstantVelocity(step=10.0, accel=0.5, sensor=radar)
+    a, b = np.array([[1e4, 0.0, 0, 0]]), np.array([[1e4 + 50.0, 120.0, 0, 0]])
+    mean, cov = model.two_point_belief(radar.observe_mean(a)[0], radar.observe_mean(b)[0])
+    np.testing.assert_allclose(mean, [1e4 + 50.0, 120.0, 5.0, 12.0], atol=1e-6)
+    Ca, Cb = radar.position_belief(radar.observe_mean(a)[0])[1], radar.position_belief(radar.observe_mean(b)[0])[1]
+    np.testing.assert_allclose(cov[2:, 2:], (Ca + Cb) / 100.0 + 25.0 * np.eye(2))
+    with pytest.raises(ValueError, match="steps"):
+        model.two_point_belief([0.0, 1e4], [0.0, 1e4], steps=0)

@@ -201,8 +201,10 @@ class LearnedMotionFilter(HoldsParticles, LearnedFilter):
         probability's gate around every particle's predicted observation (the squared Mahalanobis
         distance ``(z - h(x))^T R^{-1} (z - h(x))`` above the chi-square quantile, for a sensor
         with ``observe_mean``, ``observation_cov`` and ``initial_belief``), the particles are drawn
-        afresh from ``sensor.initial_belief(z)``; counted as ``"reacquired"`` in ``diagnostics``
-        and warned about. None never does.
+        afresh from ``sensor.initial_belief(z)``, or, when the sensor has
+        ``two_point_belief(z_before, z, steps)`` (the tracking models do), from the belief that the
+        previous observation and this one say together, velocity included; counted as
+        ``"reacquired"`` in ``diagnostics`` and warned about. None never does.
     roughening : float or None, default=0.2
         After a resampling, move the particles by Gordon, Salmond and Smith's (1993) roughening
         with this constant (0.2 is theirs; see :meth:`~kbfilter.filters.particles.ParticleBelief.roughen`),
@@ -317,6 +319,7 @@ class LearnedMotionFilter(HoldsParticles, LearnedFilter):
         self._rng = check_rng(self.random_state)
         self._started = prior is not None
         self.log_likelihood = None
+        self._last_observation, self._steps_since = None, 0
         self.belief = self._drawn(prior)
         self._estimate_particles("prior", "post")
         return self
@@ -354,6 +357,18 @@ class LearnedMotionFilter(HoldsParticles, LearnedFilter):
         diff = residual(z, self.sensor.observe_mean(self.belief.particles))
         return bool(np.min(np.einsum("nd,de,ne->n", diff, R_inv, diff)) > threshold)
 
+    def _reacquired_belief(self, before, z, steps):
+        """The Gaussian a lost track restarts from: the sensor's two-point belief from the last
+        observation and this one when it has one (a vehicle that outran its particles keeps its
+        speed), else its belief at this observation alone."""
+        two_point = getattr(self.sensor, "two_point_belief", None)
+        if before is not None and steps > 0 and callable(two_point):
+            try:
+                return tuple(two_point(before, z, steps))
+            except NotImplementedError:
+                pass
+        return tuple(self.sensor.initial_belief(z))
+
     @limited_blas
     def predict(self, u=None):
         """Move every particle by a draw of the learned motion.
@@ -365,6 +380,7 @@ class LearnedMotionFilter(HoldsParticles, LearnedFilter):
         """
         check_is_fitted(self, "motion_")
         self._started = True
+        self._steps_since += 1
         self.belief.particles = self.motion_.sample_transition(self.belief.particles, self._rng, u)
         self._estimate_particles("prior")
 
@@ -387,10 +403,12 @@ class LearnedMotionFilter(HoldsParticles, LearnedFilter):
         with np.errstate(over="ignore", invalid="ignore"):
             loglik = self.sensor.observation_loglik(z.reshape(self.obs_shape_), self.belief.particles)
         self.log_likelihood = self.belief.log_predictive(loglik)
+        before, steps = self._last_observation, self._steps_since
+        self._last_observation, self._steps_since = z.reshape(self.obs_shape_), 0
         if self._lost(z):
             self._record("reacquired", "the observation was outside the gate of every particle; drew the particles "
                                        "afresh from the sensor's belief at it (see reacquire)")
-            self.belief = self._drawn(tuple(self.sensor.initial_belief(z.reshape(self.obs_shape_))))
+            self.belief = self._drawn(self._reacquired_belief(before, z.reshape(self.obs_shape_), steps))
             self._estimate_particles("post")
             return
         if not np.isfinite(self.belief.reweight_log(loglik)):

@@ -369,6 +369,45 @@ class _TrackingModel(System):
         full[:2, :2] = cov
         return mean, full
 
+    def two_point_belief(self, z_before, z, steps=1):
+        """The belief two observations ``steps`` apart say: the position of the later one and the
+        velocity of the difference (two-point differencing, Bar-Shalom, Li and Kirubarajan 2001).
+
+        Where one observation cannot tell a velocity, two can: a tracker re-initiates a lost track
+        this way rather than assuming the vehicle at rest.
+
+        Parameters
+        ----------
+        z_before, z : array-like of shape (2,)
+            The earlier and the later observation.
+        steps : int, default=1
+            Steps between them.
+
+        Returns
+        -------
+        mean : ndarray of shape (dim_x,)
+            The later position and the mean velocity between the two (other coordinates as
+            :meth:`initial_belief` sets them).
+        cov : ndarray of shape (dim_x, dim_x)
+            The errors of both positions carried through the difference, and the velocity's change
+            over the interval under the model's acceleration noise.
+        """
+        steps = check_int(steps, "steps", minimum=1)
+        belief = getattr(self.sensor, "position_belief", None)
+        if belief is None:
+            raise NotImplementedError(f"{type(self.sensor).__name__} says no position from one observation")
+        (p0, C0), (p1, C1) = belief(z_before), belief(z)
+        dt = steps * self.step
+        mean, cov = self.initial_belief(z)
+        mean[2:4] = (p1 - p0) / dt
+        cov[:4, :4] = 0.0
+        cov[:2, :2] = C1
+        cov[:2, 2:4] = cov[2:4, :2] = C1 / dt
+        # the velocity at the later fix differs from the mean velocity between the fixes by up to
+        # the acceleration over the interval
+        cov[2:4, 2:4] = (C0 + C1) / dt**2 + (self.accel * dt) ** 2 * np.eye(2)
+        return mean, cov
+
     def initial_state(self, rng):
         # where a simulated run starts: the origin, at a speed drawn from the first belief
         x = np.zeros(self.dim_x)
