@@ -33,6 +33,20 @@ def _posterior(rule):
     return np.column_stack([rule.posterior(kb.KernelMean(X[:30]), z).weights for z in Q])
 
 
+def _weights(method, **params):
+    """A fitted embedding's own part for ``method``, and its weights of Q (restored where the
+    embedding would restore it)."""
+    cme = kb.ConditionalEmbedding(method=method, n_neighbors=20, rank=40, random_state=0, **params).fit(X, Z)
+    k = cme.kernel_in_
+
+    def compute(w):
+        w.restore(X, k)
+        W = w.weights(Q, X, k)
+        return W.toarray() if hasattr(W, "toarray") else W
+
+    return cme.weights_, compute
+
+
 # class name -> (a fitted instance, what it computes); scikit-learn parts are compared bit for bit
 # too: their fitted arrays are stored as they are
 CASES = {
@@ -42,7 +56,17 @@ CASES = {
     "ConditionalEmbedding": [
         (kb.ConditionalEmbedding(method=m, n_neighbors=20, rank=40, random_state=0).fit(X, Z),
          lambda c: np.append(c.predict_mean(Q), c.held_out_loss(Q, Q)))
-        for m in ("exact", "knn", "nw", "random", "nystrom", "icf", "rff")],
+        for m in ("exact", "knn", "nw", "random", "nystrom", "icf", "rff")]
+        + [(kb.ConditionalEmbedding(method="sparse", max_iter=50).fit(X, Z), lambda c: c.predict_mean(Q))],
+    "ExactWeights": [_weights("exact")],
+    "KernelFeatureWeights": [_weights("exact", kernel_in=NystromKernel(rank=30))],
+    "NystromWeights": [_weights("nystrom")],
+    "FourierWeights": [_weights("rff")],
+    "LocalWeights": [_weights("knn"), _weights("knn", solver="dense")],
+    "NadarayaWatsonWeights": [_weights("nw")],
+    "SubsampleWeights": [_weights("random")],
+    "IncompleteCholeskyWeights": [_weights("icf")],
+    "SparseWeights": [_weights("sparse", max_iter=50)],
     "NystromKernel": [(NystromKernel(rank=30).fit(X), lambda k: k(X, Q))],
     "RandomFourierKernel": [(RandomFourierKernel(rank=30, random_state=0).fit(X), lambda k: k(X, Q))],
     "KernelBayesRule": [(_rule(), _posterior), (_rule(method="original"), _posterior),

@@ -38,7 +38,8 @@ from ..embedding import KernelMean, clipped_weights, weighted_covariance
 from ..operators import SparseOperator
 from ..persistence import persistent
 from ..rules.bayes_rule import posterior_from_projection
-from ..rules.conditional import ConditionalEmbedding, neighbourhood_weights
+from ..rules.conditional import ConditionalEmbedding
+from ..rules.conditional_weights import neighbourhood_weights
 from ..rules.representations import DenseObservations, factor_recorded
 from .base import SharedModel, TrainingBox, no_control
 from .chunked import completed, nearest_predecessors, recorded

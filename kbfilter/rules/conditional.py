@@ -11,37 +11,19 @@ from collections import Counter
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
-from sklearn.kernel_approximation import Nystroem, RBFSampler
-from sklearn.neighbors import NearestNeighbors
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import (
-    check_choice,
-    check_int,
-    check_matrix,
-    check_positive,
-    check_rng,
-    check_same_length,
-)
+from .._validation import check_choice, check_matrix, check_positive, check_same_length
 from ..embedding import KernelMean
 from ..kernels import fitted_kernel
-from ..linalg import Woodbury, batched_pivoted_cholesky, column_entries, pivoted_cholesky, spd_factor
-from ..operators import DenseOperator, LowRankOperator, SparseOperator
+from ..linalg import column_entries
 from ..persistence import Persistent, persistent
 from ..threads import limited_blas
-from .sparse_embedding import sparse_coefficients
+from .conditional_weights import BLOCK_ENTRIES, WEIGHT_METHODS, LocalWeights, chunks
 
-__all__ = ["ConditionalEmbedding", "neighbourhood_weights", "weighted_sq_norms"]
+__all__ = ["ConditionalEmbedding", "weighted_sq_norms"]
 
-METHODS = ("exact", "knn", "nw", "random", "nystrom", "icf", "rff", "sparse")
-
-# Bound on the entries of a dense (n_train x chunk) block built while answering queries.
-_BLOCK_ENTRIES = 2**22
-
-
-def _chunks(n_items, chunk):
-    for start in range(0, n_items, chunk):
-        yield slice(start, min(start + chunk, n_items))
+METHODS = tuple(WEIGHT_METHODS)
 
 
 def _regular_columns(W):
@@ -67,15 +49,15 @@ def weighted_sq_norms(W, points, kernel):
         if regular is not None:
             idx, vals = regular
             out = np.empty(q)
-            for rows in _chunks(q, max(1, _BLOCK_ENTRIES // idx.shape[1] ** 2)):
+            for rows in chunks(q, max(1, BLOCK_ENTRIES // idx.shape[1] ** 2)):
                 G = kernel.gram_batched(points[idx[rows]])
                 out[rows] = np.einsum("qi,qij,qj->q", vals[rows], G, vals[rows])
             return out
         return np.array([w @ kernel(points[idx]) @ w if idx.size else 0.0 for idx, w in column_entries(W)])
     W = np.asarray(W)
     out = np.zeros(q)
-    block = max(1, _BLOCK_ENTRIES // max(n, 1))
-    for rows in _chunks(n, block):
+    block = max(1, BLOCK_ENTRIES // max(n, 1))
+    for rows in chunks(n, block):
         out += np.einsum("iq,iq->q", W[rows], kernel(points[rows], points) @ W)
     return out
 
@@ -92,97 +74,9 @@ def _column_inner(W, points, targets, kernel):
     return np.einsum("iq,iq->q", W, kernel(points, targets))
 
 
-# Relative accuracy of the low-rank local solve: residual trace of the pivoted Cholesky at most
-# this times the ridge, which bounds the relative error of the solution by the same number.
-_LOCAL_RTOL = 1e-12
-
-
-def _batched_cho_solve(L, b):
-    """Solve ``L L^T x = b`` for a stack of lower-triangular factors ``L`` (q, m, m) and right-hand
-    sides ``b`` (q, m): forward and back substitution, one column of every system at a time."""
-    m = b.shape[1]
-    y = np.empty_like(b)
-    for i in range(m):
-        y[:, i] = (b[:, i] - np.einsum("qj,qj->q", L[:, i, :i], y[:, :i])) / L[:, i, i]
-    x = np.empty_like(b)
-    for i in range(m - 1, -1, -1):
-        x[:, i] = (y[:, i] - np.einsum("qj,qj->q", L[:, i + 1:, i], x[:, i + 1:])) / L[:, i, i]
-    return x
-
-
-def neighbourhood_weights(kernel, Q, A, idx, reg, low_rank=True):
-    """The localized embedding's weights of each query on its own neighbourhood (algorithms §3, kNN):
-    ``(G_N + m reg I)^{-1} k_N(q)`` with ``N`` the ``m`` training inputs ``A[idx[q]]``.
-
-    Parameters
-    ----------
-    kernel : Kernel
-        The fitted input kernel.
-    Q : ndarray of shape (n_queries, d)
-        The queries.
-    A : ndarray of shape (n, d)
-        The training inputs.
-    idx : ndarray of int, shape (n_queries, m)
-        Each query's neighbourhood among them.
-    reg : float
-        The regulariser (``m reg`` is added to the diagonal).
-    low_rank : bool, default=True
-        Solve numerically low-rank neighbourhoods through their pivoted Cholesky factor.
-
-    Returns
-    -------
-    ndarray of shape (n_queries, m)
-        The weights, row by row in the order of ``idx``.
-    """
-    m = idx.shape[1]
-    vals = np.empty(idx.shape)
-    # memory per query is O(m r) on the low-rank path; the dense path sub-chunks itself
-    for rows in _chunks(Q.shape[0], max(1, _BLOCK_ENTRIES // (64 * m))):
-        local = A[idx[rows]]
-        kq = kernel.paired(local, Q[rows][:, None, :])
-        vals[rows] = _local_solve(kernel, local, kq, m * reg, low_rank=low_rank)
-    return vals
-
-
-def _local_solve(kernel, local, kq, ridge, low_rank=True):
-    """Solve ``(G_N + ridge I) w = k_N(q)`` for a stack of neighbourhoods (algorithms §3, kNN).
-
-    Neighbourhoods are small next to the bandwidth, so their Gram matrices are numerically of low
-    rank: a batched pivoted Cholesky with residual trace <= 1e-12 * ridge, then Woodbury, gives the
-    exact solution to ~1e-12 relative in O(m r^2) instead of O(m^3). Neighbourhoods whose Gram is
-    not of low rank (r > m/4) are solved by a dense batched Cholesky instead.
-    """
-    q, m = kq.shape
-    out = np.empty((q, m))
-    dense = np.ones(q, dtype=bool)
-    if low_rank and m >= 32:
-        L, done = batched_pivoted_cholesky(kernel, local, _LOCAL_RTOL * ridge, m // 4)
-        if np.any(done):
-            Ld, kd = L[done], kq[done]
-            inner = np.swapaxes(Ld, 1, 2) @ Ld
-            inner[:, np.arange(inner.shape[1]), np.arange(inner.shape[1])] += ridge
-            proj = np.linalg.solve(inner, np.einsum("qmr,qm->qr", Ld, kd)[..., None])[..., 0]
-            out[done] = (kd - np.einsum("qmr,qr->qm", Ld, proj)) / ridge
-        dense = ~done
-    for rows in _chunks(np.count_nonzero(dense), max(1, _BLOCK_ENTRIES // (m * m))):
-        sel = np.flatnonzero(dense)[rows]
-        G = kernel.gram_batched(local[sel])
-        G[:, np.arange(m), np.arange(m)] += ridge
-        try:
-            # numpy's batched Cholesky factors the whole stack in one call (scipy's loops over it
-            # in Python: 100,000 calls at T = 10^5)
-            out[sel] = _batched_cho_solve(np.linalg.cholesky(G), kq[sel])
-        except np.linalg.LinAlgError:
-            # one of the local systems is not numerically SPD: solve them one by one with the
-            # library's jitter/LU rule (which warns)
-            out[sel] = [spd_factor(g, name="local Gram").solve(k) for g, k in zip(G, kq[sel])]
-    return out
-
-
-@persistent("A_", "B_", "n_train_", "kernel_in_", "kernel_out_", "diagnostics_", "factor_", "n_neighbors_",
-            "subsample_", "nystroem_", "sampler_", "features_", "L_", "pivots_", "woodbury_", "coef_", "n_iter_",
+@persistent("A_", "B_", "n_train_", "kernel_in_", "kernel_out_", "diagnostics_", "weights_",
             holds={"kernel_in": "Kernel", "kernel_out": "Kernel", "kernel_in_": "Kernel", "kernel_out_": "Kernel",
-                   "factor_": "SPDFactor", "nystroem_": "Nystroem", "sampler_": "RBFSampler", "woodbury_": "Woodbury"})
+                   "weights_": "ConditionalWeights"})
 class ConditionalEmbedding(Persistent, BaseEstimator):
     """Conditional kernel mean embedding ``P(b | a)`` learned from pairs (algorithms §3).
 
@@ -230,6 +124,9 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
 
     Attributes
     ----------
+    weights_ : ConditionalWeights
+        The method's own part, chosen at fit (:mod:`kbfilter.rules.conditional_weights`): what
+        it fitted, and how it answers queries.
     diagnostics_ : collections.Counter
         Fallbacks taken while fitting: ``"jitter"`` or ``"lu"`` when the regularised Gram matrix
         could not be factored by plain Cholesky (each also warned about); ``"max_iter"`` when the
@@ -305,104 +202,23 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         self.kernel_in_ = fitted_kernel(self.kernel_in, "kernel_in", A)
         self.kernel_out_ = fitted_kernel(self.kernel_out, "kernel_out", B)
         self.diagnostics_ = Counter()
-        getattr(self, f"_fit_{self.method}")(A, reg)
+        self.weights_ = WEIGHT_METHODS[self.method].configured(self.get_params(deep=False), self.kernel_in_).fit(
+            A, B, self.kernel_in_, self.kernel_out_, reg, self.diagnostics_)
         return self
 
-    def _factor(self, G, name):
-        """``spd_factor`` with its fallback counted in ``diagnostics_``."""
-        factor = spd_factor(G, name=name)
-        if factor.event is not None:
-            self.diagnostics_[factor.event] += 1
-        return factor
+    @property
+    def coef_(self):
+        """``sparse``: the coefficients ``M`` (see the class's attributes)."""
+        return self.weights_.coef_
 
-    def _ridge_factor(self, G, ridge, name):
-        """The factor of ``G + ridge I``; ``G`` is overwritten (a Gram matrix built for this)."""
-        G[np.diag_indices(G.shape[0])] += ridge
-        return self._factor(G, name)
-
-    def _index_neighbours(self):
-        self.neighbors_ = NearestNeighbors(n_neighbors=self.n_neighbors_).fit(self.kernel_in_.coordinates(self.A_))
+    @property
+    def n_iter_(self):
+        """``sparse``: the FISTA iterations run."""
+        return self.weights_.n_iter_
 
     def _after_load(self):
-        # the neighbour index is derived from the training inputs, so it is rebuilt, not saved
-        if self.method == "knn" and hasattr(self, "A_"):
-            self._index_neighbours()
-
-    def _fit_exact(self, A, reg):
-        n = A.shape[0]
-        if self.kernel_in_.has_features:
-            self._fit_features(self.kernel_in_.features(A), reg)
-            return
-        self.factor_ = self._ridge_factor(self.kernel_in_(A), n * reg, "G_a + n reg I")
-
-    def _fit_knn(self, A, reg):
-        n = A.shape[0]
-        self.n_neighbors_ = check_int(self.n_neighbors, "n_neighbors", maximum=n)
-        if not self.kernel_in_.is_radial:
-            raise ValueError(
-                "kernel_in: method='knn' needs a radial kernel (Gaussian or Laplace), whose "
-                "similarity ranks neighbours like Euclidean distance"
-            )
-        self._index_neighbours()
-
-    def _fit_nw(self, A, reg):
-        pass
-
-    def _fit_random(self, A, reg):
-        n = A.shape[0]
-        m = min(check_int(self.rank, "rank"), n)
-        rng = check_rng(self.random_state)
-        self.subsample_ = np.sort(rng.choice(n, m, replace=False))
-        self.factor_ = self._ridge_factor(self.kernel_in_(A[self.subsample_]), m * reg, "G_sub + m reg I")
-
-    def _fit_nystrom(self, A, reg):
-        n = A.shape[0]
-        rank = min(check_int(self.rank, "rank"), n)
-        metric = self.kernel_in_.sklearn_metric()
-        if metric is None:
-            raise ValueError(
-                f"kernel_in: method='nystrom' needs a kernel scikit-learn's Nystroem knows "
-                f"(Gaussian or linear), got {type(self.kernel_in_).__name__}; use method='icf'"
-            )
-        name, params = metric
-        seed = check_rng(self.random_state).integers(2**31 - 1)
-        self.nystroem_ = Nystroem(kernel=name, kernel_params=params or None, n_components=rank,
-                                  random_state=int(seed))
-        self._fit_features(self.nystroem_.fit_transform(self.kernel_in_.coordinates(A)), reg)
-
-    def _fit_rff(self, A, reg):
-        metric = self.kernel_in_.sklearn_metric()
-        if metric is None or metric[0] != "rbf":
-            raise ValueError(f"kernel_in: method='rff' needs a Gaussian kernel (random Fourier features sample "
-                             f"its spectrum), got {type(self.kernel_in_).__name__}")
-        seed = check_rng(self.random_state).integers(2**31 - 1)
-        self.sampler_ = RBFSampler(gamma=metric[1]["gamma"], n_components=check_int(self.rank, "rank"),
-                                   random_state=int(seed))
-        self._fit_features(self.sampler_.fit_transform(self.kernel_in_.coordinates(A)), reg)
-
-    def _fit_features(self, Phi, reg):
-        """``G_a = Phi Phi^T``: ``w = Phi (Phi^T Phi + n eps I)^{-1} phi(a)``, no n x n matrix."""
-        self.features_ = Phi
-        self.factor_ = self._ridge_factor(Phi.T @ Phi, Phi.shape[0] * reg, "Phi^T Phi + n reg I")
-
-    def _fit_sparse(self, A, reg):
-        gamma = check_positive(self.gamma, "gamma", allow_zero=True)
-        max_iter = check_int(self.max_iter, "max_iter")
-        n = A.shape[0]
-        K = self.kernel_in_(A)
-        dense = self._ridge_factor(K.copy(), n * reg, "G_a + n reg I").solve(np.eye(n))
-        # sparse_coefficients warns (ConvergenceWarning) when it runs out of iterations
-        solution = sparse_coefficients(K, self.kernel_out_(self.B_), dense, gamma, max_iter=max_iter)
-        if not solution.converged:
-            self.diagnostics_["max_iter"] += 1
-        self.coef_, self.n_iter_ = solution.coef, solution.n_iter
-
-    def _fit_icf(self, A, reg):
-        n = A.shape[0]
-        rank = check_int(self.rank, "rank")
-        k = self.kernel_in_
-        self.L_, self.pivots_ = pivoted_cholesky(k.diag(A), lambda i: k(A, A[i : i + 1])[:, 0], rank)
-        self.woodbury_ = Woodbury(self.L_, n * reg)
+        if hasattr(self, "weights_"):
+            self.weights_.restore(self.A_, self.kernel_in_)
 
     # -- weights ---------------------------------------------------------------------------------
     @limited_blas
@@ -448,68 +264,10 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         """
         check_is_fitted(self, "kernel_in_")
         Q = check_matrix(Q, "Q", n_features=self.A_.shape[1])
-        if self.method in ("nystrom", "rff") or (self.method == "exact" and self.kernel_in_.has_features):
-            return LowRankOperator(self.features_, self.factor_.solve(self._query_features(Q).T).T)
-        W = self._weights(Q)
-        return SparseOperator(W) if sp.issparse(W) else DenseOperator(W)
-
-    def _query_features(self, Q):
-        if self.method == "nystrom":
-            return self.nystroem_.transform(self.kernel_in_.coordinates(Q))
-        if self.method == "rff":
-            return self.sampler_.transform(self.kernel_in_.coordinates(Q))
-        return self.kernel_in_.features(Q)
+        return self.weights_.operator(Q, self.A_, self.kernel_in_)
 
     def _weights(self, Q):
-        return getattr(self, f"_weights_{self.method}")(Q)
-
-    def _weights_exact(self, Q):
-        if self.kernel_in_.has_features:  # the same push-through formula as the Nystroem method
-            return self._weights_nystrom(Q)
-        return self.factor_.solve(self.kernel_in_(self.A_, Q))
-
-    def _weights_nw(self, Q):
-        K = self.kernel_in_(self.A_, Q)
-        total = K.sum(axis=0)
-        # A query far from every training input has all similarities underflow to 0: fall back
-        # to the nearest training input's output instead of dividing by zero.
-        empty = ~(total > 0)
-        if np.any(empty):
-            coords = self.kernel_in_.coordinates
-            nearest = NearestNeighbors(n_neighbors=1).fit(coords(self.A_)).kneighbors(coords(Q[empty]),
-                                                                                      return_distance=False)
-            K[:, empty] = 0.0
-            K[nearest[:, 0], np.flatnonzero(empty)] = 1.0
-            total = K.sum(axis=0)
-        return K / total
-
-    def _weights_random(self, Q):
-        sub = self.subsample_
-        local = self.factor_.solve(self.kernel_in_(self.A_[sub], Q))  # (m, q)
-        m, q = local.shape
-        return sp.csc_matrix((local.T.ravel(), np.tile(sub, q), np.arange(0, q * m + 1, m)),
-                             shape=(self.n_train_, q))
-
-    def _weights_nystrom(self, Q):
-        return self.features_ @ self.factor_.solve(self._query_features(Q).T)
-
-    _weights_rff = _weights_nystrom
-
-    def _weights_sparse(self, Q):
-        rows = np.flatnonzero(np.diff(self.coef_.indptr))  # the inputs M uses
-        if rows.size == 0:
-            return np.zeros((self.n_train_, Q.shape[0]))
-        return np.asarray(self.coef_[rows].T @ self.kernel_in_(self.A_[rows], Q))
-
-    def _weights_icf(self, Q):
-        return self.woodbury_.solve(self.kernel_in_(self.A_, Q))
-
-    def _weights_knn(self, Q):
-        idx, vals = self.local_weights(Q)
-        q, m = idx.shape
-        return sp.csc_matrix(
-            (vals.ravel(), idx.ravel(), np.arange(0, q * m + 1, m)), shape=(self.n_train_, q)
-        )
+        return self.weights_.weights(Q, self.A_, self.kernel_in_)
 
     def local_weights(self, Q, return_distance=False):
         """The localized method's weights, neighbourhood by neighbourhood (``method='knn'`` only).
@@ -531,18 +289,16 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         reach : ndarray of shape (n_queries,)
             With ``return_distance``: the distance to the ``m``-th neighbour.
         """
-        check_is_fitted(self, "neighbors_")
+        check_is_fitted(self, "weights_")
+        if not isinstance(self.weights_, LocalWeights):
+            raise ValueError(f"local_weights: only the localized method (method='knn') has neighbourhoods; this "
+                             f"embedding's method is {self.method!r}")
         Q = check_matrix(Q, "Q", n_features=self.A_.shape[1])
-        found = self.neighbors_.kneighbors(self.kernel_in_.coordinates(Q), return_distance=return_distance)
-        dist, idx = found if return_distance else (None, found)
-        vals = neighbourhood_weights(self.kernel_in_, Q, self.A_, idx, self.reg, low_rank=self.solver == "auto")
-        return (idx, vals, dist[:, -1]) if return_distance else (idx, vals)
+        return self.weights_.local_weights(Q, self.A_, self.kernel_in_, return_distance=return_distance)
 
     # -- predictions -------------------------------------------------------------------------------
     def _query_chunk(self):
-        if self.method in ("knn", "random"):
-            return 4096
-        return max(1, _BLOCK_ENTRIES // self.n_train_)
+        return self.weights_.query_chunk(self.n_train_)
 
     @limited_blas
     def predict_mean(self, Q):
@@ -561,7 +317,7 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         check_is_fitted(self, "kernel_in_")
         Q = check_matrix(Q, "Q", n_features=self.A_.shape[1])
         out = np.empty((Q.shape[0], self.B_.shape[1]))
-        for rows in _chunks(Q.shape[0], self._query_chunk()):
+        for rows in chunks(Q.shape[0], self._query_chunk()):
             out[rows] = self._weights(Q[rows]).T @ self.B_
         return out
 
@@ -584,7 +340,7 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         check_is_fitted(self, "kernel_in_")
         Q = check_matrix(Q, "Q", n_features=self.A_.shape[1])
         means = []
-        for rows in _chunks(Q.shape[0], self._query_chunk()):
+        for rows in chunks(Q.shape[0], self._query_chunk()):
             means.extend(KernelMean(self.B_[idx], w, self.kernel_out_)
                          for idx, w in column_entries(self._weights(Q[rows])))
         return means
@@ -648,7 +404,7 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         check_same_length("A", A, "B", B)
         total = 0.0
         k = self.kernel_out_
-        for rows in _chunks(A.shape[0], self._query_chunk()):
+        for rows in chunks(A.shape[0], self._query_chunk()):
             W = self._weights(A[rows])
             cross = _column_inner(W, self.B_, B[rows], k)
             total += np.sum(k.diag(B[rows]) - 2 * cross + weighted_sq_norms(W, self.B_, k))

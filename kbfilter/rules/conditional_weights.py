@@ -1,0 +1,510 @@
+"""How a conditional embedding computes its weights ``w(a) = (G_a + n eps I)^{-1} k_a(a)``: one
+class per method, chosen once when the embedding is fitted.
+
+Each class is registered under the name :class:`~kbfilter.ConditionalEmbedding` takes as
+``method`` (:func:`weight_method`), takes the embedding's hyperparameters it uses, fits what it
+needs from the training inputs, and answers queries with the training inputs and the fitted input
+kernel handed to it (the embedding owns those; they are saved once). So the embedding never
+branches on its method after ``fit``, and a saved embedding holds only its own method's fields.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+from sklearn.kernel_approximation import Nystroem, RBFSampler
+from sklearn.neighbors import NearestNeighbors
+
+from .._validation import check_int, check_positive, check_rng
+from ..linalg import Woodbury, batched_pivoted_cholesky, pivoted_cholesky, spd_factor
+from ..operators import DenseOperator, LowRankOperator, SparseOperator
+from ..persistence import Persistent, persistent
+from .sparse_embedding import sparse_coefficients
+
+__all__ = ["WEIGHT_METHODS", "weight_method", "ConditionalWeights", "neighbourhood_weights"]
+
+#: method name -> the class that computes its weights
+WEIGHT_METHODS = {}
+
+# Bound on the entries of a dense (n_train x chunk) block built while answering queries.
+BLOCK_ENTRIES = 2**22
+
+# Relative accuracy of the low-rank local solve: residual trace of the pivoted Cholesky at most
+# this times the ridge, which bounds the relative error of the solution by the same number.
+_LOCAL_RTOL = 1e-12
+
+
+def chunks(n_items, chunk):
+    """Consecutive slices of at most ``chunk`` items covering ``range(n_items)``."""
+    for start in range(0, n_items, chunk):
+        yield slice(start, min(start + chunk, n_items))
+
+
+def weight_method(name):
+    """Class decorator: register a :class:`ConditionalWeights` subclass as method ``name``.
+
+    Parameters
+    ----------
+    name : str
+        The value of :class:`~kbfilter.ConditionalEmbedding`'s ``method`` that chooses the class.
+
+    Returns
+    -------
+    callable
+        The decorator, which returns the class unchanged.
+    """
+    def register(cls):
+        WEIGHT_METHODS[name] = cls
+        return cls
+
+    return register
+
+
+def _factor(G, name, diagnostics):
+    """``spd_factor`` with its fallback counted in ``diagnostics``."""
+    factor = spd_factor(G, name=name)
+    if factor.event is not None:
+        diagnostics[factor.event] += 1
+    return factor
+
+
+def _ridge_factor(G, ridge, name, diagnostics):
+    """The factor of ``G + ridge I``; ``G`` is overwritten (a Gram matrix built for this)."""
+    G[np.diag_indices(G.shape[0])] += ridge
+    return _factor(G, name, diagnostics)
+
+
+class ConditionalWeights(Persistent, BaseEstimator):
+    """The weights of one method: fitted once, then asked for the weights of queries.
+
+    Subclasses take as parameters the embedding's hyperparameters they use (:meth:`configured`
+    picks them) and implement :meth:`fit` and :meth:`weights`.
+    """
+
+    #: the weights are sparse (a few training inputs a query), so queries go in large chunks
+    sparse = False
+
+    @classmethod
+    def configured(cls, params, kernel):
+        """The method's weights, built from the embedding's hyperparameters.
+
+        Parameters
+        ----------
+        params : dict
+            The embedding's ``get_params()``.
+        kernel : Kernel
+            The fitted input kernel (a method may choose its form by it).
+
+        Returns
+        -------
+        ConditionalWeights
+        """
+        return cls(**{k: params[k] for k in cls._get_param_names()})
+
+    def fit(self, A, B, kernel_in, kernel_out, reg, diagnostics):
+        """Fit on the training pairs.
+
+        Parameters
+        ----------
+        A, B : ndarray of shape (n, d_in), (n, d_out)
+            The training inputs and outputs.
+        kernel_in, kernel_out : Kernel
+            The fitted kernels.
+        reg : float
+            The checked regulariser.
+        diagnostics : collections.Counter
+            Where fallbacks are counted.
+
+        Returns
+        -------
+        self
+        """
+        return self
+
+    def weights(self, Q, A, kernel):
+        """The weight matrix of the queries.
+
+        Parameters
+        ----------
+        Q : ndarray of shape (q, d_in)
+            Checked queries.
+        A : ndarray of shape (n, d_in)
+            The training inputs.
+        kernel : Kernel
+            The fitted input kernel.
+
+        Returns
+        -------
+        ndarray or scipy.sparse.csc_matrix of shape (n, q)
+        """
+        raise NotImplementedError
+
+    def operator(self, Q, A, kernel):
+        """The weight matrix of :meth:`weights` as an operator (low rank where it is).
+
+        Parameters
+        ----------
+        Q, A, kernel
+            As for :meth:`weights`.
+
+        Returns
+        -------
+        Operator
+            Of shape (n, q).
+        """
+        W = self.weights(Q, A, kernel)
+        return SparseOperator(W) if sp.issparse(W) else DenseOperator(W)
+
+    def query_chunk(self, n_train):
+        """How many queries to answer at once, so that a dense block stays bounded.
+
+        Parameters
+        ----------
+        n_train : int
+            Training pairs.
+
+        Returns
+        -------
+        int
+        """
+        return 4096 if self.sparse else max(1, BLOCK_ENTRIES // n_train)
+
+    def restore(self, A, kernel):
+        """Rebuild what is derived from the training inputs after a load (nothing by default).
+
+        Parameters
+        ----------
+        A : ndarray of shape (n, d_in)
+            The training inputs.
+        kernel : Kernel
+            The fitted input kernel.
+        """
+
+
+@weight_method("exact")
+@persistent("factor_", holds={"factor_": "SPDFactor"})
+class ExactWeights(ConditionalWeights):
+    """``exact``: the Cholesky factor of ``G_a + n eps I``; O(n^3) once, O(n^2) a query.
+
+    A kernel with explicit features (a Nyström kernel) takes :class:`KernelFeatureWeights`
+    instead: the same weights through the push-through identity, with no n x n matrix.
+    """
+
+    @classmethod
+    def configured(cls, params, kernel):
+        return KernelFeatureWeights() if kernel.has_features else cls()
+
+    def fit(self, A, B, kernel_in, kernel_out, reg, diagnostics):
+        self.factor_ = _ridge_factor(kernel_in(A), A.shape[0] * reg, "G_a + n reg I", diagnostics)
+        return self
+
+    def weights(self, Q, A, kernel):
+        return self.factor_.solve(kernel(A, Q))
+
+
+class _FeatureWeights(ConditionalWeights):
+    """``G_a = Phi Phi^T``: ``w = Phi (Phi^T Phi + n eps I)^{-1} phi(a)``, no n x n matrix."""
+
+    def _fit_features(self, Phi, reg, diagnostics):
+        self.features_ = Phi
+        self.factor_ = _ridge_factor(Phi.T @ Phi, Phi.shape[0] * reg, "Phi^T Phi + n reg I", diagnostics)
+        return self
+
+    def _query_features(self, Q, kernel):
+        raise NotImplementedError
+
+    def weights(self, Q, A, kernel):
+        return self.features_ @ self.factor_.solve(self._query_features(Q, kernel).T)
+
+    def operator(self, Q, A, kernel):
+        return LowRankOperator(self.features_, self.factor_.solve(self._query_features(Q, kernel).T).T)
+
+
+@persistent("features_", "factor_", holds={"factor_": "SPDFactor"})
+class KernelFeatureWeights(_FeatureWeights):
+    """``exact`` with a kernel that has explicit features: the push-through formula on them."""
+
+    def fit(self, A, B, kernel_in, kernel_out, reg, diagnostics):
+        return self._fit_features(kernel_in.features(A), reg, diagnostics)
+
+    def _query_features(self, Q, kernel):
+        return kernel.features(Q)
+
+
+def _seed(random_state):
+    return int(check_rng(random_state).integers(2**31 - 1))
+
+
+@weight_method("nystrom")
+@persistent("nystroem_", "features_", "factor_", holds={"nystroem_": "Nystroem", "factor_": "SPDFactor"})
+class NystromWeights(_FeatureWeights):
+    """``nystrom``: scikit-learn's ``Nystroem`` features of rank ``rank`` in the push-through formula."""
+
+    def __init__(self, rank=200, random_state=None):
+        self.rank = rank
+        self.random_state = random_state
+
+    def fit(self, A, B, kernel_in, kernel_out, reg, diagnostics):
+        rank = min(check_int(self.rank, "rank"), A.shape[0])
+        metric = kernel_in.sklearn_metric()
+        if metric is None:
+            raise ValueError(
+                f"kernel_in: method='nystrom' needs a kernel scikit-learn's Nystroem knows "
+                f"(Gaussian or linear), got {type(kernel_in).__name__}; use method='icf'"
+            )
+        name, params = metric
+        self.nystroem_ = Nystroem(kernel=name, kernel_params=params or None, n_components=rank,
+                                  random_state=_seed(self.random_state))
+        return self._fit_features(self.nystroem_.fit_transform(kernel_in.coordinates(A)), reg, diagnostics)
+
+    def _query_features(self, Q, kernel):
+        return self.nystroem_.transform(kernel.coordinates(Q))
+
+
+@weight_method("rff")
+@persistent("sampler_", "features_", "factor_", holds={"sampler_": "RBFSampler", "factor_": "SPDFactor"})
+class FourierWeights(_FeatureWeights):
+    """``rff``: ``rank`` random Fourier features of a Gaussian kernel in the push-through formula."""
+
+    def __init__(self, rank=200, random_state=None):
+        self.rank = rank
+        self.random_state = random_state
+
+    def fit(self, A, B, kernel_in, kernel_out, reg, diagnostics):
+        metric = kernel_in.sklearn_metric()
+        if metric is None or metric[0] != "rbf":
+            raise ValueError(f"kernel_in: method='rff' needs a Gaussian kernel (random Fourier features sample "
+                             f"its spectrum), got {type(kernel_in).__name__}")
+        self.sampler_ = RBFSampler(gamma=metric[1]["gamma"], n_components=check_int(self.rank, "rank"),
+                                   random_state=_seed(self.random_state))
+        return self._fit_features(self.sampler_.fit_transform(kernel_in.coordinates(A)), reg, diagnostics)
+
+    def _query_features(self, Q, kernel):
+        return self.sampler_.transform(kernel.coordinates(Q))
+
+
+@weight_method("knn")
+@persistent("n_neighbors_")
+class LocalWeights(ConditionalWeights):
+    """``knn``: the exact formula on each query's ``n_neighbors`` nearest training inputs."""
+
+    sparse = True
+
+    def __init__(self, n_neighbors=50, reg=1e-3, solver="auto"):
+        self.n_neighbors = n_neighbors
+        self.reg = reg
+        self.solver = solver
+
+    def fit(self, A, B, kernel_in, kernel_out, reg, diagnostics):
+        self.n_neighbors_ = check_int(self.n_neighbors, "n_neighbors", maximum=A.shape[0])
+        if not kernel_in.is_radial:
+            raise ValueError(
+                "kernel_in: method='knn' needs a radial kernel (Gaussian or Laplace), whose "
+                "similarity ranks neighbours like Euclidean distance"
+            )
+        self.restore(A, kernel_in)
+        return self
+
+    def restore(self, A, kernel):
+        # the neighbour index is derived from the training inputs, so it is rebuilt, not saved
+        self.neighbors_ = NearestNeighbors(n_neighbors=self.n_neighbors_).fit(kernel.coordinates(A))
+
+    def local_weights(self, Q, A, kernel, return_distance=False):
+        """Each query's neighbourhood and its weights on it (see
+        :meth:`~kbfilter.ConditionalEmbedding.local_weights`).
+
+        Parameters
+        ----------
+        Q, A, kernel
+            As for :meth:`weights`.
+        return_distance : bool, default=False
+            Also return each query's distance to its farthest neighbour.
+
+        Returns
+        -------
+        idx, vals[, reach]
+        """
+        found = self.neighbors_.kneighbors(kernel.coordinates(Q), return_distance=return_distance)
+        dist, idx = found if return_distance else (None, found)
+        vals = neighbourhood_weights(kernel, Q, A, idx, self.reg, low_rank=self.solver == "auto")
+        return (idx, vals, dist[:, -1]) if return_distance else (idx, vals)
+
+    def weights(self, Q, A, kernel):
+        idx, vals = self.local_weights(Q, A, kernel)
+        q, m = idx.shape
+        return sp.csc_matrix((vals.ravel(), idx.ravel(), np.arange(0, q * m + 1, m)), shape=(A.shape[0], q))
+
+
+@weight_method("nw")
+@persistent()
+class NadarayaWatsonWeights(ConditionalWeights):
+    """``nw``: Nadaraya-Watson, ``w = k_a(a) / sum_i k_a(a_i, a)``; nothing to fit."""
+
+    def weights(self, Q, A, kernel):
+        K = kernel(A, Q)
+        total = K.sum(axis=0)
+        # A query far from every training input has all similarities underflow to 0: fall back
+        # to the nearest training input's output instead of dividing by zero.
+        empty = ~(total > 0)
+        if np.any(empty):
+            coords = kernel.coordinates
+            nearest = NearestNeighbors(n_neighbors=1).fit(coords(A)).kneighbors(coords(Q[empty]),
+                                                                                 return_distance=False)
+            K[:, empty] = 0.0
+            K[nearest[:, 0], np.flatnonzero(empty)] = 1.0
+            total = K.sum(axis=0)
+        return K / total
+
+
+@weight_method("random")
+@persistent("subsample_", "factor_", holds={"factor_": "SPDFactor"})
+class SubsampleWeights(ConditionalWeights):
+    """``random``: the exact formula on ``rank`` training pairs drawn once at fit."""
+
+    sparse = True
+
+    def __init__(self, rank=200, random_state=None):
+        self.rank = rank
+        self.random_state = random_state
+
+    def fit(self, A, B, kernel_in, kernel_out, reg, diagnostics):
+        n = A.shape[0]
+        m = min(check_int(self.rank, "rank"), n)
+        self.subsample_ = np.sort(check_rng(self.random_state).choice(n, m, replace=False))
+        self.factor_ = _ridge_factor(kernel_in(A[self.subsample_]), m * reg, "G_sub + m reg I", diagnostics)
+        return self
+
+    def weights(self, Q, A, kernel):
+        sub = self.subsample_
+        local = self.factor_.solve(kernel(A[sub], Q))  # (m, q)
+        m, q = local.shape
+        return sp.csc_matrix((local.T.ravel(), np.tile(sub, q), np.arange(0, q * m + 1, m)), shape=(A.shape[0], q))
+
+
+@weight_method("icf")
+@persistent("L_", "pivots_", "woodbury_", holds={"woodbury_": "Woodbury"})
+class IncompleteCholeskyWeights(ConditionalWeights):
+    """``icf``: pivoted Cholesky ``G_a ~ L L^T`` of rank ``rank`` and a Woodbury solve."""
+
+    def __init__(self, rank=200):
+        self.rank = rank
+
+    def fit(self, A, B, kernel_in, kernel_out, reg, diagnostics):
+        rank = check_int(self.rank, "rank")
+        k = kernel_in
+        self.L_, self.pivots_ = pivoted_cholesky(k.diag(A), lambda i: k(A, A[i : i + 1])[:, 0], rank)
+        self.woodbury_ = Woodbury(self.L_, A.shape[0] * reg)
+        return self
+
+    def weights(self, Q, A, kernel):
+        return self.woodbury_.solve(kernel(A, Q))
+
+
+@weight_method("sparse")
+@persistent("coef_", "n_iter_")
+class SparseWeights(ConditionalWeights):
+    """``sparse``: the sparse coefficients ``M`` of Grünewälder et al. (2012), ``w(a) = M^T k_a(a)``."""
+
+    def __init__(self, gamma=1e-2, max_iter=5000):
+        self.gamma = gamma
+        self.max_iter = max_iter
+
+    def fit(self, A, B, kernel_in, kernel_out, reg, diagnostics):
+        gamma = check_positive(self.gamma, "gamma", allow_zero=True)
+        max_iter = check_int(self.max_iter, "max_iter")
+        n = A.shape[0]
+        K = kernel_in(A)
+        dense = _ridge_factor(K.copy(), n * reg, "G_a + n reg I", diagnostics).solve(np.eye(n))
+        # sparse_coefficients warns (ConvergenceWarning) when it runs out of iterations
+        solution = sparse_coefficients(K, kernel_out(B), dense, gamma, max_iter=max_iter)
+        if not solution.converged:
+            diagnostics["max_iter"] += 1
+        self.coef_, self.n_iter_ = solution.coef, solution.n_iter
+        return self
+
+    def weights(self, Q, A, kernel):
+        rows = np.flatnonzero(np.diff(self.coef_.indptr))  # the inputs M uses
+        if rows.size == 0:
+            return np.zeros((A.shape[0], Q.shape[0]))
+        return np.asarray(self.coef_[rows].T @ kernel(A[rows], Q))
+
+
+def _batched_cho_solve(L, b):
+    """Solve ``L L^T x = b`` for a stack of lower-triangular factors ``L`` (q, m, m) and right-hand
+    sides ``b`` (q, m): forward and back substitution, one column of every system at a time."""
+    m = b.shape[1]
+    y = np.empty_like(b)
+    for i in range(m):
+        y[:, i] = (b[:, i] - np.einsum("qj,qj->q", L[:, i, :i], y[:, :i])) / L[:, i, i]
+    x = np.empty_like(b)
+    for i in range(m - 1, -1, -1):
+        x[:, i] = (y[:, i] - np.einsum("qj,qj->q", L[:, i + 1:, i], x[:, i + 1:])) / L[:, i, i]
+    return x
+
+
+def neighbourhood_weights(kernel, Q, A, idx, reg, low_rank=True):
+    """The localized embedding's weights of each query on its own neighbourhood (algorithms §3, kNN):
+    ``(G_N + m reg I)^{-1} k_N(q)`` with ``N`` the ``m`` training inputs ``A[idx[q]]``.
+
+    Parameters
+    ----------
+    kernel : Kernel
+        The fitted input kernel.
+    Q : ndarray of shape (n_queries, d)
+        The queries.
+    A : ndarray of shape (n, d)
+        The training inputs.
+    idx : ndarray of int, shape (n_queries, m)
+        Each query's neighbourhood among them.
+    reg : float
+        The regulariser (``m reg`` is added to the diagonal).
+    low_rank : bool, default=True
+        Solve numerically low-rank neighbourhoods through their pivoted Cholesky factor.
+
+    Returns
+    -------
+    ndarray of shape (n_queries, m)
+        The weights, row by row in the order of ``idx``.
+    """
+    m = idx.shape[1]
+    vals = np.empty(idx.shape)
+    # memory per query is O(m r) on the low-rank path; the dense path sub-chunks itself
+    for rows in chunks(Q.shape[0], max(1, BLOCK_ENTRIES // (64 * m))):
+        local = A[idx[rows]]
+        kq = kernel.paired(local, Q[rows][:, None, :])
+        vals[rows] = _local_solve(kernel, local, kq, m * reg, low_rank=low_rank)
+    return vals
+
+
+def _local_solve(kernel, local, kq, ridge, low_rank=True):
+    """Solve ``(G_N + ridge I) w = k_N(q)`` for a stack of neighbourhoods (algorithms §3, kNN).
+
+    Neighbourhoods are small next to the bandwidth, so their Gram matrices are numerically of low
+    rank: a batched pivoted Cholesky with residual trace <= 1e-12 * ridge, then Woodbury, gives the
+    exact solution to ~1e-12 relative in O(m r^2) instead of O(m^3). Neighbourhoods whose Gram is
+    not of low rank (r > m/4) are solved by a dense batched Cholesky instead.
+    """
+    q, m = kq.shape
+    out = np.empty((q, m))
+    dense = np.ones(q, dtype=bool)
+    if low_rank and m >= 32:
+        L, done = batched_pivoted_cholesky(kernel, local, _LOCAL_RTOL * ridge, m // 4)
+        if np.any(done):
+            Ld, kd = L[done], kq[done]
+            inner = np.swapaxes(Ld, 1, 2) @ Ld
+            inner[:, np.arange(inner.shape[1]), np.arange(inner.shape[1])] += ridge
+            proj = np.linalg.solve(inner, np.einsum("qmr,qm->qr", Ld, kd)[..., None])[..., 0]
+            out[done] = (kd - np.einsum("qmr,qr->qm", Ld, proj)) / ridge
+        dense = ~done
+    for rows in chunks(np.count_nonzero(dense), max(1, BLOCK_ENTRIES // (m * m))):
+        sel = np.flatnonzero(dense)[rows]
+        G = kernel.gram_batched(local[sel])
+        G[:, np.arange(m), np.arange(m)] += ridge
+        try:
+            # numpy's batched Cholesky factors the whole stack in one call (scipy's loops over it
+            # in Python: 100,000 calls at T = 10^5)
+            out[sel] = _batched_cho_solve(np.linalg.cholesky(G), kq[sel])
+        except np.linalg.LinAlgError:
+            # one of the local systems is not numerically SPD: solve them one by one with the
+            # library's jitter/LU rule (which warns)
+            out[sel] = [spd_factor(g, name="local Gram").solve(k) for g, k in zip(G, kq[sel])]
+    return out
