@@ -466,6 +466,8 @@ def test_default_grids_fit_the_filter_they_tune():
     low_rank = kb.KernelBayesFilter(approximation="nystrom")
     assert kb.tuning.default_grid(low_rank, views) == kb.tuning.SCALABLE_BLUR_GRID
     assert set(kb.tuning.SCALABLE_BLUR_GRID) <= set(low_rank.get_params())
+    assert kb.tuning.default_grid(kb.KernelBayesFilter(approximation="local"), views) == \
+        kb.filters.grids.LOCAL_BLUR_GRID
     assert kb.tuning.default_grid(kb.KernelBayesFilter(approximation="nystrom", features=None), views) == \
         kb.tuning.IMAGE_GRID
 

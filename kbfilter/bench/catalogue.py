@@ -15,7 +15,7 @@ from .._validation import check_choice
 from ..features import GaussianBlur, LearnedFeatures
 from ..filters import (ExtendedKalman, KernelBayesFilter, KernelMonteCarloFilter, NearestImage,
                        NearestNeighbourParticleFilter, ParticleFilter, UnscentedKalman, WindowRegressor)
-from ..filters.grids import LOCAL_GRID
+from ..filters.grids import LOCAL_BLUR_GRID, LOCAL_GRID
 from ..systems import CameraOrientation, MovingSprite, Oscillation, RobotInRoom, Rotation
 from ..tuning import (BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, MONTE_CARLO_IMAGE_GRID,
                       MONTE_CARLO_SCALABLE_IMAGE_GRID, NEIGHBOUR_GRID, SCALABLE_BLUR_GRID, SCALABLE_GRID)
@@ -162,6 +162,10 @@ CATALOGUE = {m.name: m for m in (
     Method("kbf-iw-local", "tuned", _kbf("iw", approximation="local"), {"vectors": LOCAL_GRID, "images": IMAGE_GRID},
            "IW kernel Bayes filter with its belief on at most 256 training states (a step that does not grow "
            "with T)"),
+    Method("kbf-iw-blur-local", "tuned", _kbf("iw", lambda: GaussianBlur(sigma=3.0, stride=2), approximation="local"),
+           {"vectors": LOCAL_GRID, "images": LOCAL_BLUR_GRID},
+           "IW kernel Bayes filter on blurred images with its belief on at most 256 training frames (long logs of "
+           "images)"),
     Method("kbf-iw-gated", "tuned", _kbf("iw", outlier_quantile=GATE_QUANTILE), _RAW,
            "IW kernel Bayes filter, outliers gated"),
     Method("kbf-iw-blur", "tuned", _kbf("iw", lambda: GaussianBlur(sigma=3.0, stride=2)), _BLUR,

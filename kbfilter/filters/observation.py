@@ -24,7 +24,7 @@ from ..linalg import NumericalWarning
 from ..persistence import persistent
 from ..rules.bayes_rule import KernelBayesRule
 from .base import SharedModel
-from .grids import BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, LOCAL_GRID, SCALABLE_BLUR_GRID
+from .grids import BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, LOCAL_BLUR_GRID, LOCAL_GRID, SCALABLE_BLUR_GRID
 from .likelihood import ObservationDensity
 from .outliers import OutlierGate, check_outlier_quantile, outlier_gate
 
@@ -222,7 +222,8 @@ def observation_grid(features, approximation, obs_shape):
         :data:`~kbfilter.filters.grids.DEFAULT_GRID` for vectors
         (:data:`~kbfilter.filters.grids.LOCAL_GRID` with ``approximation="local"``); for images,
         :data:`~kbfilter.filters.grids.BLUR_GRID` behind the default blur
-        (:data:`~kbfilter.filters.grids.SCALABLE_BLUR_GRID` on approximated kernels),
+        (:data:`~kbfilter.filters.grids.SCALABLE_BLUR_GRID` on approximated kernels,
+        :data:`~kbfilter.filters.grids.LOCAL_BLUR_GRID` on a bounded support),
         :data:`~kbfilter.filters.grids.IMAGE_GRID` on raw pixels (``features=None``) and
         :data:`~kbfilter.filters.grids.FEATURE_GRID` behind any other feature map.
     """
@@ -233,6 +234,8 @@ def observation_grid(features, approximation, obs_shape):
         return IMAGE_GRID
     if not isinstance(features, GaussianBlur):
         return FEATURE_GRID
+    if approximation == "local":
+        return LOCAL_BLUR_GRID
     return BLUR_GRID if approximation == "exact" else SCALABLE_BLUR_GRID
 
 
