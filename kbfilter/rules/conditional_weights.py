@@ -97,6 +97,7 @@ class ConditionalWeights(Persistent, BaseEstimator):
         Returns
         -------
         ConditionalWeights
+            Unfitted.
         """
         return cls(**{k: params[k] for k in cls._get_param_names()})
 
@@ -116,7 +117,8 @@ class ConditionalWeights(Persistent, BaseEstimator):
 
         Returns
         -------
-        self
+        self : ConditionalWeights
+            Fitted.
         """
         return self
 
@@ -135,6 +137,7 @@ class ConditionalWeights(Persistent, BaseEstimator):
         Returns
         -------
         ndarray or scipy.sparse.csc_matrix of shape (n, q)
+            Column ``j`` embeds ``P(b | q_j)``.
         """
         raise NotImplementedError
 
@@ -165,6 +168,7 @@ class ConditionalWeights(Persistent, BaseEstimator):
         Returns
         -------
         int
+            Queries a chunk.
         """
         return 4096 if self.sparse else max(1, BLOCK_ENTRIES // n_train)
 
