@@ -18,7 +18,7 @@ def _split(scores):
     """A split's result with the given per-track RMSEs ({method: [rmse per track]})."""
     n = len(next(iter(scores.values())))
     tracks = [{"vehicle": str(i), "steps": 10, "missing": 0,
-               **{m: {"rmse": v[i], "rmse_dropouts": 2 * v[i], "nees": 2.0, "ms_per_step": 0.1}
+               **{m: {"rmse": v[i], "rmse_dropouts": 2 * v[i], "nees": v[i] / 10, "ms_per_step": 0.1}
                   for m, v in scores.items()}} for i in range(n)]
     return {"split": 0, "tracks": tracks}
 
@@ -38,6 +38,7 @@ def test_the_summary_compares_each_split_with_its_best_hand_written_model():
     assert cell["wins"] == 0 and cell["p"] == pytest.approx(wilcoxon([30.5, 15, 9], [15, 10, 9]).pvalue)
     # a hand-written model is compared with cv only, never with the best of itself and the others
     assert set(summary["compared"]["rmse"]["imm"]) == {"cv"}
+    assert summary["nees_median_track"]["learned"] == pytest.approx((0.95 + 1.1) / 2)   # six tracks
     table = format_tracks_table(summary, 3)
     assert "best hand-written model by split: imm, cv, cv" in table and "lost (RMSE above twice its) on 2" in table
 
@@ -72,7 +73,8 @@ def test_the_command_line_runs_a_recording_and_writes_results_table_and_map(tmp_
 
 
 def test_the_same_split_gives_the_same_scores(tmp_path):
-    config = TracksConfig.checked(splits=1, methods=("cv", "learned"), max_test_tracks=1, map_tracks=0)
+    config = TracksConfig.checked(splits=1, methods=("cv", "learned", "kbf-position"), max_test_tracks=1,
+                                  map_tracks=0)
     from kbfilter.bench.tracks import RECORDINGS, run_tracks_split
 
     tracks = RECORDINGS["solent"]()
@@ -80,6 +82,8 @@ def test_the_same_split_gives_the_same_scores(tmp_path):
     strip = [{m: r[m]["rmse"] for m in config.methods} for r in a["tracks"]]
     assert strip == [{m: r[m]["rmse"] for m in config.methods} for r in b["tracks"]]
     assert a["paths"] == []
+    # the kernel Bayes filter on the position alone is scored on the position like the others
+    assert a["tracks"][0]["kbf-position"]["rmse"] > 0 and a["tracks"][0]["kbf-position"]["nees"] is not None
 
 
 @pytest.mark.parametrize("args, fragment", [
