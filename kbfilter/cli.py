@@ -61,6 +61,15 @@ def _grid_axis(text):
     return name, tuple(numbers)
 
 
+def _add_output_arguments(parser, out, default):
+    """``--out`` (its default ``out``, or ``default`` when None) and ``--force``."""
+    parser.add_argument("--out", default=None, help=f"output folder (default {out or default})")
+    parser.set_defaults(default_out=out)
+    parser.add_argument("--force", action="store_true",
+                        help="overwrite results already in --out (without it, a given --out that holds results "
+                             "is an error and the default folder gets a numbered sibling)")
+
+
 def add_bench_arguments(parser, system=None, runs=None, train_lengths=(500,), jobs=-1, out=None):
     """The benchmark's arguments, shared by ``kbfilter bench`` and the scenario scripts.
 
@@ -110,12 +119,7 @@ def add_bench_arguments(parser, system=None, runs=None, train_lengths=(500,), jo
     parser.add_argument("--jobs", type=int, default=jobs, help="parallel runs (default -1: all cores)")
     parser.add_argument("--backend", default=None, help="joblib backend, e.g. dask (default: joblib's)")
     parser.add_argument("--scheduler", default=None, help="Dask scheduler address for --backend dask")
-    parser.add_argument("--out", default=None, help="output folder (default results/bench-SYSTEM)"
-                        if out is None else f"output folder (default {out})")
-    parser.set_defaults(default_out=out)
-    parser.add_argument("--force", action="store_true",
-                        help="overwrite results already in --out (without it, a given --out that holds results "
-                             "is an error and the default folder gets a numbered sibling)")
+    _add_output_arguments(parser, out, "results/bench-SYSTEM")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
@@ -165,12 +169,7 @@ def add_tracks_arguments(parser, data=None, out=None):
     parser.add_argument("--map-tracks", type=int, default=defaults.map_tracks,
                         help=f"test tracks drawn in tracks.png (default {defaults.map_tracks})")
     parser.add_argument("--jobs", type=int, default=-1, help="splits in parallel (default -1: all cores)")
-    parser.add_argument("--out", default=None, help="output folder (default results/bench-RECORDING)"
-                        if out is None else f"output folder (default {out})")
-    parser.set_defaults(default_out=out)
-    parser.add_argument("--force", action="store_true",
-                        help="overwrite results already in --out (without it, a given --out that holds results "
-                             "is an error and the default folder gets a numbered sibling)")
+    _add_output_arguments(parser, out, "results/bench-RECORDING")
     parser.add_argument("--quiet", action="store_true", help="no line per split")
     return parser
 
