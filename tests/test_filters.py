@@ -441,3 +441,13 @@ def test_gaussian_filters_take_a_known_control_and_equal_the_kalman_filter():
     means = pf.batch_filter(obs, us=controls)[0]
     # measured: 0.0018 of the Kalman filter's own MSE
     assert np.mean((means - exact) ** 2) < 0.01 * np.mean((np.array(exact) - states) ** 2)
+
+
+def test_batch_filter_continues_from_the_current_belief_and_reset_starts_afresh():
+    states, obs = kb.systems.Rotation().simulate(300, rng=0)
+    kbf = kb.KernelBayesFilter().fit(states[:250], obs[:250])
+    first = kbf.batch_filter(obs[250:260])[0]
+    continued = kbf.batch_filter(obs[250:260])[0]           # starts where the first run ended
+    again = kbf.reset().batch_filter(obs[250:260])[0]
+    np.testing.assert_array_equal(again, first)
+    assert not np.allclose(continued[0], first[0])

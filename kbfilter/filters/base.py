@@ -390,6 +390,9 @@ class Filter:
     def batch_filter(self, zs, us=None):
         """Filter a whole sequence of observations.
 
+        The run continues from the filter's current belief, as filterpy's ``batch_filter`` does:
+        call :meth:`reset` first to filter a new, independent run from the start.
+
         Parameters
         ----------
         zs : iterable of array-like or None
