@@ -18,7 +18,8 @@ def _split(scores):
     """A split's result with the given per-track RMSEs ({method: [rmse per track]})."""
     n = len(next(iter(scores.values())))
     tracks = [{"vehicle": str(i), "steps": 10, "missing": 0,
-               **{m: {"rmse": v[i], "rmse_dropouts": 2 * v[i], "nees": v[i] / 10, "ms_per_step": 0.1}
+               **{m: {"rmse": v[i], "rmse_dropouts": 2 * v[i], "nees": v[i] / 10, "ms_per_step": 0.1,
+                      "events": {"reacquired": 1} if m == "learned" else {}}
                   for m, v in scores.items()}} for i in range(n)]
     return {"split": 0, "tracks": tracks}
 
@@ -39,7 +40,9 @@ def test_the_summary_compares_each_split_with_its_best_hand_written_model():
     # a hand-written model is compared with cv only, never with the best of itself and the others
     assert set(summary["compared"]["rmse"]["imm"]) == {"cv"}
     assert summary["nees_median_track"]["learned"] == pytest.approx((0.95 + 1.1) / 2)   # six tracks
+    assert summary["events"] == {"cv": {}, "imm": {}, "learned": {"reacquired": 6}}    # one a track
     table = format_tracks_table(summary, 3)
+    assert "learned reacquired 6" in table
     assert "best hand-written model by split: imm, cv, cv" in table and "lost (RMSE above twice its) on 2" in table
 
 

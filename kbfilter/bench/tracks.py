@@ -35,6 +35,7 @@ import json
 import os
 import time
 import warnings
+from collections import Counter
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -248,7 +249,8 @@ def run_tracks_split(config, tracks, split):
     dict
         ``split``, ``n_train`` / ``n_test`` (tracks), ``fit_s`` (method -> seconds), the motion
         noise chosen for ``cv``, ``tracks`` (one dict per test track: ``vehicle``, ``steps``,
-        ``missing`` and, per method, ``rmse``, ``rmse_dropouts``, ``nees``, ``ms_per_step``) and,
+        ``missing`` and, per method, ``rmse``, ``rmse_dropouts``, ``nees``, ``ms_per_step`` and
+        ``events``, what the filter's ``diagnostics`` counted, such as reacquisitions) and,
         for the map (first split only), ``paths``: the ``map_tracks`` longest test tracks with
         their observations, dropout mask and every method's estimates.
     """
@@ -256,7 +258,8 @@ def run_tracks_split(config, tracks, split):
     sensor = config.sensor_model()
     rows, paths = [], []
     with warnings.catch_warnings():
-        # reacquisitions and fit reports, counted in the scores; a benchmark run would repeat them
+        # reacquisitions and fit reports would repeat on every track: each filter's diagnostics
+        # (what it counted) go into its scores instead
         warnings.simplefilter("ignore")
         factories, fit_s, noise = _filters(config, train, sensor, split)
         scored = test.tracks if config.max_test_tracks is None else test.tracks[:config.max_test_tracks]
@@ -279,7 +282,8 @@ def run_tracks_split(config, tracks, split):
                              "rmse_dropouts": _rmse(means, track, missing),
                              # the position's: every model has it, whatever else its state holds
                              "nees": mean_nees(track[:, :2], means[:, :2], covs[:, :2, :2]),
-                             "ms_per_step": 1e3 * elapsed / len(track)}
+                             "ms_per_step": 1e3 * elapsed / len(track),
+                             "events": {k: int(v) for k, v in dict(getattr(filt, "diagnostics", {})).items()}}
             rows.append(row)
             if i in drawn:
                 observed = (np.array([np.full(2, np.nan) if z is None else z for z in zs])
@@ -325,8 +329,9 @@ def summarise_tracks(results, methods):
         method -> reference -> ``{"wins": splits, "p": Wilcoxon p}``), ``ratio_to_best_hand``
         (method -> mean RMSE over the best hand-written model's), ``lost`` / ``better`` (method ->
         test tracks where its RMSE is above twice / below the split's best hand-written model's),
-        ``test_tracks``, ``ms_per_step`` (method -> mean over tracks) and ``nees_median_track``
-        (method -> the median over test tracks of their mean NEES).
+        ``test_tracks``, ``ms_per_step`` (method -> mean over tracks), ``nees_median_track``
+        (method -> the median over test tracks of their mean NEES) and ``events`` (method -> what
+        its diagnostics counted, summed over tracks).
     """
     table = {"splits": {}}
     for key in ("rmse", "rmse_dropouts", "nees"):
@@ -337,6 +342,13 @@ def summarise_tracks(results, methods):
     table["ms_per_step"] = {m: _mean([r[m]["ms_per_step"] for s in results for r in s["tracks"]]) for m in methods}
     # a few steps with a collapsed covariance can dominate a mean NEES; the median track says
     # what is typical
+    table["events"] = {}
+    for m in methods:
+        totals = Counter()
+        for s in results:
+            for r in s["tracks"]:
+                totals.update(r[m].get("events", {}))
+        table["events"][m] = dict(totals)
     table["nees_median_track"] = {}
     for m in methods:
         values = [r[m]["nees"] for s in results for r in s["tracks"] if r[m]["nees"] is not None]
@@ -412,6 +424,10 @@ def format_tracks_table(summary, splits):
             lines.append(f"{m}: mean RMSE {_number(ratio, 3)} x the best hand-written model's; better on "
                          f"{summary['better'][m]} and lost (RMSE above twice its) on {summary['lost'][m]} of "
                          f"{summary['test_tracks']} test tracks")
+    counted = {m: e for m, e in summary.get("events", {}).items() if e}
+    if counted:
+        lines.append("counted over every test track: " + "; ".join(
+            f"{m} " + ", ".join(f"{k} {v}" for k, v in sorted(e.items())) for m, e in counted.items()))
     lines.append("ms a step: " + ", ".join(f"{m} {_number(v, 2)}" for m, v in summary["ms_per_step"].items()))
     return "\n".join(lines)
 
