@@ -1,6 +1,9 @@
 """Regularised solves, the Woodbury identity and pivoted Cholesky (algorithms §3, §8).
 
-Every symmetric positive definite system in the library goes through :func:`spd_factor`:
+Every regularised system ``G + ridge I`` of the library (a Gram matrix, or the inner product
+``F^T F`` of explicit features, in the rules, the conditional embeddings and the transitions) is
+factored by :func:`ridge_factor`, and every symmetric positive definite system goes through
+:func:`spd_factor`:
 Cholesky first; on failure a stated jitter ladder (``1e-10, 1e-8, ..., 1e-2`` times the mean
 diagonal) with a :class:`NumericalWarning`; if even that fails, an LU factorisation with a
 warning. The factor records which rule was used, so callers can report it.
@@ -15,7 +18,7 @@ from ._validation import check_matrix
 from ._warnings import warn_user
 from .persistence import persistent
 
-__all__ = ["NumericalWarning", "SPDFactor", "spd_factor", "solve_spd", "Woodbury", "pivoted_cholesky",
+__all__ = ["NumericalWarning", "SPDFactor", "spd_factor", "ridge_factor", "solve_spd", "Woodbury", "pivoted_cholesky",
            "batched_pivoted_cholesky", "column_entries"]
 
 JITTER_LADDER = (1e-10, 1e-8, 1e-6, 1e-4, 1e-2)
@@ -155,6 +158,36 @@ def spd_factor(A, name="matrix", warn=True):
     return factor
 
 
+
+def ridge_factor(G, ridge, name="matrix", warn=True):
+    """The factor of ``G + ridge I``: the regularised solve of every kernel method here, whether
+    ``G`` is a Gram matrix or the inner product ``F^T F`` of explicit features.
+
+    Parameters
+    ----------
+    G : ndarray of shape (n, n)
+        The symmetric matrix; overwritten (build it for this call).
+    ridge : float
+        What is added to the diagonal.
+    name : str
+        How messages call the matrix.
+    warn : bool
+        As for :func:`spd_factor`.
+
+    Returns
+    -------
+    SPDFactor
+        The factorisation, with the fallback it needed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ridge_factor(np.array([[3.0, 2.0], [2.0, 2.0]]), 1.0).solve(np.array([6.0, 5.0]))
+    array([1., 1.])
+    """
+    G[np.diag_indices(G.shape[0])] += ridge
+    return spd_factor(G, name=name, warn=warn)
+
 def solve_spd(A, B, name="matrix"):
     """Solve ``A X = B`` for SPD ``A`` (Cholesky, with the stated fallbacks)."""
     return spd_factor(A, name=name).solve(B)
@@ -188,7 +221,7 @@ class Woodbury:
             raise ValueError(f"L: expected at most {self.MAX_WIDE_RANK} columns when it has more columns than rows, "
                              f"got shape {self.L.shape}")
         #: the factor of ``c I_r + L^T L``
-        self.inner = spd_factor(self.c * np.eye(r) + self.L.T @ self.L, name="Woodbury inner matrix")
+        self.inner = ridge_factor(self.L.T @ self.L, self.c, "Woodbury inner matrix")
 
     def solve(self, B):
         """Solve ``(L L^T + c I) X = B`` for ``B`` of shape (n,) or (n, k)."""

@@ -18,7 +18,7 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 from .._validation import check_vector
-from ..linalg import pivoted_cholesky, spd_factor
+from ..linalg import pivoted_cholesky, ridge_factor
 from ..persistence import persistent
 
 __all__ = ["ControlledTransition", "LowRankControlledTransition"]
@@ -144,8 +144,7 @@ class ControlledTransition(_SuccessorTransition):
         Xp, Up = X[predecessors], U[predecessors + 1]
         n = len(predecessors)
         G = kernel_x(Xp) * kernel_u(Up)
-        G[np.diag_indices(n)] += n * reg
-        return cls(kernel_x(Xp, X), Up, kernel_u, spd_factor(G, name="transition Gram G_x * G_u + n lam' I"),
+        return cls(kernel_x(Xp, X), Up, kernel_u, ridge_factor(G, n * reg, "transition Gram G_x * G_u + n lam' I"),
                    predecessors + 1, X.shape[0])
 
     @property
@@ -250,11 +249,9 @@ class LowRankControlledTransition(_SuccessorTransition):
             raise ValueError("controls: the product kernel's Gram matrix is 0 on the logged transitions")
         residual = max(trace - float(np.sum(L * L)), 0.0)
         converged = residual <= trace_rtol * trace or L.shape[1] < min(max_rank, n)
-        M = L.T @ L
-        M[np.diag_indices_from(M)] += n * reg
         return cls(kernel_x(X, Xp[pivots]), Up[pivots], kernel_u, np.tril(L[pivots]), np.ascontiguousarray(L),
-                   spd_factor(M, name="transition features L^T L + n lam' I"), predecessors + 1, X.shape[0],
-                   converged)
+                   ridge_factor(L.T @ L, n * reg, "transition features L^T L + n lam' I"), predecessors + 1,
+                   X.shape[0], converged)
 
     @property
     def dim_u(self):

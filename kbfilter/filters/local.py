@@ -543,9 +543,8 @@ class LocalFilterModel(SharedModel):
         if T <= self.support:
             values, support = self.dense(values, support), np.arange(T)
         G = self._state_gram.of(support)
-        M = G.copy()
-        M.flat[:: M.shape[0] + 1] += T * self.reg_prior
-        return T * factor_recorded(M, "G_x + T reg_prior I (on the support)", info).solve(G @ values), support, 0.0
+        factor = factor_recorded(G.copy(), T * self.reg_prior, "G_x + T reg_prior I (on the support)", info)
+        return T * factor.solve(G @ values), support, 0.0
 
     def posterior(self, values, support, row):
         """Kernel Bayes' rule on at most ``support`` states.

@@ -20,7 +20,7 @@ from .._validation import (
 from .._warnings import warn_user
 from ..embedding import KernelMean
 from ..kernels import fitted_kernel
-from ..linalg import NumericalWarning, Woodbury, pivoted_cholesky, spd_factor
+from ..linalg import NumericalWarning, Woodbury, pivoted_cholesky, ridge_factor
 from ..persistence import Persistent, persistent
 from ..threads import limited_blas
 from ._checks import check_prior
@@ -74,9 +74,8 @@ def kulsif_weights(states, prior, kernel=None, reg=0.1):
     kernel = fitted_kernel(kernel, "kernel", states)
     n = states.shape[0]
     G = kernel(states)
-    G[np.diag_indices(n)] += n * reg
     g = kernel(states, prior.points) @ prior.weights
-    return np.maximum(0.0, n * spd_factor(G, name="G_x + n reg I").solve(g))
+    return np.maximum(0.0, n * ridge_factor(G, n * reg, "G_x + n reg I").solve(g))
 
 
 def iw_from_ratio(side, r, obs, n, reg_update):
@@ -264,9 +263,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
             self.prior_factor_ = Woodbury(self.kernel_x_.features(X), n * reg_prior)
             event = self.prior_factor_.inner.event
         else:
-            G = self.kernel_x_(X)
-            G[np.diag_indices(n)] += n * reg_prior
-            self.prior_factor_ = spd_factor(G, name=name, warn=False)
+            self.prior_factor_ = ridge_factor(self.kernel_x_(X), n * reg_prior, name, warn=False)
             event = self.prior_factor_.event
             if event is not None:
                 warn_user(f"KernelBayesRule: {self.prior_factor_.describe(name)}", NumericalWarning)

@@ -15,7 +15,7 @@ from sklearn.kernel_approximation import Nystroem, RBFSampler
 from sklearn.neighbors import NearestNeighbors
 
 from .._validation import check_int, check_positive, check_rng
-from ..linalg import Woodbury, batched_pivoted_cholesky, pivoted_cholesky, spd_factor
+from ..linalg import Woodbury, batched_pivoted_cholesky, pivoted_cholesky, ridge_factor, spd_factor
 from ..operators import DenseOperator, LowRankOperator, SparseOperator
 from ..persistence import Persistent, persistent
 from .sparse_embedding import sparse_coefficients
@@ -59,18 +59,12 @@ def weight_method(name):
     return register
 
 
-def _factor(G, name, diagnostics):
-    """``spd_factor`` with its fallback counted in ``diagnostics``."""
-    factor = spd_factor(G, name=name)
+def _ridge_factor(G, ridge, name, diagnostics):
+    """:func:`~kbfilter.linalg.ridge_factor`, its fallback counted in ``diagnostics``."""
+    factor = ridge_factor(G, ridge, name)
     if factor.event is not None:
         diagnostics[factor.event] += 1
     return factor
-
-
-def _ridge_factor(G, ridge, name, diagnostics):
-    """The factor of ``G + ridge I``; ``G`` is overwritten (a Gram matrix built for this)."""
-    G[np.diag_indices(G.shape[0])] += ridge
-    return _factor(G, name, diagnostics)
 
 
 class ConditionalWeights(Persistent, BaseEstimator):

@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 from scipy.linalg import LinAlgWarning, lu_factor, lu_solve
 
-from ..linalg import Woodbury, spd_factor
+from ..linalg import Woodbury, ridge_factor
 from ..operators import DenseOperator, LowRankOperator
 from ._checks import check_prior
 
@@ -29,9 +29,10 @@ __all__ = ["DenseStates", "FeatureStates", "DenseObservations", "LowRankObservat
 LOW_RANK_RTOL = 1e-9
 
 
-def factor_recorded(A, name, info):
-    """``spd_factor`` whose fallback (jitter, LU) is recorded in ``info``."""
-    factor = spd_factor(A, name=name, warn=False)
+def factor_recorded(A, ridge, name, info):
+    """The factor of ``A + ridge I`` (:func:`~kbfilter.linalg.ridge_factor`; ``A`` is overwritten)
+    whose fallback (jitter, LU) is recorded in ``info``."""
+    factor = ridge_factor(A, ridge, name, warn=False)
     if factor.event is not None:
         info[factor.event] = factor.describe(name)
     return factor
@@ -95,15 +96,12 @@ class FeatureStates(DenseStates):
 def _scaled_inner(F, sq, nlam, name, info):
     """``Ls = sqrt(D) F`` (``F`` a fresh copy, scaled in place) and the factor of ``Ls^T Ls + n lam I``."""
     F *= sq
-    C = F.T @ F
-    C.flat[:: C.shape[0] + 1] += nlam
-    return F, factor_recorded(C, name, info)
+    return F, factor_recorded(F.T @ F, nlam, name, info)
 
 
 def _dense_iw(G_S, obs_S, sq, nlam, info):
     M = sq * G_S * sq.T
-    M[np.diag_indices(G_S.shape[0])] += nlam
-    return sq * factor_recorded(M, "sqrt(D) G_z sqrt(D) + n lam I", info).solve(sq * obs_S)
+    return sq * factor_recorded(M, nlam, "sqrt(D) G_z sqrt(D) + n lam I", info).solve(sq * obs_S)
 
 
 def _dense_original(mu, G_z, K, delta):
@@ -152,9 +150,7 @@ class DenseObservations:
 
     def regression(self, K, n, delta, info):
         """The stated fallback, CKME regression ``(G_z + n delta I)^{-1} k``."""
-        G = self.gram.copy()
-        G[np.diag_indices(G.shape[0])] += n * delta
-        return factor_recorded(G, "G_z + n delta I", info).solve(K)
+        return factor_recorded(self.gram.copy(), n * delta, "G_z + n delta I", info).solve(K)
 
 
 class LowRankObservations(DenseObservations):
@@ -227,9 +223,7 @@ class FeatureObservations:
         K = self.Phi @ obs
         if self.gram is None:
             return Woodbury(self.Phi, n * delta).solve(K)
-        G = self.gram.copy()
-        G[np.diag_indices(G.shape[0])] += n * delta
-        return factor_recorded(G, "G_z + n delta I", info).solve(K)
+        return factor_recorded(self.gram.copy(), n * delta, "G_z + n delta I", info).solve(K)
 
 
 def original_update(observations, mu, obs, n, delta):
