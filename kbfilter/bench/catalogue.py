@@ -15,10 +15,10 @@ from .._validation import check_choice
 from ..features import GaussianBlur, LearnedFeatures
 from ..filters import (ExtendedKalman, KernelBayesFilter, KernelMonteCarloFilter, NearestImage,
                        NearestNeighbourParticleFilter, ParticleFilter, UnscentedKalman, WindowRegressor)
-from ..filters.grids import LOCAL_BLUR_GRID, LOCAL_GRID
+from ..filters.grids import (BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, LOCAL_BLUR_GRID, LOCAL_GRID,
+                             MONTE_CARLO_IMAGE_GRID, MONTE_CARLO_SCALABLE_IMAGE_GRID, NEIGHBOUR_GRID,
+                             SCALABLE_BLUR_GRID, SCALABLE_GRID)
 from ..systems import CameraOrientation, MovingSprite, Oscillation, RobotInRoom, Rotation
-from ..tuning import (BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, MONTE_CARLO_IMAGE_GRID,
-                      MONTE_CARLO_SCALABLE_IMAGE_GRID, NEIGHBOUR_GRID, SCALABLE_BLUR_GRID, SCALABLE_GRID)
 
 __all__ = ["Method", "BenchSystem", "BENCH_SYSTEMS", "register_system", "SYSTEMS", "CATALOGUE", "METHODS",
            "DEFAULT_METHODS", "PROTOCOLS", "REFERENCE", "GATE_QUANTILE",
