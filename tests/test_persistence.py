@@ -47,6 +47,18 @@ def _weights(method, **params):
     return cme.weights_, compute
 
 
+CV = kb.systems.ConstantVelocity(step=1.0, accel=0.5, sensor=kb.systems.PositionFixes(3.0), speed=10.0)
+TRACKS = [CV.simulate(150, rng=s, burn_in=0)[0] for s in range(3)]
+FIXES = CV.sensor.observe(CV.simulate(30, rng=9, burn_in=0)[0], rng=1)
+
+
+def _moved_filter():
+    """A learned-motion filter part way through a run: the rest of the run continues it."""
+    lmf = kb.LearnedMotionFilter(CV, inputs=(2, 3), random_state=0).fit(TRACKS, [x[:, :2] for x in TRACKS])
+    lmf.batch_filter(FIXES[:10])
+    return lmf
+
+
 # class name -> (a fitted instance, what it computes); scikit-learn parts are compared bit for bit
 # too: their fitted arrays are stored as they are
 CASES = {
@@ -68,6 +80,15 @@ CASES = {
     "IncompleteCholeskyWeights": [_weights("icf")],
     "SparseWeights": [_weights("sparse", max_iter=50)],
     "NystromKernel": [(NystromKernel(rank=30).fit(X), lambda k: k(X, Q))],
+    "PositionFixes": [(kb.systems.PositionFixes(4.0), lambda s: s.observation_loglik(Q[0], X))],
+    "RangeBearing": [(kb.systems.RangeBearing((1.0, -2.0), 20.0, 0.01), lambda s: s.observe_mean(X))],
+    "ConstantVelocity": [(CV, lambda m: np.append(m.transition_mean(TRACKS[0][:5]), m.two_point_belief(Q[0], Q[1])[1]))],
+    "CoordinatedTurn": [(kb.systems.CoordinatedTurn(sensor=kb.systems.RangeBearing((0.0, 0.0))),
+                         lambda m: m.transition_mean(np.hstack([TRACKS[0][:5], np.full((5, 1), 0.02)])))],
+    "LearnedMotion": [(kb.filters.LearnedMotion(inputs=(2, 3), n_neighbors=10).fit(TRACKS),
+                       lambda m: m.sample_transition(TRACKS[1][:20], rng=3))],
+    "LearnedMotionFilter": [(_moved_filter(), lambda f: np.append(f.batch_filter(FIXES[10:])[0],
+                                                                   f.diagnostics.get("reacquired", 0)))],
     "RandomFourierKernel": [(RandomFourierKernel(rank=30, random_state=0).fit(X), lambda k: k(X, Q))],
     "KernelBayesRule": [(_rule(), _posterior), (_rule(method="original"), _posterior),
                         (_rule(solver="dense"), _posterior), (_rule(kernel_z=kb.LinearKernel()), _posterior),

@@ -159,6 +159,25 @@ CASES = {
         meta["root"]["fitted"]["__dict__"] = {"t": "dict", "items": {}}
         load(write(out + "/evil.npz", arrays, meta)).transform(Z)
     ''',
+    "a learned-motion filter whose particles have another dimension": '''
+        cv = kb.systems.ConstantVelocity(step=1.0, accel=0.5, speed=10.0)
+        track = cv.simulate(60, rng=0, burn_in=0)[0]
+        path = kb.LearnedMotionFilter(cv, inputs=(2, 3), n_particles=50, random_state=0).fit(
+            track, track[:, :2]).save(out + "/lmf.npz")
+        arrays, meta = parts(path)
+        belief = find(meta["root"], lambda n: n.get("class") == "ParticleBelief")
+        arrays["evil"] = np.zeros((50, 3))
+        belief["fields"]["particles"] = {"t": "array", "key": "evil"}
+        load(write(out + "/evil.npz", arrays, meta)).batch_filter(track[:5, :2])
+    ''',
+    "a learned motion with more neighbours than steps": '''
+        cv = kb.systems.ConstantVelocity(step=1.0, accel=0.5, speed=10.0)
+        track = cv.simulate(60, rng=0, burn_in=0)[0]
+        path = kb.filters.LearnedMotion(inputs=(2, 3), n_neighbors=5).fit(track).save(out + "/m.npz")
+        arrays, meta = parts(path)
+        meta["root"]["fields"]["n_neighbors_"] = 10**9
+        load(write(out + "/evil.npz", arrays, meta)).sample_transition(track[:3], rng=0)
+    ''',
     "a Woodbury solver of an empty factor": '''
         path = kb.ConditionalEmbedding(method="icf", rank=5).fit(X, Z).save(out + "/cme.npz")
         arrays, meta = parts(path)

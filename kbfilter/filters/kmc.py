@@ -404,16 +404,6 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, PredictiveLikelihood, L
         """The learned observation model, a :class:`~kbfilter.filters.observation.LearnedObservationModel`."""
         return self.model_.observation
 
-    @property
-    def rng_state(self):
-        """The state of the filter's random generator (saved with it, so a loaded filter draws on)."""
-        return self._rng.bit_generator.state
-
-    @rng_state.setter
-    def rng_state(self, state):
-        self._rng = np.random.default_rng()
-        self._rng.bit_generator.state = state
-
     # -- belief -------------------------------------------------------------------------------------
     @limited_blas
     def reset(self, prior=None):

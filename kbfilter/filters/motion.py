@@ -37,8 +37,9 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_fraction, check_int, check_matrix, check_observation, check_positive, check_rng, \
     check_sequences, check_state_sequences, check_vector
+from ..persistence import Persistent, persistent
 from ..threads import limited_blas
-from .base import LearnedFilter
+from .base import LearnedFilter, probe_loaded
 from .particles import HoldsParticles, ParticleBelief
 
 __all__ = ["LearnedMotion", "LearnedMotionFilter", "MOTION_GRID"]
@@ -47,7 +48,9 @@ __all__ = ["LearnedMotion", "LearnedMotionFilter", "MOTION_GRID"]
 MOTION_GRID = {"n_neighbors": (5, 10, 20, 40, 80)}
 
 
-class LearnedMotion(BaseEstimator):
+@persistent("steps_", "n_features_in_", "columns_", "n_neighbors_", "inputs_", "scaler_", "coef_", "offsets_",
+            holds={"scaler_": "StandardScaler"})
+class LearnedMotion(Persistent, BaseEstimator):
     """The law of the next state learned from trajectories: a linear step plus neighbours' offsets.
 
     Parameters
@@ -69,6 +72,8 @@ class LearnedMotion(BaseEstimator):
         The steps' offsets from the linear part, which a draw samples among the neighbours.
     scaler_ : sklearn.preprocessing.StandardScaler
         Standardises the inputs before neighbours are looked up.
+    inputs_ : ndarray of shape (n, n_inputs)
+        The training steps' inputs (the neighbour index is built on them, and rebuilt on load).
 
     Examples
     --------
@@ -118,14 +123,26 @@ class LearnedMotion(BaseEstimator):
         if n < k:
             raise ValueError(f"n_neighbors: expected at most the {n} training steps, got {k}")
         self.n_neighbors_ = k
-        inputs = before[:, self.columns_]
+        self.inputs_ = inputs = before[:, self.columns_]
         self.scaler_ = StandardScaler().fit(inputs)
-        self.index_ = NearestNeighbors(n_neighbors=k).fit(self.scaler_.transform(inputs))
+        self._index()
         # the linear part, by least squares on [1, a] over every training pair
         design = np.hstack([np.ones((n, 1)), inputs])
         self.coef_ = np.linalg.lstsq(design, self.steps_, rcond=None)[0]
         self.offsets_ = self.steps_ - design @ self.coef_
         return self
+
+    def _index(self):
+        self.index_ = NearestNeighbors(n_neighbors=self.n_neighbors_).fit(self.scaler_.transform(self.inputs_))
+
+    def _after_load(self):
+        # a file's fields must agree before the index is built on them
+        n = check_matrix(self.steps_, "steps_").shape[0]
+        check_matrix(self.inputs_, "inputs_", n_features=len(self.columns_))
+        check_matrix(self.offsets_, "offsets_", n_features=self.n_features_in_)
+        if not (len(self.inputs_) == len(self.offsets_) == n and 1 <= self.n_neighbors_ <= n):
+            raise ValueError("LearnedMotion: the saved steps, inputs, offsets and neighbour count disagree")
+        self._index()
 
     def _neighbours(self, inputs):
         return self.index_.kneighbors(self.scaler_.transform(inputs), return_distance=False)
@@ -176,7 +193,11 @@ class LearnedMotion(BaseEstimator):
         return X + self.coef_[0] + inputs @ self.coef_[1:] + self.offsets_[pick]
 
 
-class LearnedMotionFilter(HoldsParticles, LearnedFilter):
+@persistent("motion_", "states_", "obs_shape_", "gate_", "n_features_in_", "rng_state", "belief", "x", "P", "x_prior",
+            "P_prior", "x_post", "P_post", "_started", "_last_observation", "_steps_since",
+            holds={"sensor": ("System", "PositionFixes", "RangeBearing"), "motion_": "LearnedMotion",
+                   "belief": "ParticleBelief"})
+class LearnedMotionFilter(Persistent, HoldsParticles, LearnedFilter):
     """A particle filter that moves by motion learned from trajectories and weighs by a sensor model.
 
     The motion is :class:`LearnedMotion` (a linear step given ``inputs`` plus an offset drawn from
@@ -346,6 +367,24 @@ class LearnedMotionFilter(HoldsParticles, LearnedFilter):
             return 0, []
         self.reset(prior=tuple(belief))
         return 1, [(self.x.copy(), self.P.copy(), self.x.copy(), self.P.copy())]
+
+    def _after_load(self):
+        super()._after_load()
+        d = self.n_features_in_
+        check_matrix(self.states_, "states_", n_features=d)
+        if self.motion_.n_features_in_ != d or self.belief.particles.shape[1] != d:
+            raise ValueError(f"LearnedMotionFilter: the saved motion, particles and training states disagree on "
+                             f"the state's dimension ({d})")
+        probe_loaded(self, self._probe)
+
+    @staticmethod
+    def _probe(filt):
+        # one prediction, and one update where the sensor says what it would see (see probe_loaded)
+        filt.predict()
+        observe = getattr(filt.sensor, "observe_mean", None)
+        if callable(observe):
+            filt.update(np.asarray(observe(filt.states_[:1]))[0])
+        return filt.x, filt.P
 
     def _lost(self, z):
         """True when ``z`` is outside the reacquisition gate of every particle."""

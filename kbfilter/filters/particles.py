@@ -255,6 +255,16 @@ class HoldsParticles:
         """The particles' normalised weights: ndarray of shape (n_particles,)."""
         return self.belief.weights
 
+    @property
+    def rng_state(self):
+        """The state of the filter's random generator (saved with it, so a loaded filter draws on)."""
+        return self._rng.bit_generator.state
+
+    @rng_state.setter
+    def rng_state(self, state):
+        self._rng = np.random.default_rng()
+        self._rng.bit_generator.state = state
+
     def _estimate_particles(self, *which):
         """Record the particles' weighted mean and covariance as the ``"prior"`` and/or ``"post"``
         estimate (computed once)."""

@@ -15,6 +15,7 @@ wants them.
 import numpy as np
 
 from .._validation import check_int, check_matrix, check_positive, check_rng, check_vector
+from ..persistence import persistent
 from .base import System
 from .robot import wrapped_angle
 
@@ -29,6 +30,7 @@ def _positions(X):
     return X
 
 
+@persistent("noise")
 class PositionFixes:
     """A position sensor: ``z = (east, north) + N(0, noise^2 I)``, each fix independent.
 
@@ -151,6 +153,7 @@ class PositionFixes:
         return np.subtract(a, b)
 
 
+@persistent("site", "range_noise", "bearing_noise")
 class RangeBearing:
     """A radar at a stated site: ``z = (range, bearing) + N(0, diag(range_noise^2, bearing_noise^2))``.
 
@@ -419,6 +422,7 @@ class _TrackingModel(System):
         return np.concatenate([np.diff(check_matrix(t, "tracks", n_features=4)[:, 2:], axis=0) for t in tracks])
 
 
+@persistent("step", "accel", "sensor", "speed", holds={"sensor": ("PositionFixes", "RangeBearing")})
 class ConstantVelocity(_TrackingModel):
     """Constant velocity with white acceleration, seen through :class:`PositionFixes` or a
     :class:`RangeBearing` radar.
@@ -488,6 +492,8 @@ class ConstantVelocity(_TrackingModel):
         return self._first_belief(z0)
 
 
+@persistent("step", "accel", "turn_noise", "sensor", "speed", "turn", "turning",
+            holds={"sensor": ("PositionFixes", "RangeBearing")})
 class CoordinatedTurn(_TrackingModel):
     """The coordinated turn: constant speed on a circle of turn rate ``omega``, with white
     acceleration and a turn rate that wanders (Bar-Shalom, Li and Kirubarajan 2001).
