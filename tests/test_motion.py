@@ -197,3 +197,17 @@ def test_a_vehicle_faster_than_the_log_is_reacquired_with_the_speed_its_last_two
     assert at_rest.diagnostics["reacquired"] >= 20
     assert abs(means_at_rest[-1, 3]) < 5.0
     assert np.sqrt(_mse(means_at_rest[20:25], fast[20:25], skip=0)) > 300.0
+
+
+def test_a_learned_motion_filter_saved_before_or_after_fit_comes_back_and_continues_the_run(cv_data, tmp_path):
+    train, test_states, test_obs = cv_data
+    fixes = [x[:, :2] for x in train]
+    unfitted = kb.LearnedMotionFilter.load(kb.LearnedMotionFilter(CV, inputs=(2, 3), random_state=0)
+                                           .save(tmp_path / "unfitted.npz"))
+    assert unfitted.get_params()["inputs"] == (2, 3)
+    lmf = unfitted.fit(train, fixes)
+    lmf.batch_filter(test_obs[:50])
+    back = kb.LearnedMotionFilter.load(lmf.save(tmp_path / "fitted.npz"))
+    np.testing.assert_array_equal(back.batch_filter(test_obs[50:])[0], lmf.batch_filter(test_obs[50:])[0])
+    with pytest.raises(ValueError, match="cannot save an object of type"):
+        kb.LearnedMotionFilter(_OnePointSensor(CV)).fit(train, fixes).save(tmp_path / "user.npz")

@@ -136,6 +136,8 @@ class LearnedMotion(Persistent, BaseEstimator):
         self.index_ = NearestNeighbors(n_neighbors=self.n_neighbors_).fit(self.scaler_.transform(self.inputs_))
 
     def _after_load(self):
+        if not hasattr(self, "steps_"):  # saved before fit
+            return
         # a file's fields must agree before the index is built on them
         n = check_matrix(self.steps_, "steps_").shape[0]
         check_matrix(self.inputs_, "inputs_", n_features=len(self.columns_))
@@ -370,6 +372,8 @@ class LearnedMotionFilter(Persistent, HoldsParticles, LearnedFilter):
 
     def _after_load(self):
         super()._after_load()
+        if not hasattr(self, "motion_"):  # saved before fit
+            return
         d = self.n_features_in_
         check_matrix(self.states_, "states_", n_features=d)
         if self.motion_.n_features_in_ != d or self.belief.particles.shape[1] != d:
