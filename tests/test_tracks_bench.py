@@ -101,11 +101,11 @@ def test_the_same_split_gives_the_same_scores(tmp_path):
     (["--jobs", "0"], "--jobs"),
     (["--out", "/proc/kbfilter-cannot-write-here"], "--out: cannot write results"),
 ])
-def test_bad_arguments_give_one_line_naming_the_flag_and_exit_code_2(args, fragment):
-    proc = subprocess.run([sys.executable, "-m", "kbfilter", "bench", "opensky", *args], capture_output=True,
-                          text=True)
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
+def test_bad_arguments_give_one_line_naming_the_flag_and_exit_code_2(args, fragment, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["bench", "opensky", *args])
+    assert stop.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and fragment in lines[0] and lines[0].startswith("kbfilter bench opensky: error: ")
 
 
