@@ -20,7 +20,7 @@ from .catalogue import BENCH_SYSTEMS, REFERENCE, make_system
 from .runner import BenchConfig, run_bench
 
 __all__ = ["folder_lock", "LOCK_NAME", "summarise", "format_table", "consistency_note", "write_results",
-           "run_and_report", "writable_folder", "provenance", "system_parameters"]
+           "run_and_report", "writable_folder", "provenance", "system_parameters", "published", "partial_name"]
 
 _PACKAGES = ("kbfilter", "numpy", "scipy", "scikit-learn", "filterpy", "joblib", "matplotlib")
 
@@ -278,25 +278,61 @@ def write_results(out, system, rows, summary, config, command=None):
     out.mkdir(parents=True, exist_ok=True)
     system_ = make_system(system, config.get("system_params"))
     runs = [{k: v for k, v in r.items() if k != "trajectory"} for r in rows]
-    # Every file is written under a temporary name and renamed into place once all are written,
-    # results.json last: a folder holds complete results or none (results.json is what says a folder
-    # holds results). The record goes first, so that a failure later leaves it to recover.
-    record = out / "results.partial.json"
-    with open(record, "w") as fh:
-        json.dump({"system": system, "provenance": provenance(system_, command), "config": config, "summary": summary,
-                   "runs": runs}, fh, indent=1)
+    record = {"system": system, "provenance": provenance(system_, command), "config": config, "summary": summary,
+              "runs": runs}
+    return published(out, record, lambda: _write_table_and_figures(out, system, system_, rows))
+
+
+def published(out, record, write_rest):
+    """Write ``results.json`` and the files that go with it, all or none.
+
+    Every file is written under a temporary name (:func:`partial_name`) and renamed into place
+    once all are written, ``results.json`` last: a folder holds complete results or none
+    (``results.json`` is what says a folder holds results). The record goes first, so that a
+    failure later leaves it to recover.
+
+    Parameters
+    ----------
+    out : pathlib.Path
+        The folder (it exists).
+    record : dict
+        What ``results.json`` holds (JSON-serialisable).
+    write_rest : callable
+        ``write_rest()`` writes the other files, each under its temporary name, and returns their
+        final names.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written, ``results.json`` first.
+    """
+    partial = out / "results.partial.json"
+    with open(partial, "w") as fh:
+        json.dump(record, fh, indent=1)
     try:
-        paths = _write_table_and_figures(out, system, system_, rows)
+        paths = write_rest()
     except (OSError, ValueError) as exc:
         raise OSError(f"could not write the results' table and figures to {str(out)!r} ({exc}); the results are "
-                      f"in {str(record)!r}") from exc
+                      f"in {str(partial)!r}") from exc
     for path in paths:
-        os.replace(_partial(path), path)
-    os.replace(record, out / "results.json")
+        os.replace(partial_name(path), path)
+    os.replace(partial, out / "results.json")
     return [out / "results.json", *paths]
 
 
-def _partial(path):
+def partial_name(path):
+    """The temporary name ``path`` is written under until its results are complete.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The final name.
+
+    Returns
+    -------
+    pathlib.Path
+        ``NAME.partial.SUFFIX`` in the same folder.
+    """
     return path.with_name(f"{path.stem}.partial{path.suffix}")
 
 
@@ -304,7 +340,7 @@ def _write_table_and_figures(out, system, system_, rows):
     """results.csv and the figures, each under its temporary name; returns the final names."""
     from ..plots import plot_frames, plot_map, plot_mse_box, plot_trajectory, save_figure
 
-    with open(_partial(out / "results.csv"), "w", newline="") as fh:
+    with open(partial_name(out / "results.csv"), "w", newline="") as fh:
         writer = csv.writer(fh)
         metrics = list(rows[0].get("errors", {}))
         writer.writerow(["run", "method", "mse", *metrics, "nees", "ms_per_step", "fit_s", "tune_s"])
@@ -315,19 +351,19 @@ def _write_table_and_figures(out, system, system_, rows):
     paths = [out / "results.csv", out / "mse_boxplot.png", out / "trajectory.png"]
     ax = plot_mse_box({m: [r["mse"][m] for r in rows] for m in rows[0]["mse"]})
     ax.set_title(f"{system}: test MSE over {len(rows)} runs")
-    save_figure(ax, _partial(paths[1]))
+    save_figure(ax, partial_name(paths[1]))
     traj = rows[0]["trajectory"]
     shown = min(100, len(traj["states"]))
     ax = plot_trajectory(traj["states"], traj["estimates"], steps=shown)
     ax.figure.suptitle(f"{system}: run 0, first {shown} test steps (panel MSEs over those steps and all state "
                        f"coordinates; the table's are over every test step)", fontsize=9)
-    save_figure(ax, _partial(paths[2]))
+    save_figure(ax, partial_name(paths[2]))
     if hasattr(system_, "top_down"):  # a map: the room from above with the paths and the particles
         paths.append(out / "map.png")
         ax = plot_map(system_, traj["states"], traj["estimates"], traj.get("particles", {}),
                       weights=traj.get("particle_weights"))
         ax.set_title(f"{system}: run 0, the test path from above")
-        save_figure(ax, _partial(paths[-1]))
+        save_figure(ax, partial_name(paths[-1]))
     elif np.asarray(traj["observations"]).ndim > 2:  # images: a row of frames with truth and estimates
         steps = np.linspace(0, len(traj["states"]) - 1, 6).astype(int)
         shown = [m for m in BENCH_SYSTEMS[system].frame_methods if m in traj["estimates"]]
@@ -337,7 +373,7 @@ def _write_table_and_figures(out, system, system_, rows):
         coords = {k: system_.pixel_coordinates(v[steps], traj["latent"][steps]) for k, v in points.items()}
         marks = [{k: tuple(c[j]) for k, c in coords.items()} for j in range(len(steps))]
         paths.append(out / "frames.png")
-        save_figure(plot_frames(np.asarray(traj["observations"])[steps], titles, marks), _partial(paths[-1]))
+        save_figure(plot_frames(np.asarray(traj["observations"])[steps], titles, marks), partial_name(paths[-1]))
     return paths
 
 

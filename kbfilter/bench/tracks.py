@@ -31,8 +31,6 @@ on which it is lost (RMSE above twice the split's best hand-written model's).
 """
 
 import csv
-import json
-import os
 import time
 import warnings
 from collections import Counter
@@ -47,7 +45,7 @@ from ..datasets import load_opensky, load_solent
 from ..filters import (ExtendedKalman, InteractingMultipleModel, KernelBayesFilter, LearnedMotionFilter)
 from ..stats import mean_nees
 from ..systems import ConstantVelocity, CoordinatedTurn, PositionFixes, RangeBearing, dropouts
-from .report import _partial, folder_lock, provenance, writable_folder
+from .report import folder_lock, partial_name, provenance, published, writable_folder
 
 __all__ = ["RECORDINGS", "TRACK_METHODS", "HAND_WRITTEN", "DEFAULT_TRACK_METHODS", "TracksConfig", "run_tracks_split",
            "summarise_tracks", "format_tracks_table", "run_tracks_bench"]
@@ -433,17 +431,19 @@ def format_tracks_table(summary, splits):
 
 
 def _write(out, config, tracks, results, summary, report, command):
-    """results.json, results.csv and tracks.png, all or none (results.json last)."""
+    """results.json, results.csv and tracks.png, all or none (:func:`~kbfilter.bench.report.published`)."""
+    splits = [{k: v for k, v in s.items() if k != "paths"} for s in results]
+    record = {"recording": config.data, "attribution": tracks.attribution, "provenance": provenance(None, command),
+              "config": asdict(config), "summary": summary, "report": report, "splits": splits}
+    return published(out, record, lambda: _write_table_and_map(out, config, splits, results[0]["paths"]))
+
+
+def _write_table_and_map(out, config, splits, drawn):
+    """results.csv and tracks.png, each under its temporary name; returns the final names."""
     from ..plots import plot_tracks, save_figure
 
-    record = out / "results.partial.json"
-    splits = [{k: v for k, v in s.items() if k != "paths"} for s in results]
-    with open(record, "w") as fh:
-        json.dump({"recording": config.data, "attribution": tracks.attribution,
-                   "provenance": provenance(None, command), "config": asdict(config), "summary": summary,
-                   "report": report, "splits": splits}, fh, indent=1)
     paths = [out / "results.csv"]
-    with open(_partial(paths[0]), "w", newline="") as fh:
+    with open(partial_name(paths[0]), "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(["split", "vehicle", "steps", "missing", "method", "rmse", "rmse_dropouts", "nees",
                          "ms_per_step"])
@@ -452,17 +452,13 @@ def _write(out, config, tracks, results, summary, report, command):
                 for m in config.methods:
                     writer.writerow([s["split"], r["vehicle"], r["steps"], r["missing"], m, r[m]["rmse"],
                                      r[m]["rmse_dropouts"], r[m]["nees"], r[m]["ms_per_step"]])
-    drawn = results[0]["paths"]
     if drawn:
         paths.append(out / "tracks.png")
         axes = plot_tracks([p["truth"] for p in drawn], [p["estimates"] for p in drawn],
                            observations=[p["observations"] for p in drawn], missing=[p["missing"] for p in drawn],
                            titles=[f"{config.data} vehicle {p['vehicle']}" for p in drawn])
-        save_figure(axes[0], _partial(paths[-1]))
-    for path in paths:
-        os.replace(_partial(path), path)
-    os.replace(record, out / "results.json")
-    return [out / "results.json", *paths]
+        save_figure(axes[0], partial_name(paths[-1]))
+    return paths
 
 
 def run_tracks_bench(config, out, n_jobs=None, progress=True, print_fn=print, command=None):
