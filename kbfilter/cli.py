@@ -180,12 +180,7 @@ def tracks_command(args, parser):
     from .bench.report import writable_folder
     from .bench.tracks import TracksConfig, run_tracks_bench
 
-    if args.out is not None and not args.out.strip():
-        parser.error("argument --out: expected a folder, got an empty name (leave --out out for the default)")
-    out = args.out or _unused_folder(args.default_out or f"results/bench-{args.data}", False, args.force)
-    if not args.force and _holds_results(out):
-        parser.error(f"argument --out: {out} already holds results; pass --force to overwrite them or choose "
-                     f"another --out")
+    out = _output_folders(args, parser, f"results/bench-{args.data}", [None], False)[None]
     try:
         check_n_jobs(args.jobs)
         config = TracksConfig.checked(
@@ -277,6 +272,22 @@ def _unused_folder(out, many, force):
     return f"{out}-{k}"
 
 
+def _output_folders(args, parser, default, lengths, many):
+    """The folder of each training length: ``--out`` (or else a default folder that holds no
+    results), with one ``trainT`` folder inside it per length when ``many``; a folder the user named
+    that already holds results is an error unless ``--force``."""
+    if args.out is not None and not args.out.strip():
+        parser.error("argument --out: expected a folder, got an empty name (leave --out out for the default)")
+    out = args.out or _unused_folder(args.default_out or default, many, args.force)
+    folders = {T: f"{out}/train{T}" if many else out for T in lengths}
+    if not args.force:
+        for folder in folders.values():
+            if _holds_results(folder):
+                parser.error(f"argument --out: {folder} already holds results; pass --force to overwrite them "
+                             f"or choose another --out")
+    return folders
+
+
 def bench_command(args, parser, folder_per_length=False):
     """Run ``kbfilter bench`` (or a scenario script) from parsed arguments; returns the exit code."""
     from .bench import BENCH_SYSTEMS, run_and_report
@@ -291,15 +302,7 @@ def bench_command(args, parser, folder_per_length=False):
     if args.runs is None:
         args.runs = BENCH_SYSTEMS[args.system].quick_runs
     many = folder_per_length or len(args.train_lengths) > 1
-    if args.out is not None and not args.out.strip():
-        parser.error("argument --out: expected a folder, got an empty name (leave --out out for the default)")
-    out = args.out or _unused_folder(args.default_out or f"results/bench-{args.system}", many, args.force)
-    folders = {T: f"{out}/train{T}" if many else out for T in args.train_lengths}
-    if not args.force:
-        for folder in folders.values():
-            if _holds_results(folder):
-                parser.error(f"argument --out: {folder} already holds results; pass --force to overwrite them "
-                             f"or choose another --out")
+    folders = _output_folders(args, parser, f"results/bench-{args.system}", args.train_lengths, many)
     system_params = dict(args.system_params)
     try:
         check_n_jobs(args.jobs)
