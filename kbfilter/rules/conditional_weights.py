@@ -210,11 +210,15 @@ class _FeatureWeights(ConditionalWeights):
     def _query_features(self, Q, kernel):
         raise NotImplementedError
 
+    def _coefficients(self, Q, kernel):
+        # (Phi^T Phi + n eps I)^{-1} phi(Q)^T: the weights are Phi times these
+        return self.factor_.solve(self._query_features(Q, kernel).T)
+
     def weights(self, Q, A, kernel):
-        return self.features_ @ self.factor_.solve(self._query_features(Q, kernel).T)
+        return self.features_ @ self._coefficients(Q, kernel)
 
     def operator(self, Q, A, kernel):
-        return LowRankOperator(self.features_, self.factor_.solve(self._query_features(Q, kernel).T).T)
+        return LowRankOperator(self.features_, self._coefficients(Q, kernel).T)
 
 
 @persistent("features_", "factor_", holds={"factor_": "SPDFactor"})
