@@ -4,6 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
+from scipy.stats import chisquare
 
 import kbfilter as kb
 from kbfilter.filters import LearnedMotion, LearnedMotionFilter
@@ -57,6 +58,77 @@ def test_on_a_linear_gaussian_system_the_learned_motion_approaches_the_kalman_fi
     # and the same seed gives the same numbers
     again = LearnedMotionFilter(CV, inputs=(2, 3), random_state=0).fit(train, [x[:, :2] for x in train])
     np.testing.assert_array_equal(lmf.reset().batch_filter(test_obs)[0], again.batch_filter(test_obs)[0])
+
+
+#: fixes sharper than the motion is certain (its position steps spread by about 0.25)
+SHARP = ConstantVelocity(step=1.0, accel=0.5, sensor=PositionFixes(0.2), speed=10.0)
+
+
+def _one_state_predicted(cv_data, n, proposal):
+    """A guided or bootstrap filter whose particles all sit on one state, after one prediction."""
+    train, test_states, _ = cv_data
+    lmf = LearnedMotionFilter(SHARP, inputs=(2, 3), n_particles=n, proposal=proposal, reacquire=None,
+                              random_state=0).fit(train, [x[:, :2] for x in train])
+    lmf.reset(prior=np.repeat(test_states[:1], n, axis=0))
+    lmf.predict()
+    return lmf, lmf.motion_.candidates(test_states[:1])[0]
+
+
+def test_the_guided_update_draws_each_candidate_in_proportion_to_its_likelihood(cv_data):
+    """From one state the learned law is a uniform mixture of its neighbours' candidates: the
+    guided update moves the particles onto them in proportion to the likelihood of ``z``, and the
+    observation's log-likelihood is the log of their mean likelihood, exactly."""
+    _, test_states, _ = cv_data
+    n = 20000
+    lmf, candidates = _one_state_predicted(cv_data, n, "guided")
+    z = candidates[:, :2].mean(axis=0) + [0.2, -0.1]
+    lik = np.exp(SHARP.observation_loglik(z, candidates))
+    lmf.update(z)
+    assert np.isclose(lmf.log_likelihood, np.log(lik.mean()), rtol=0, atol=1e-12)
+    # every particle is a candidate, drawn as often as its likelihood says (chi-square test)
+    # (to round-off: a product over many rows may round otherwise than over one)
+    hits = np.all(np.isclose(lmf.belief.particles[:, None, :], candidates[None], rtol=0, atol=1e-9), axis=2)
+    assert np.all(hits.sum(axis=1) == 1)
+    expected = n * lik / lik.sum()
+    observed = hits.argmax(axis=1)
+    counts = np.bincount(observed, minlength=len(candidates))
+    keep = expected > 5  # the test's validity: enough expected draws in each cell
+    p_value = chisquare(counts[keep], expected[keep] * counts[keep].sum() / expected[keep].sum()).pvalue
+    assert p_value > 1e-3, (counts, expected)
+    # a uniform choice among the candidates would fail it
+    assert lik.max() / lik.min() > 10
+
+
+def test_the_bootstrap_likelihood_estimates_the_guided_one_without_bias(cv_data):
+    """Both proposals filter the same model: over seeds, the likelihood the bootstrap filter
+    estimates from its random draws averages to the one the guided filter computes."""
+    _, test_states, _ = cv_data
+    guided, candidates = _one_state_predicted(cv_data, 50, "guided")
+    z = candidates[:, :2].mean(axis=0) + [0.2, -0.1]
+    guided.update(z)
+    boot, _ = _one_state_predicted(cv_data, 50, "bootstrap")
+    estimates = []
+    for seed in range(400):
+        boot.set_params(random_state=seed).reset(prior=np.repeat(test_states[:1], 50, axis=0))
+        boot.predict()
+        boot.update(z)
+        estimates.append(np.exp(boot.log_likelihood))
+    estimates = np.array(estimates)
+    standard_error = estimates.std() / np.sqrt(len(estimates))
+    assert abs(estimates.mean() - np.exp(guided.log_likelihood)) < 4 * standard_error
+    assert estimates.std() > 0  # the bootstrap's estimate is random, the guided one is not
+
+
+def test_a_learned_motion_filter_saved_between_prediction_and_update_continues_the_run(cv_data, tmp_path):
+    train, test_states, test_obs = cv_data
+    lmf = LearnedMotionFilter(CV, inputs=(2, 3), random_state=0).fit(train, [x[:, :2] for x in train])
+    lmf.batch_filter(test_obs[:20])
+    lmf.predict()
+    back = kb.LearnedMotionFilter.load(lmf.save(tmp_path / "between.npz"))
+    for f in (lmf, back):
+        f.update(test_obs[20])
+    np.testing.assert_array_equal(back.x, lmf.x)
+    np.testing.assert_array_equal(back.batch_filter(test_obs[21:40])[0], lmf.batch_filter(test_obs[21:40])[0])
 
 
 def test_a_track_where_the_log_never_went_is_followed_by_learned_motion_and_lost_by_the_kernel_bayes_filter(cv_data):
