@@ -136,6 +136,7 @@ def add_tracks_arguments(parser, data=None, out=None):
     ``data`` fixes the recording (``kbfilter bench solent``); otherwise it is the ``--data`` option.
     """
     from .bench.tracks import DEFAULT_TRACK_METHODS, TRACK_METHODS, TracksConfig
+    from .filters.motion import PROPOSALS
 
     defaults = TracksConfig()
     if data is None:
@@ -162,6 +163,9 @@ def add_tracks_arguments(parser, data=None, out=None):
     parser.add_argument("--roughening", type=float, default=defaults.roughening,
                         help=f"the learned-motion filters' roughening constant (default {defaults.roughening:g}; "
                              f"0: none)")
+    parser.add_argument("--proposal", choices=PROPOSALS, default=defaults.proposal,
+                        help=f"how the learned-motion filters move their particles when a fix comes "
+                             f"(default {defaults.proposal})")
     parser.add_argument("--test-size", type=float, default=defaults.test_size,
                         help=f"the fraction of vehicles held out in each split (default {defaults.test_size:g})")
     parser.add_argument("--max-test-tracks", type=int, default=None,
@@ -186,7 +190,7 @@ def tracks_command(args, parser):
         config = TracksConfig.checked(
             data=args.data, sensor=args.sensor, splits=args.splits, methods=tuple(args.methods), noise=args.noise,
             range_noise=args.range_noise, bearing_noise=args.bearing_noise, gap=args.gap, gap_rate=args.gap_rate,
-            roughening=args.roughening, test_size=args.test_size, max_test_tracks=args.max_test_tracks,
+            roughening=args.roughening, proposal=args.proposal, test_size=args.test_size, max_test_tracks=args.max_test_tracks,
             map_tracks=args.map_tracks)
         writable_folder(out)
     except ValueError as exc:

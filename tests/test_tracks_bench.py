@@ -11,6 +11,7 @@ from scipy.stats import wilcoxon
 
 from kbfilter.bench.tracks import TracksConfig, format_tracks_table, summarise_tracks
 from kbfilter.cli import main, tracks_scenario_main
+from kbfilter.filters.motion import PROPOSALS
 from kbfilter.plots import plot_tracks
 
 
@@ -89,6 +90,20 @@ def test_the_same_split_gives_the_same_scores(tmp_path):
     assert a["tracks"][0]["kbf-position"]["rmse"] > 0 and a["tracks"][0]["kbf-position"]["nees"] is not None
 
 
+def test_the_proposal_setting_reaches_the_learned_filters_only():
+    from kbfilter.bench.tracks import RECORDINGS, run_tracks_split
+
+    tracks = RECORDINGS["solent"]()
+    scores = {}
+    for proposal in PROPOSALS:
+        config = TracksConfig.checked(splits=1, methods=("cv", "learned"), max_test_tracks=1, map_tracks=0,
+                                      proposal=proposal)
+        rows = run_tracks_split(config, tracks, 0)["tracks"]
+        scores[proposal] = [{m: r[m]["rmse"] for m in config.methods} for r in rows]
+    assert [r["cv"] for r in scores["guided"]] == [r["cv"] for r in scores["bootstrap"]]
+    assert [r["learned"] for r in scores["guided"]] != [r["learned"] for r in scores["bootstrap"]]
+
+
 @pytest.mark.parametrize("args, fragment", [
     (["--splits", "0"], "--splits"),
     (["--gap-rate", "1.5"], "--gap-rate"),
@@ -99,6 +114,7 @@ def test_the_same_split_gives_the_same_scores(tmp_path):
     (["--methods", "lstm"], "invalid choice"),
     (["--sensor", "sonar"], "invalid choice"),
     (["--jobs", "0"], "--jobs"),
+    (["--proposal", "smart"], "--proposal"),
     (["--out", "/proc/kbfilter-cannot-write-here"], "--out: cannot write results"),
 ])
 def test_bad_arguments_give_one_line_naming_the_flag_and_exit_code_2(args, fragment, capsys):

@@ -42,7 +42,8 @@ from scipy.stats import wilcoxon
 
 from .._validation import check_choice, check_int, check_n_jobs, check_positive
 from ..datasets import load_opensky, load_solent
-from ..filters import (ExtendedKalman, InteractingMultipleModel, KernelBayesFilter, LearnedMotionFilter)
+from ..filters import ExtendedKalman, InteractingMultipleModel, KernelBayesFilter, LearnedMotionFilter
+from ..filters.motion import PROPOSALS
 from ..stats import mean_nees
 from ..systems import ConstantVelocity, CoordinatedTurn, PositionFixes, RangeBearing, dropouts
 from .report import folder_lock, partial_name, provenance, published, writable_folder
@@ -93,6 +94,9 @@ class TracksConfig:
         The chance that a dropout starts at a step.
     roughening : float
         The learned-motion filters' roughening constant (0: none).
+    proposal : {"guided", "bootstrap"}
+        How the learned-motion filters move their particles when a fix comes (see
+        :class:`~kbfilter.LearnedMotionFilter`).
     test_size : float
         The fraction of the vehicles held out in each split.
     max_test_tracks : int or None
@@ -111,6 +115,7 @@ class TracksConfig:
     gap: int = 10
     gap_rate: float = 0.02
     roughening: float = 0.2
+    proposal: str = "guided"
     test_size: float = 0.3
     max_test_tracks: int = None
     map_tracks: int = 4
@@ -157,6 +162,7 @@ class TracksConfig:
         if not 0 <= config.gap_rate < 1:
             raise ValueError(f"gap_rate: expected a probability in [0, 1), got {config.gap_rate!r}")
         check_positive(config.roughening, "roughening", allow_zero=True)
+        check_choice(config.proposal, "proposal", PROPOSALS)
         if config.max_test_tracks is not None:
             check_int(config.max_test_tracks, "max_test_tracks", minimum=1)
         check_int(config.map_tracks, "map_tracks", minimum=0)
@@ -208,8 +214,10 @@ def _filters(config, train, sensor, split):
     straight = CoordinatedTurn(ct.step, ct.accel, ct.turn_noise, sensor, speed, ct.turn, turning=False)
     fixes = [sensor.observe(t, rng=np.random.default_rng([split, 0])) for t in train.tracks]
     learned = {
-        "learned": lambda: LearnedMotionFilter(cv, inputs=(2, 3), roughening=config.roughening, random_state=split),
-        "learned-where": lambda: LearnedMotionFilter(cv, roughening=config.roughening, random_state=split),
+        "learned": lambda: LearnedMotionFilter(cv, inputs=(2, 3), roughening=config.roughening,
+                                               proposal=config.proposal, random_state=split),
+        "learned-where": lambda: LearnedMotionFilter(cv, roughening=config.roughening, proposal=config.proposal,
+                                                     random_state=split),
         "kbf": lambda: KernelBayesFilter(approximation="nystrom", transition="knn"),
         "kbf-position": lambda: KernelBayesFilter(approximation="nystrom", transition="knn"),
     }
