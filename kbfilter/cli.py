@@ -190,8 +190,8 @@ def tracks_command(args, parser):
         config = TracksConfig.checked(
             data=args.data, sensor=args.sensor, splits=args.splits, methods=tuple(args.methods), noise=args.noise,
             range_noise=args.range_noise, bearing_noise=args.bearing_noise, gap=args.gap, gap_rate=args.gap_rate,
-            roughening=args.roughening, proposal=args.proposal, test_size=args.test_size, max_test_tracks=args.max_test_tracks,
-            map_tracks=args.map_tracks)
+            roughening=args.roughening, proposal=args.proposal, test_size=args.test_size,
+            max_test_tracks=args.max_test_tracks, map_tracks=args.map_tracks)
         writable_folder(out)
     except ValueError as exc:
         name, _, message = str(exc).partition(": ")

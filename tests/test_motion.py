@@ -78,7 +78,6 @@ def test_the_guided_update_draws_each_candidate_in_proportion_to_its_likelihood(
     """From one state the learned law is a uniform mixture of its neighbours' candidates: the
     guided update moves the particles onto them in proportion to the likelihood of ``z``, and the
     observation's log-likelihood is the log of their mean likelihood, exactly."""
-    _, test_states, _ = cv_data
     n = 20000
     lmf, candidates = _one_state_predicted(cv_data, n, "guided")
     z = candidates[:, :2].mean(axis=0) + [0.2, -0.1]
