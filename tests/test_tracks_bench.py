@@ -90,6 +90,17 @@ def test_the_same_split_gives_the_same_scores(tmp_path):
     assert a["tracks"][0]["kbf-position"]["rmse"] > 0 and a["tracks"][0]["kbf-position"]["nees"] is not None
 
 
+def test_the_particle_filter_on_constant_velocity_is_that_model_and_is_compared_with_the_best_kalman_one():
+    from kbfilter.bench.tracks import RECORDINGS, run_tracks_split
+
+    config = TracksConfig.checked(splits=1, methods=("cv", "pf"), max_test_tracks=2, map_tracks=0)
+    split = run_tracks_split(config, RECORDINGS["solent"](), 0)
+    for track in split["tracks"]:   # fixes with 10 m errors: the particles approximate the Kalman filter
+        assert track["pf"]["rmse"] < 1.5 * track["cv"]["rmse"], track
+    summary = summarise_tracks([split], config.methods)
+    assert summary["best_hand_model"] == ["cv"] and "pf" in summary["lost"] and "cv" not in summary["lost"]
+
+
 def test_the_proposal_setting_reaches_the_learned_filters_only():
     from kbfilter.bench.tracks import RECORDINGS, run_tracks_split
 
