@@ -158,7 +158,6 @@ def spd_factor(A, name="matrix", warn=True):
     return factor
 
 
-
 def ridge_factor(G, ridge, name="matrix", warn=True):
     """The factor of ``G + ridge I``: the regularised solve of every kernel method here, whether
     ``G`` is a Gram matrix or the inner product ``F^T F`` of explicit features.
@@ -187,6 +186,7 @@ def ridge_factor(G, ridge, name="matrix", warn=True):
     """
     G[np.diag_indices(G.shape[0])] += ridge
     return spd_factor(G, name=name, warn=warn)
+
 
 def solve_spd(A, B, name="matrix"):
     """Solve ``A X = B`` for SPD ``A`` (Cholesky, with the stated fallbacks)."""

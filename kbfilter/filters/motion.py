@@ -258,9 +258,9 @@ class LearnedMotionFilter(Persistent, HoldsParticles, LearnedFilter):
         After a resampling, move the particles by Gordon, Salmond and Smith's (1993) roughening
         with this constant (0.2 is theirs; see :meth:`~kbfilter.filters.particles.ParticleBelief.roughen`),
         so that copies of one particle are told apart; None or 0 does not. Measured with the
-        bootstrap proposal on the recorded aircraft seen by a radar (10 splits), it took the position RMSE from 1,066 m to
-        822 m and the lost tracks from 59 to 31 of 262; on the Solent ships, level (30.0 and
-        30.1 m) with 5 tracks lost instead of 7.
+        bootstrap proposal on the recorded aircraft seen by a radar (10 splits), it took the
+        position RMSE from 1,066 m to 822 m and the lost tracks from 59 to 31 of 262; on the
+        Solent ships, level (30.0 and 30.1 m) with 5 tracks lost instead of 7.
     proposal : {"guided", "bootstrap"}, default="guided"
         How the particles move when an observation comes. The learned law of the next state is
         a uniform mixture of ``n_neighbors`` points (:meth:`LearnedMotion.candidates`), so the
