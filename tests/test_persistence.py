@@ -50,11 +50,13 @@ def _weights(method, **params):
 CV = kb.systems.ConstantVelocity(step=1.0, accel=0.5, sensor=kb.systems.PositionFixes(3.0), speed=10.0)
 TRACKS = [CV.simulate(150, rng=s, burn_in=0)[0] for s in range(3)]
 FIXES = CV.sensor.observe(CV.simulate(30, rng=9, burn_in=0)[0], rng=1)
+NOISY_FIXES = [CV.sensor.observe(x, rng=i) for i, x in enumerate(TRACKS)]
 
 
-def _moved_filter():
+def _moved_filter(sensor=CV):
     """A learned-motion filter part way through a run: the rest of the run continues it."""
-    lmf = kb.LearnedMotionFilter(CV, inputs=(2, 3), random_state=0).fit(TRACKS, [x[:, :2] for x in TRACKS])
+    fixes = [x[:, :2] for x in TRACKS] if sensor is CV else NOISY_FIXES
+    lmf = kb.LearnedMotionFilter(sensor, inputs=(2, 3), random_state=0).fit(TRACKS, fixes)
     lmf.batch_filter(FIXES[:10])
     return lmf
 
@@ -88,7 +90,11 @@ CASES = {
     "LearnedMotion": [(kb.filters.LearnedMotion(inputs=(2, 3), n_neighbors=10).fit(TRACKS),
                        lambda m: m.sample_transition(TRACKS[1][:20], rng=3))],
     "LearnedMotionFilter": [(_moved_filter(), lambda f: np.append(f.batch_filter(FIXES[10:])[0],
-                                                                   f.diagnostics.get("reacquired", 0)))],
+                                                                   f.diagnostics.get("reacquired", 0))),
+                            (_moved_filter(sensor=None), lambda f: f.batch_filter(FIXES[10:])[0])],
+    "LinearGaussianSensor": [(kb.systems.LinearGaussianSensor.fitted(TRACKS, NOISY_FIXES),
+                              lambda s: np.append(s.observation_loglik(FIXES[0], TRACKS[0]),
+                                                  s.initial_belief(FIXES[0])[1]))],
     "RandomFourierKernel": [(RandomFourierKernel(rank=30, random_state=0).fit(X), lambda k: k(X, Q))],
     "KernelBayesRule": [(_rule(), _posterior), (_rule(method="original"), _posterior),
                         (_rule(solver="dense"), _posterior), (_rule(kernel_z=kb.LinearKernel()), _posterior),

@@ -29,6 +29,7 @@ the resampled cloud collapsed.
 from collections import Counter
 
 import numpy as np
+from filterpy.kalman import ExtendedKalmanFilter
 from scipy.special import logsumexp
 from scipy.stats import chi2
 from sklearn.base import BaseEstimator
@@ -38,7 +39,9 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_choice, check_fraction, check_int, check_matrix, check_observation, check_positive, \
     check_rng, check_sequences, check_state_sequences, check_vector
+from ..embedding import weighted_covariance
 from ..persistence import Persistent, persistent
+from ..systems.linear import LinearGaussianSensor
 from ..threads import limited_blas
 from .base import LearnedFilter, probe_loaded
 from .particles import HoldsParticles, ParticleBelief
@@ -171,6 +174,26 @@ class LearnedMotion(Persistent, BaseEstimator):
         inputs = X[:, self.columns_]
         return self.coef_[0] + inputs @ self.coef_[1:] + self.offsets_[self._neighbours(inputs)].mean(axis=1)
 
+    def linear_part(self):
+        """The motion's linear part as a linear-Gaussian transition ``x' = F x + c + N(0, Q)``:
+        the step's regression on the inputs, with the covariance of every training step's offset
+        as the noise.
+
+        Returns
+        -------
+        F : ndarray of shape (dim_x, dim_x)
+            ``I`` plus the regression's coefficients in the inputs' columns.
+        c : ndarray of shape (dim_x,)
+            The regression's intercept.
+        Q : ndarray of shape (dim_x, dim_x)
+            The offsets' covariance.
+        """
+        check_is_fitted(self, "steps_")
+        F = np.eye(self.n_features_in_)
+        F[:, self.columns_] += self.coef_[1:].T
+        Q = np.cov(self.offsets_, rowvar=False).reshape(F.shape)
+        return F, self.coef_[0].copy(), Q
+
     def candidates(self, X):
         """The next states the law allows from each row of ``X``: one per neighbour's offset.
 
@@ -220,10 +243,11 @@ class LearnedMotion(Persistent, BaseEstimator):
         return X + self.coef_[0] + inputs @ self.coef_[1:] + self.offsets_[pick]
 
 
-@persistent("motion_", "states_", "obs_shape_", "gate_", "n_features_in_", "rng_state", "belief", "x", "P", "x_prior",
-            "P_prior", "x_post", "P_post", "_started", "_last_observation", "_steps_since", "_candidates",
-            holds={"sensor": ("System", "PositionFixes", "RangeBearing"), "motion_": "LearnedMotion",
-                   "belief": "ParticleBelief"})
+@persistent("motion_", "sensor_", "states_", "obs_shape_", "gate_", "n_features_in_", "rng_state", "belief", "x", "P",
+            "x_prior", "P_prior", "x_post", "P_post", "_started", "_last_observation", "_steps_since", "_candidates",
+            holds={"sensor": ("System", "PositionFixes", "RangeBearing", "LinearGaussianSensor"),
+                   "sensor_": ("System", "PositionFixes", "RangeBearing", "LinearGaussianSensor"),
+                   "motion_": "LearnedMotion", "belief": "ParticleBelief"})
 class LearnedMotionFilter(Persistent, HoldsParticles, LearnedFilter):
     """A particle filter that moves by motion learned from trajectories and weighs by a sensor model.
 
@@ -231,13 +255,18 @@ class LearnedMotionFilter(Persistent, HoldsParticles, LearnedFilter):
     the nearest training steps'), so the belief can leave the training states: a track in a place the log never
     visited is followed as long as it moves as the logged ones did. The observation's weight is the
     sensor's likelihood ``sensor.observation_loglik(z, X)``, e.g. a
-    :class:`~kbfilter.systems.tracking.ConstantVelocity` model's (whose motion part is not used).
+    :class:`~kbfilter.systems.tracking.ConstantVelocity` model's (whose motion part is not used),
+    or, given no sensor, that of the linear-Gaussian sensor learned from the training pairs.
 
     Parameters
     ----------
-    sensor : object with ``observation_loglik(z, X)``
+    sensor : object with ``observation_loglik(z, X)``, or None, default=None
         The sensor model. When it also has ``initial_belief(z0)`` returning ``(mean, cov)``,
         ``batch_filter`` starts from that Gaussian (drawn once); otherwise from the training states.
+        None learns it with the motion: ``z = H x + offset + N(0, R)`` by least squares on the
+        training pairs (:meth:`~kbfilter.systems.LinearGaussianSensor.fitted`), a map that carries
+        over to places the log never held, as the learned motion does; right for position fixes,
+        not for a sensor whose observation bends with the state (give a radar's model).
     inputs, n_neighbors
         Of the :class:`LearnedMotion`.
     n_particles : int, default=1000
@@ -250,10 +279,13 @@ class LearnedMotionFilter(Persistent, HoldsParticles, LearnedFilter):
         proposal, every candidate's; the squared Mahalanobis
         distance ``(z - h(x))^T R^{-1} (z - h(x))`` above the chi-square quantile, for a sensor
         with ``observe_mean``, ``observation_cov`` and ``initial_belief``), the particles are drawn
-        afresh from ``sensor.initial_belief(z)``, or, when the sensor has
-        ``two_point_belief(z_before, z, steps)`` (the tracking models do), from the belief that the
-        previous observation and this one say together, velocity included; counted as
-        ``"reacquired"`` in ``diagnostics`` and warned about. None never does.
+        afresh from the belief that the previous observation and this one say together, velocity
+        included: the sensor's ``two_point_belief(z_before, z, steps)`` when it has one (the
+        tracking models do), else, for a sensor with ``observation_jacobian`` (the learned one
+        too), the Kalman filter of the two observations from ``sensor.initial_belief(z_before)``
+        through the motion's linear part (:meth:`LearnedMotion.linear_part`); from
+        ``sensor.initial_belief(z)`` alone otherwise. Counted as ``"reacquired"`` in
+        ``diagnostics`` and warned about. None never does.
     roughening : float or None, default=0.2
         After a resampling, move the particles by Gordon, Salmond and Smith's (1993) roughening
         with this constant (0.2 is theirs; see :meth:`~kbfilter.filters.particles.ParticleBelief.roughen`),
@@ -274,11 +306,25 @@ class LearnedMotionFilter(Persistent, HoldsParticles, LearnedFilter):
         A step without an observation moves the particles at random either way. The guided
         filter keeps the ``n_particles x n_neighbors`` candidates from a prediction to the update
         and evaluates the likelihood at each of them.
+    degenerate_ess : float in (0, 1] or None, default=0.1
+        The rule for an update the particles cannot represent: when the observation leaves fewer
+        than this fraction of the particles effective (a sharp fix after a dropout has spread the
+        cloud, so that a handful of particles, or one, carry all the weight, and the reported
+        covariance collapses towards zero), the posterior is instead the extended Kalman update of
+        the prediction's mean and covariance (over every candidate, with the guided proposal) by
+        the sensor's Jacobian, and the particles are drawn afresh from it; counted as
+        ``"degenerate"`` in ``diagnostics``. For a sensor with ``observe_mean``,
+        ``observation_jacobian`` and ``observation_cov`` (the tracking models, the learned sensor);
+        None never does.
+        Measured on the recorded aircraft seen by a radar and on the Solent ships: see the
+        real-tracks study.
     random_state : int, Generator or None
         The random numbers; the same seed gives the same estimates.
 
     Attributes
     ----------
+    sensor_ : object
+        The sensor the filter weighs by: ``sensor``, or the one learned when it is None.
     log_likelihood : float or None
         ``log sum_j a_j p(z | x_j)`` over the predicted particles for the last observation given
         to :meth:`update` (the sensor's likelihood; None after a missing one), as the particle
@@ -307,7 +353,8 @@ class LearnedMotionFilter(Persistent, HoldsParticles, LearnedFilter):
     log_likelihood = None
 
     def __init__(self, sensor=None, inputs=None, n_neighbors=30, n_particles=1000, ess_threshold=0.5,
-                 reacquire=0.999, roughening=0.2, proposal="guided", random_state=None):
+                 reacquire=0.999, roughening=0.2, proposal="guided", degenerate_ess=0.1, random_state=None):
+        self.degenerate_ess = degenerate_ess
         self.proposal = proposal
         self.roughening = roughening
         self.sensor = sensor
@@ -337,27 +384,30 @@ class LearnedMotionFilter(Persistent, HoldsParticles, LearnedFilter):
         self : LearnedMotionFilter
             The fitted filter, reset.
         """
-        if not callable(getattr(self.sensor, "observation_loglik", None)):
-            raise ValueError(f"sensor: expected a sensor model with observation_loglik(z, X), got "
+        if self.sensor is not None and not callable(getattr(self.sensor, "observation_loglik", None)):
+            raise ValueError(f"sensor: expected a sensor model with observation_loglik(z, X) or None, got "
                              f"{type(self.sensor).__name__}")
         if controls is not None:
             raise ValueError("controls: LearnedMotionFilter learns no control; expected None")
         check_int(self.n_particles, "n_particles", minimum=2)
         check_choice(self.proposal, "proposal", PROPOSALS)
         check_fraction(self.ess_threshold, "ess_threshold")
+        if self.degenerate_ess is not None:
+            check_fraction(self.degenerate_ess, "degenerate_ess")
         if self.roughening is not None:
             check_positive(self.roughening, "roughening", allow_zero=True)
-        self.gate_ = None
         if self.reacquire is not None:
             q = check_fraction(self.reacquire, "reacquire")
             if q >= 1:
                 raise ValueError(f"reacquire: expected a probability below 1 or None, got {self.reacquire!r}")
-            if all(callable(getattr(self.sensor, m, None)) for m in ("observe_mean", "initial_belief")) \
-                    and hasattr(self.sensor, "observation_cov"):
-                R = check_matrix(self.sensor.observation_cov, "sensor.observation_cov")
-                self.gate_ = (float(chi2.ppf(q, R.shape[0])), np.linalg.inv(R))
         xs, zs, obs_shape = check_sequences(states, observations)
         self.obs_shape_ = obs_shape
+        self.sensor_ = LinearGaussianSensor.fitted(xs, zs) if self.sensor is None else self.sensor
+        self.gate_ = None
+        if self.reacquire is not None and hasattr(self.sensor_, "observation_cov") \
+                and all(callable(getattr(self.sensor_, m, None)) for m in ("observe_mean", "initial_belief")):
+            R = check_matrix(self.sensor_.observation_cov, "sensor.observation_cov")
+            self.gate_ = (float(chi2.ppf(self.reacquire, R.shape[0])), np.linalg.inv(R))
         self.motion_ = LearnedMotion(self.inputs, self.n_neighbors).fit(xs)
         self.states_ = np.vstack(xs)
         self.n_features_in_ = self.states_.shape[1]
@@ -404,7 +454,7 @@ class LearnedMotionFilter(Persistent, HoldsParticles, LearnedFilter):
 
     def _start_batch(self, zs):
         # like the Kalman filters: a first belief from the first observation, when the sensor gives one
-        start = getattr(self.sensor, "initial_belief", None)
+        start = getattr(self.sensor_, "initial_belief", None)
         if self._started or zs[0] is None or not callable(start):
             return 0, []
         try:
@@ -435,7 +485,7 @@ class LearnedMotionFilter(Persistent, HoldsParticles, LearnedFilter):
     def _probe(filt):
         # one prediction, and one update where the sensor says what it would see (see probe_loaded)
         filt.predict()
-        observe = getattr(filt.sensor, "observe_mean", None)
+        observe = getattr(filt.sensor_, "observe_mean", None)
         if callable(observe):
             filt.update(np.asarray(observe(filt.states_[:1]))[0])
         return filt.x, filt.P
@@ -451,28 +501,60 @@ class LearnedMotionFilter(Persistent, HoldsParticles, LearnedFilter):
         particles[rows] = candidates[rows, picks]
         return particles
 
+    def _residual(self, z, predicted):
+        # the sensor's own difference of observations (a radar's bearings wrap at +-pi)
+        residual = getattr(self.sensor_, "observation_residual", None) or getattr(self.sensor_, "residual", np.subtract)
+        return residual(z, predicted)
+
     def _lost(self, z, points):
         """True when ``z`` is outside the reacquisition gate of every point (the particles or
         their candidates)."""
         if self.gate_ is None:
             return False
         threshold, R_inv = self.gate_
-        # the sensor's own difference of observations (a radar's bearings wrap at +-pi)
-        residual = getattr(self.sensor, "observation_residual", None) or getattr(self.sensor, "residual", np.subtract)
-        diff = residual(z, self.sensor.observe_mean(points))
+        diff = self._residual(z, self.sensor_.observe_mean(points))
         return bool(np.min(np.einsum("nd,de,ne->n", diff, R_inv, diff)) > threshold)
 
+    def _linearisable(self):
+        """Whether the sensor says enough for an extended Kalman update."""
+        sensor = self.sensor_
+        return (callable(getattr(sensor, "observe_mean", None))
+                and callable(getattr(sensor, "observation_jacobian", None)) and hasattr(sensor, "observation_cov"))
+
+    def _degenerate(self):
+        """True when the weights just computed leave fewer effective particles than
+        ``degenerate_ess`` allows and the sensor can be linearised."""
+        return (self.degenerate_ess is not None and self.belief.ess < self.degenerate_ess * len(self.belief.weights)
+                and self._linearisable())
+
+    def _linearised_update(self, z, mean, cov):
+        """The extended Kalman update of ``N(mean, cov)`` by ``z``, as ``(mean, cov)``."""
+        ekf = ExtendedKalmanFilter(len(mean), len(z))
+        ekf.x, ekf.P = mean, cov
+        ekf.update(z, self.sensor_.observation_jacobian, lambda x: self.sensor_.observe_mean(x[None])[0],
+                   R=check_matrix(self.sensor_.observation_cov, "sensor.observation_cov"), residual=self._residual)
+        return ekf.x, 0.5 * (ekf.P + ekf.P.T)
+
     def _reacquired_belief(self, before, z, steps):
-        """The Gaussian a lost track restarts from: the sensor's two-point belief from the last
-        observation and this one when it has one (a vehicle that outran its particles keeps its
-        speed), else its belief at this observation alone."""
-        two_point = getattr(self.sensor, "two_point_belief", None)
-        if before is not None and steps > 0 and callable(two_point):
-            try:
-                return tuple(two_point(before, z, steps))
-            except NotImplementedError:
-                pass
-        return tuple(self.sensor.initial_belief(z))
+        """The Gaussian a lost track restarts from: what the last observation and this one say
+        together (a vehicle that outran its particles keeps its speed): the sensor's two-point
+        belief when it has one, else, for a sensor that can be linearised, the Kalman filter of
+        the two observations through the motion's linear part; with neither, the sensor's belief
+        at this observation alone."""
+        if before is not None and steps > 0:
+            two_point = getattr(self.sensor_, "two_point_belief", None)
+            if callable(two_point):
+                try:
+                    return tuple(two_point(before, z, steps))
+                except NotImplementedError:
+                    pass
+            elif self._linearisable():
+                mean, cov = self.sensor_.initial_belief(before)
+                F, c, Q = self.motion_.linear_part()
+                for _ in range(steps):
+                    mean, cov = F @ mean + c, F @ cov @ F.T + Q
+                return self._linearised_update(z, mean, cov)
+        return tuple(self.sensor_.initial_belief(z))
 
     @limited_blas
     def predict(self, u=None):
@@ -521,7 +603,7 @@ class LearnedMotionFilter(Persistent, HoldsParticles, LearnedFilter):
         z = check_observation(z, self.obs_shape_).reshape(self.obs_shape_)
         points = self.belief.particles if candidates is None else candidates.reshape(-1, candidates.shape[-1])
         with np.errstate(over="ignore", invalid="ignore"):
-            loglik = self.sensor.observation_loglik(z, points)
+            loglik = self.sensor_.observation_loglik(z, points)
         if candidates is not None:
             loglik = loglik.reshape(candidates.shape[:2])
             # a particle's weight is the likelihood of the observation under its law of the next
@@ -538,10 +620,21 @@ class LearnedMotionFilter(Persistent, HoldsParticles, LearnedFilter):
             self.belief = self._drawn(self._reacquired_belief(before, z, steps))
             self._estimate_particles("post")
             return
+        prior_weights = self.belief.weights.copy()
         if not np.isfinite(self.belief.reweight_log(particle_loglik)):
             self._record("no_likelihood", "no particle gives the observation a finite likelihood; kept the "
                                           "prediction")
             self._keep_prediction()
+            return
+        if self._degenerate():
+            # the prediction over every point it holds: each candidate carries its particle's
+            # weight shared equally among the particle's candidates
+            k = 1 if candidates is None else candidates.shape[1]
+            self._record("degenerate")
+            weights = np.repeat(prior_weights / k, k)
+            self.belief = self._drawn(self._linearised_update(z, weights @ points,
+                                                              weighted_covariance(points, weights)))
+            self._estimate_particles("post")
             return
         if candidates is not None:
             self.belief.particles = self._chosen(candidates, loglik, particle_loglik)

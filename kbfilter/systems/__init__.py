@@ -3,11 +3,11 @@
 from .base import System, finite_difference_jacobian
 from .circular import Oscillation, Rotation
 from .camera import CameraOrientation
-from .linear import ControlledLinearGaussian, LinearGaussian
+from .linear import ControlledLinearGaussian, LinearGaussian, LinearGaussianSensor
 from .robot import RobotInRoom
 from .sprite import MovingSprite
 from .tracking import ConstantVelocity, CoordinatedTurn, PositionFixes, RangeBearing, dropouts
 
 __all__ = ["System", "Rotation", "Oscillation", "LinearGaussian", "ControlledLinearGaussian", "MovingSprite",
            "CameraOrientation", "RobotInRoom", "finite_difference_jacobian",
-           "ConstantVelocity", "CoordinatedTurn", "PositionFixes", "RangeBearing", "dropouts"]
+           "ConstantVelocity", "CoordinatedTurn", "PositionFixes", "RangeBearing", "dropouts", "LinearGaussianSensor"]

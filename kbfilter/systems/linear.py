@@ -3,13 +3,13 @@
 from functools import cached_property
 
 import numpy as np
-from scipy.linalg import solve_discrete_lyapunov
+from scipy.linalg import LinAlgError, cho_factor, cho_solve, solve_discrete_lyapunov
 
-from .._validation import check_matrix, check_positive
+from .._validation import check_matrix, check_positive, check_rng, check_sequences, check_vector
 from ..persistence import persistent
 from .base import System, check_control, controlled_run
 
-__all__ = ["LinearGaussian", "ControlledLinearGaussian"]
+__all__ = ["LinearGaussian", "ControlledLinearGaussian", "LinearGaussianSensor"]
 
 
 @persistent("F", "H", "Q", "R")
@@ -191,3 +191,186 @@ class ControlledLinearGaussian(LinearGaussian):
 
     def _random_control(self, x, rng):
         return rng.uniform(-self.control_scale, self.control_scale, size=self.dim_u)
+
+
+@persistent("H", "offset", "R", "prior_mean", "prior_cov")
+class LinearGaussianSensor:
+    """A sensor ``z = H x + offset + N(0, R)``, with a Gaussian belief ``N(prior_mean, prior_cov)``
+    about the state before any observation; :meth:`fitted` learns it from state-observation pairs.
+
+    It is what :class:`~kbfilter.LearnedMotionFilter` weighs its particles by when it is given no
+    sensor: a linear map carries over to states the log never held, as the learned motion does.
+
+    Parameters
+    ----------
+    H : array-like of shape (dim_z, dim_x)
+        The observation matrix.
+    offset : array-like of shape (dim_z,)
+        The observation of the zero state.
+    R : array-like of shape (dim_z, dim_z)
+        The covariance of the observation noise, positive definite.
+    prior_mean : array-like of shape (dim_x,)
+        The mean of the state before any observation.
+    prior_cov : array-like of shape (dim_x, dim_x)
+        Its covariance.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> states = rng.normal(size=(500, 2))
+    >>> fixes = states[:, :1] + 0.1 * rng.normal(size=(500, 1))     # the first coordinate, 0.1 errors
+    >>> sensor = LinearGaussianSensor.fitted(states, fixes)
+    >>> round(float(sensor.H[0, 0]), 2), round(float(np.sqrt(sensor.R[0, 0])), 2)
+    (1.0, 0.1)
+    """
+
+    def __init__(self, H, offset, R, prior_mean, prior_cov):
+        self.H = check_matrix(H, "H", allow_1d=False)
+        self.dim_z, dim_x = self.H.shape
+        self.obs_shape = (self.dim_z,)
+        self.offset = check_vector(offset, "offset", length=self.dim_z)
+        self.R = check_matrix(R, "R", n_features=self.dim_z, allow_1d=False)
+        self.prior_mean = check_vector(prior_mean, "prior_mean", length=dim_x)
+        self.prior_cov = check_matrix(prior_cov, "prior_cov", n_features=dim_x, allow_1d=False)
+        for name, matrix in (("R", self.R), ("prior_cov", self.prior_cov)):
+            if matrix.shape[0] != matrix.shape[1] or not np.allclose(matrix, matrix.T):
+                raise ValueError(f"{name}: expected a symmetric matrix")
+        try:
+            self._R_factor = cho_factor(self.R, lower=True)
+        except LinAlgError:
+            raise ValueError("R: expected a positive definite covariance") from None
+        self._log_norm = -np.sum(np.log(np.diag(self._R_factor[0]))) - 0.5 * self.dim_z * np.log(2.0 * np.pi)
+
+    @classmethod
+    def fitted(cls, states, observations):
+        """The sensor learned by least squares: ``H`` and ``offset`` regress the observations on
+        the states, ``R`` is the covariance of the residuals (divided by the degrees of freedom
+        left), and the first belief has the training states' mean and variances (independent:
+        see the comment in the code).
+
+        Parameters
+        ----------
+        states : array-like of shape (T, dim_x), or a list of such arrays
+            Training states.
+        observations : array-like of shape (T, dim_z), or a list of such arrays
+            Their observations, vectors, row for row.
+
+        Returns
+        -------
+        LinearGaussianSensor
+            The sensor.
+        """
+        xs, zs, obs_shape = check_sequences(states, observations)
+        if len(obs_shape) != 1:
+            raise ValueError(f"observations: a linear sensor is learned from vectors, got observations of shape "
+                             f"{obs_shape}; give the filter a sensor model for them")
+        X, Z = np.vstack(xs), np.vstack(zs)
+        design = np.hstack([np.ones((len(X), 1)), X])
+        if len(X) <= design.shape[1]:
+            raise ValueError(f"states: expected more training pairs than the state's dimension plus one "
+                             f"({design.shape[1]}), got {len(X)}")
+        coef = np.linalg.lstsq(design, Z, rcond=None)[0]
+        residuals = Z - design @ coef
+        R = residuals.T @ residuals / (len(X) - design.shape[1])
+        if np.linalg.eigvalsh(R)[0] <= 1e-12 * max(float(np.max(Z.var(axis=0))), np.finfo(float).tiny):
+            raise ValueError("observations: they are an exact linear function of the states along some direction "
+                             "(the residuals of the linear fit have no spread there), so no noise can be learned; "
+                             "give the filter a sensor model")
+        # the first belief keeps the states' variances but not their correlations: across a log
+        # of tracks a position's correlation with a velocity says where the tracks happened to
+        # go, and would send a track elsewhere off at a speed it never had
+        return cls(H=coef[1:].T, offset=coef[0], R=0.5 * (R + R.T), prior_mean=X.mean(axis=0),
+                   prior_cov=np.diag(X.var(axis=0, ddof=1)))
+
+    @property
+    def observation_cov(self):
+        """``R``, the covariance of the observation noise."""
+        return self.R
+
+    def observe_mean(self, X):
+        """``H x + offset`` for each row of ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, dim_x)
+            States.
+
+        Returns
+        -------
+        ndarray of shape (n, dim_z)
+            Their observations without noise.
+        """
+        return np.atleast_2d(X) @ self.H.T + self.offset
+
+    def observation_jacobian(self, x):
+        """``H``, at any state.
+
+        Parameters
+        ----------
+        x : array-like of shape (dim_x,)
+            The state (unused: the map is linear).
+
+        Returns
+        -------
+        ndarray of shape (dim_z, dim_x)
+            ``H``.
+        """
+        return self.H
+
+    def observation_loglik(self, z, X):
+        """``log N(z; H x + offset, R)`` for each row of ``X``.
+
+        Parameters
+        ----------
+        z : array-like of shape (dim_z,)
+            One observation.
+        X : array-like of shape (n, dim_x)
+            States.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            The log-densities.
+        """
+        diff = np.asarray(z, dtype=np.float64) - self.observe_mean(X)
+        return self._log_norm - 0.5 * np.einsum("nd,nd->n", diff, cho_solve(self._R_factor, diff.T).T)
+
+    def observe(self, X, rng=None):
+        """Noisy observations of states ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, dim_x)
+            States.
+        rng : int, Generator or None
+            The random numbers.
+
+        Returns
+        -------
+        ndarray of shape (n, dim_z)
+            ``H x + offset`` plus a draw of ``N(0, R)`` for each row.
+        """
+        mean = self.observe_mean(X)
+        return mean + check_rng(rng).multivariate_normal(np.zeros(self.dim_z), self.R, size=len(mean))
+
+    def initial_belief(self, z0):
+        """The first belief conditioned on ``z0`` (the Kalman update of ``N(prior_mean, prior_cov)``).
+
+        Parameters
+        ----------
+        z0 : array-like of shape (dim_z,)
+            The first observation.
+
+        Returns
+        -------
+        mean : ndarray of shape (dim_x,)
+            The conditional mean.
+        cov : ndarray of shape (dim_x, dim_x)
+            The conditional covariance.
+        """
+        z0 = check_vector(z0, "z0", length=self.dim_z)
+        P, H = self.prior_cov, self.H
+        K = np.linalg.solve(H @ P @ H.T + self.R, H @ P).T
+        cov = P - K @ H @ P
+        return self.prior_mean + K @ (z0 - self.observe_mean(self.prior_mean)[0]), 0.5 * (cov + cov.T)
