@@ -12,6 +12,13 @@ from .base import System, check_control, controlled_run
 __all__ = ["LinearGaussian", "ControlledLinearGaussian", "LinearGaussianSensor"]
 
 
+def _conditioned(P, H, R, innovation):
+    """The Kalman update of a belief with covariance ``P`` by an observation ``H x + N(0, R)``
+    that differs from its prediction by ``innovation``: the mean's shift and the new covariance."""
+    K = np.linalg.solve(H @ P @ H.T + R, H @ P).T
+    return K @ innovation, P - K @ H @ P
+
+
 @persistent("F", "H", "Q", "R")
 class LinearGaussian(System):
     """``x_{t+1} = F x_t + N(0, Q)``, ``z_t = H x_t + N(0, R)``, started from the stationary law.
@@ -96,10 +103,7 @@ class LinearGaussian(System):
         cov : ndarray of shape (dim_x, dim_x)
             The conditional covariance.
         """
-        P = self.stationary_cov
-        S = self.H @ P @ self.H.T + self.R
-        K = np.linalg.solve(S, self.H @ P).T
-        return K @ np.asarray(z0, dtype=np.float64), P - K @ self.H @ P
+        return _conditioned(self.stationary_cov, self.H, self.R, np.asarray(z0, dtype=np.float64))
 
 
 @persistent("F", "B", "H", "Q", "R", "control_scale")
@@ -370,7 +374,5 @@ class LinearGaussianSensor:
             The conditional covariance.
         """
         z0 = check_vector(z0, "z0", length=self.dim_z)
-        P, H = self.prior_cov, self.H
-        K = np.linalg.solve(H @ P @ H.T + self.R, H @ P).T
-        cov = P - K @ H @ P
-        return self.prior_mean + K @ (z0 - self.observe_mean(self.prior_mean)[0]), 0.5 * (cov + cov.T)
+        shift, cov = _conditioned(self.prior_cov, self.H, self.R, z0 - self.observe_mean(self.prior_mean)[0])
+        return self.prior_mean + shift, 0.5 * (cov + cov.T)
