@@ -102,7 +102,7 @@ def test_given_no_sensor_the_filter_learns_one_that_carries_over_with_the_motion
     assert _mse(lmf.batch_filter(test_obs)[0], test_states) < 1.5 * kalman
     far = test_states + [2e4, -3e4, 0.0, 0.0]
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", kb.NumericalWarning)  # (a restart or two while it finds the speed)
+        warnings.simplefilter("ignore", kb.NumericalWarning)  # (a restart, should the first fixes need one)
         assert _mse(lmf.batch_filter(CV.sensor.observe(far, rng=5))[0], far) < 50.0
     lmf.batch_filter(test_obs[:50])
     back = kb.LearnedMotionFilter.load(lmf.save(tmp_path / "learned_sensor.npz"))
