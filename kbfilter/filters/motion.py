@@ -153,6 +153,14 @@ class LearnedMotion(Persistent, BaseEstimator):
             raise ValueError("LearnedMotion: the saved steps, inputs, offsets and neighbour count disagree")
         self._index()
 
+    def _linear_next(self, X):
+        """The inputs of states ``X`` (checked) and their next states by the linear part alone,
+        ``x + L(a)``."""
+        check_is_fitted(self, "steps_")
+        X = check_matrix(X, "X", n_features=self.n_features_in_)
+        inputs = X[:, self.columns_]
+        return inputs, X + self.coef_[0] + inputs @ self.coef_[1:]
+
     def _neighbours(self, inputs):
         return self.index_.kneighbors(self.scaler_.transform(inputs), return_distance=False)
 
@@ -210,10 +218,8 @@ class LearnedMotion(Persistent, BaseEstimator):
         ndarray of shape (n, n_neighbors, dim_x)
             ``x + L(a) + e_j`` for each row and each of its neighbours ``j``, nearest first.
         """
-        check_is_fitted(self, "steps_")
-        X = check_matrix(X, "X", n_features=self.n_features_in_)
-        inputs = X[:, self.columns_]
-        return (X + self.coef_[0] + inputs @ self.coef_[1:])[:, None, :] + self.offsets_[self._neighbours(inputs)]
+        inputs, linear = self._linear_next(X)
+        return linear[:, None, :] + self.offsets_[self._neighbours(inputs)]
 
     def sample_transition(self, X, rng=None, u=None):
         """A draw of the next state for each row of ``X`` (the motion model's interface).
@@ -236,11 +242,10 @@ class LearnedMotion(Persistent, BaseEstimator):
         if u is not None:
             raise ValueError("u: LearnedMotion learns no control; expected None")
         rng = check_rng(rng)
-        X = check_matrix(X, "X", n_features=self.n_features_in_)
-        inputs = X[:, self.columns_]
+        inputs, linear = self._linear_next(X)
         idx = self._neighbours(inputs)
-        pick = idx[np.arange(len(X)), rng.integers(idx.shape[1], size=len(X))]
-        return X + self.coef_[0] + inputs @ self.coef_[1:] + self.offsets_[pick]
+        pick = idx[np.arange(len(linear)), rng.integers(idx.shape[1], size=len(linear))]
+        return linear + self.offsets_[pick]
 
 
 @persistent("motion_", "sensor_", "states_", "obs_shape_", "gate_", "n_features_in_", "rng_state", "belief", "x", "P",

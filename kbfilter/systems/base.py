@@ -26,6 +26,26 @@ def pixel_loglik(z, renders, pixel_noise):
     return -0.5 * np.sum(diff * diff, axis=1) / pixel_noise**2
 
 
+def gaussian_loglik(diff, R):
+    """``log N(diff; 0, R)`` for each row of ``diff``: the density of observation errors.
+
+    Parameters
+    ----------
+    diff : ndarray of shape (n, dim_z)
+        Observations minus their means.
+    R : ndarray of shape (dim_z, dim_z)
+        The noise covariance.
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        The log-densities.
+    """
+    sol = np.linalg.solve(R, diff.T).T
+    _, logdet = np.linalg.slogdet(2 * np.pi * R)
+    return -0.5 * (np.einsum("nd,nd->n", diff, sol) + logdet)
+
+
 def check_control(u, n, dim_u, system, meaning=""):
     """``u`` as a finite array of shape (n, dim_u); one control of shape (dim_u,) is given to all
     ``n`` states. ``system`` (its class name) and ``meaning`` (e.g. ``"(forward, turn)"``) go in
@@ -358,11 +378,7 @@ class System:
             ``log p(z | x)`` for each row of ``X``, up to a constant the same for every row.
         """
         X = np.atleast_2d(X)
-        diff = np.asarray(z, dtype=np.float64) - self.observe_mean(X)
-        R = self.observation_cov
-        sol = np.linalg.solve(R, diff.T).T
-        _, logdet = np.linalg.slogdet(2 * np.pi * R)
-        return -0.5 * (np.einsum("nd,nd->n", diff, sol) + logdet)
+        return gaussian_loglik(np.asarray(z, dtype=np.float64) - self.observe_mean(X), self.observation_cov)
 
     def initial_state(self, rng):
         """A draw of the state a simulation starts from (before its burn-in).

@@ -3,11 +3,11 @@
 from functools import cached_property
 
 import numpy as np
-from scipy.linalg import LinAlgError, cho_factor, cho_solve, solve_discrete_lyapunov
+from scipy.linalg import LinAlgError, cho_factor, solve_discrete_lyapunov
 
 from .._validation import check_matrix, check_positive, check_rng, check_sequences, check_vector
 from ..persistence import persistent
-from .base import System, check_control, controlled_run
+from .base import System, check_control, controlled_run, gaussian_loglik
 
 __all__ = ["LinearGaussian", "ControlledLinearGaussian", "LinearGaussianSensor"]
 
@@ -241,10 +241,9 @@ class LinearGaussianSensor:
             if matrix.shape[0] != matrix.shape[1] or not np.allclose(matrix, matrix.T):
                 raise ValueError(f"{name}: expected a symmetric matrix")
         try:
-            self._R_factor = cho_factor(self.R, lower=True)
+            cho_factor(self.R, lower=True)
         except LinAlgError:
             raise ValueError("R: expected a positive definite covariance") from None
-        self._log_norm = -np.sum(np.log(np.diag(self._R_factor[0]))) - 0.5 * self.dim_z * np.log(2.0 * np.pi)
 
     @classmethod
     def fitted(cls, states, observations):
@@ -337,8 +336,7 @@ class LinearGaussianSensor:
         ndarray of shape (n,)
             The log-densities.
         """
-        diff = np.asarray(z, dtype=np.float64) - self.observe_mean(X)
-        return self._log_norm - 0.5 * np.einsum("nd,nd->n", diff, cho_solve(self._R_factor, diff.T).T)
+        return gaussian_loglik(np.asarray(z, dtype=np.float64) - self.observe_mean(X), self.R)
 
     def observe(self, X, rng=None):
         """Noisy observations of states ``X``.
