@@ -4,11 +4,12 @@ import warnings
 
 import numpy as np
 import pytest
+from scipy.optimize import minimize
 from scipy.stats import chisquare, multivariate_normal
 
 import kbfilter as kb
 from kbfilter.filters import LearnedMotion, LearnedMotionFilter
-from kbfilter.systems import ConstantVelocity, LinearGaussianSensor, PositionFixes, dropouts
+from kbfilter.systems import ConstantVelocity, LinearGaussianSensor, PositionFixes, RangeBearing, dropouts
 
 CV = ConstantVelocity(step=1.0, accel=0.5, sensor=PositionFixes(3.0), speed=10.0)
 
@@ -342,7 +343,7 @@ class _Without:
         return getattr(self.model, name)
 
 
-def test_a_vehicle_faster_than_the_log_is_reacquired_with_the_speed_its_last_two_fixes_say():
+def test_a_vehicle_faster_than_the_log_is_reacquired_with_the_speed_its_recent_fixes_say():
     slow = ConstantVelocity(step=10.0, accel=0.05, sensor=PositionFixes(10.0), speed=2.0)
     train = [slow.simulate(200, rng=s, burn_in=0)[0] for s in range(5)]
     fast = np.column_stack([np.zeros(30), 180.0 * np.arange(30), np.zeros(30), np.full(30, 18.0)])  # 18 m/s north
@@ -356,12 +357,13 @@ def test_a_vehicle_faster_than_the_log_is_reacquired_with_the_speed_its_last_two
         at_rest = LearnedMotionFilter(_Without(slow, "two_point_belief", "observation_jacobian"), inputs=(2, 3),
                                       random_state=0).fit(train, fixes)
         means_at_rest = at_rest.batch_filter(zs)[0]
-        # a sensor without the method, learned or given, restarts through the motion's linear part
+        # a sensor with a Jacobian, learned or given, restarts through the motion's linear part
+        # whether it has a two-point belief or not; one without, from its two-point belief
         fixes = [slow.sensor.observe(x, rng=s) for s, x in enumerate(train)]
         restarted = [LearnedMotionFilter(sensor, inputs=(2, 3), random_state=0).fit(train, fixes)
-                     for sensor in (None, _Without(slow, "two_point_belief"))]
+                     for sensor in (None, _Without(slow, "two_point_belief"), _Without(slow, "observation_jacobian"))]
         means_restarted = [f.batch_filter(zs)[0] for f in restarted]
-    # restarted from the last two fixes, the particles carry the vehicle's speed, keep it, and
+    # restarted from the recent fixes, the particles carry the vehicle's speed, keep it, and
     # bridge the missing fixes
     assert lmf.diagnostics["reacquired"] <= 2
     np.testing.assert_allclose(means[-1, 3], 18.0, atol=2.0)
@@ -376,6 +378,105 @@ def test_a_vehicle_faster_than_the_log_is_reacquired_with_the_speed_its_last_two
     assert np.sqrt(_mse(means_at_rest[20:25], fast[20:25], skip=0)) > 300.0
 
 
+def _kalman_of_fixes(lmf, fixes, ages):
+    """The Kalman filter of position fixes (oldest first, ``ages`` steps before the last) through
+    the learned motion's linear part, from the sensor's first belief at the oldest: by hand."""
+    F, c, Q = lmf.motion_.linear_part()
+    H, R = np.hstack([np.eye(2), np.zeros((2, 2))]), lmf.sensor_.observation_cov
+    mean, cov = lmf.sensor_.initial_belief(fixes[0])
+    for z, steps in zip(fixes[1:], -np.diff(ages)):
+        for _ in range(steps):
+            mean, cov = F @ mean + c, F @ cov @ F.T + Q
+        K = cov @ H.T @ np.linalg.inv(H @ cov @ H.T + R)
+        mean, cov = mean + K @ (z - H @ mean), (np.eye(4) - K @ H) @ cov
+    return mean, cov
+
+
+@pytest.mark.parametrize("window", [1, 3])
+def test_a_lost_track_restarts_from_the_kalman_filter_of_the_fixes_of_the_last_window_steps(window):
+    """Every reacquisition draws the particles from the Kalman filter of the fixes of the last
+    ``reacquire_window`` steps and this one (the last fix however old, when none is that recent)."""
+    slow = ConstantVelocity(step=10.0, accel=0.05, sensor=PositionFixes(3.0), speed=2.0)
+    train = [slow.simulate(200, rng=s, burn_in=0)[0] for s in range(5)]
+    v = np.r_[np.zeros(10), np.full(20, 18.0)]                       # at rest, then 18 m/s north
+    truth = np.column_stack([np.zeros(30), np.r_[0.0, np.cumsum(10.0 * v[:-1])], np.zeros(30), v])
+    zs = list(slow.sensor.observe(truth, rng=1))
+    zs[20:25] = [None] * 5
+    n = 20000
+    lmf = LearnedMotionFilter(slow, inputs=(2, 3), n_particles=n, reacquire_window=window, random_state=0)
+    lmf.fit(train, [x[:, :2] for x in train])
+    checked, seen = 0, [0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kb.NumericalWarning)
+        lmf.batch_filter(zs[:1])                   # starts from the sensor's belief at the first fix
+        for t, z in enumerate(zs[1:], 1):
+            lmf.predict()
+            before = lmf.diagnostics.get("reacquired", 0)
+            lmf.update(z)
+            if z is None:
+                continue
+            seen.append(t)
+            if lmf.diagnostics.get("reacquired", 0) == before:
+                continue
+            ages = t - np.array(seen)
+            recent = ages <= window
+            recent[-2:] = True
+            mean, cov = _kalman_of_fixes(lmf, np.array([zs[s] for s in np.array(seen)[recent]]), ages[recent])
+            np.testing.assert_array_less(np.abs(lmf.x - mean), 4 * np.sqrt(np.diag(cov) / n))
+            sd = np.sqrt(np.diag(cov))
+            np.testing.assert_array_less(np.abs(lmf.P - cov) / np.outer(sd, sd), 0.05)
+            checked += 1
+    assert checked >= 1
+    with pytest.raises(ValueError, match="reacquire_window"):
+        LearnedMotionFilter(slow, reacquire_window=0).fit(train, [x[:, :2] for x in train])
+
+
+def test_a_restart_under_a_radar_is_the_mode_of_the_posterior_not_one_linearisation():
+    """Under a radar, a restart's update is the iterated extended Kalman update: its mean is the
+    posterior's mode (found here by a general-purpose optimiser), its covariance the inverse
+    Gauss-Newton Hessian there, where a single linearisation at the predicted position lands
+    hundreds of metres off."""
+    radar = RangeBearing(site=(0.0, 0.0), range_noise=10.0, bearing_noise=0.002)
+    model = ConstantVelocity(step=10.0, accel=0.5, sensor=radar, speed=20.0)
+    train = [model.simulate(200, rng=s, burn_in=0)[0] + [0.0, 8000.0, 0.0, 0.0] for s in range(5)]
+    track = model.simulate(30, rng=9, burn_in=0)[0] + [0.0, 8000.0, 0.0, 0.0]
+    track[15:, :2] += [3000.0, 0.0]                             # reappears 3 km east at step 15
+    zs = list(radar.observe(track, rng=3))
+    n = 20000
+    lmf = LearnedMotionFilter(model, inputs=(2, 3), n_particles=n, reacquire_window=1, random_state=0)
+    lmf.fit(train, [radar.observe(x, rng=s) for s, x in enumerate(train)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kb.NumericalWarning)
+        lmf.batch_filter(zs[:15])
+        before = lmf.diagnostics.get("reacquired", 0)
+        lmf.predict()
+        lmf.update(zs[15])
+    assert lmf.diagnostics["reacquired"] == before + 1
+    # the prior of the restart: the sensor's belief at the fix before, one step of the linear part
+    F, c, Q = lmf.motion_.linear_part()
+    m, P = model.initial_belief(zs[14])
+    m, P = F @ m + c, F @ P @ F.T + Q
+    P_inv, R_inv = np.linalg.inv(P), np.linalg.inv(model.observation_cov)
+
+    def neg_log_posterior(x):
+        r = model.observation_residual(zs[15], model.observe_mean(x[None])[0])
+        return 0.5 * (x - m) @ P_inv @ (x - m) + 0.5 * r @ R_inv @ r
+
+    mode = minimize(neg_log_posterior, m, method="BFGS", options={"gtol": 1e-10}).x
+    mode = minimize(neg_log_posterior, mode, method="Nelder-Mead",
+                    options={"xatol": 1e-6, "fatol": 1e-12, "maxiter": 20000}).x
+    H = model.observation_jacobian(mode)
+    cov = np.linalg.inv(P_inv + H.T @ R_inv @ H)
+    sd = np.sqrt(np.diag(cov))
+    np.testing.assert_array_less(np.abs(lmf.x - mode), 4 * sd / np.sqrt(n))
+    np.testing.assert_array_less(np.abs(lmf.P - cov) / np.outer(sd, sd), 0.05)
+    # one linearisation at the prior's mean
+    H = model.observation_jacobian(m)
+    ekf = m + P @ H.T @ np.linalg.solve(H @ P @ H.T + model.observation_cov,
+                                        model.observation_residual(zs[15], model.observe_mean(m[None])[0]))
+    assert np.hypot(*(ekf - mode)[:2]) > 100.0
+
+
 def test_a_learned_motion_filter_saved_before_or_after_fit_comes_back_and_continues_the_run(cv_data, tmp_path):
     train, test_states, test_obs = cv_data
     fixes = [x[:, :2] for x in train]
@@ -385,6 +486,12 @@ def test_a_learned_motion_filter_saved_before_or_after_fit_comes_back_and_contin
     lmf = unfitted.fit(train, fixes)
     lmf.batch_filter(test_obs[:50])
     back = kb.LearnedMotionFilter.load(lmf.save(tmp_path / "fitted.npz"))
-    np.testing.assert_array_equal(back.batch_filter(test_obs[50:])[0], lmf.batch_filter(test_obs[50:])[0])
+    # the track jumps 5 km three steps on: the restart draws on the fixes from before the save too
+    later = test_obs[50:].copy()
+    later[3:] += [5e3, 0.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kb.NumericalWarning)
+        np.testing.assert_array_equal(back.batch_filter(later)[0], lmf.batch_filter(later)[0])
+    assert back.diagnostics["reacquired"] == lmf.diagnostics["reacquired"] >= 1
     with pytest.raises(ValueError, match="cannot save an object of type"):
         kb.LearnedMotionFilter(_Without(CV, "two_point_belief")).fit(train, fixes).save(tmp_path / "user.npz")

@@ -170,6 +170,16 @@ CASES = {
         belief["fields"]["particles"] = {"t": "array", "key": "evil"}
         load(write(out + "/evil.npz", arrays, meta)).batch_filter(track[:5, :2])
     ''',
+    "a learned-motion filter whose recent observations are newest first": '''
+        cv = kb.systems.ConstantVelocity(step=1.0, accel=0.5, speed=10.0)
+        track = cv.simulate(60, rng=0, burn_in=0)[0]
+        lmf = kb.LearnedMotionFilter(cv, inputs=(2, 3), n_particles=50, random_state=0).fit(track, track[:, :2])
+        lmf.batch_filter(track[:5, :2])
+        arrays, meta = parts(lmf.save(out + "/lmf.npz"))
+        arrays["evil"] = np.arange(5)
+        meta["root"]["fields"]["_recent_ages"] = {"t": "array", "key": "evil"}
+        load(write(out + "/evil.npz", arrays, meta)).update(track[5, :2])
+    ''',
     "a learned motion with more neighbours than steps": '''
         cv = kb.systems.ConstantVelocity(step=1.0, accel=0.5, speed=10.0)
         track = cv.simulate(60, rng=0, burn_in=0)[0]
