@@ -85,6 +85,35 @@ def check_same_length(name_a, a, name_b, b):
         )
 
 
+#: how far from symmetric positive semi-definite a covariance may be, relative to its largest entry
+COVARIANCE_RTOL = 1e-8
+
+
+def check_covariance(value, name, dim, *, definite=False):
+    """A covariance given at the boundary: square, symmetric and positive semi-definite within
+    ``COVARIANCE_RTOL`` of its largest entry (returned symmetrised), else a ``ValueError``;
+    ``definite=True`` asks for a positive definite one (its Cholesky factor exists)."""
+    A = check_matrix(value, name, n_features=dim, allow_1d=False)
+    if A.shape != (dim, dim):
+        raise ValueError(f"{name}: expected a covariance of shape ({dim}, {dim}), got shape {A.shape}")
+    tol = COVARIANCE_RTOL * max(1.0, float(np.max(np.abs(A))))
+    if np.max(np.abs(A - A.T)) > tol:
+        raise ValueError(f"{name}: expected a symmetric covariance matrix; it differs from its transpose by "
+                         f"{np.max(np.abs(A - A.T)):.3g}")
+    A = 0.5 * (A + A.T)
+    if definite:
+        try:
+            np.linalg.cholesky(A)
+        except np.linalg.LinAlgError:
+            raise ValueError(f"{name}: expected a positive definite covariance") from None
+        return A
+    smallest = float(np.linalg.eigvalsh(A)[0])
+    if smallest < -tol:
+        raise ValueError(f"{name}: expected a positive semi-definite covariance matrix; its smallest eigenvalue is "
+                         f"{smallest:.3g}")
+    return A
+
+
 def check_positive(value, name, *, allow_zero=False):
     """Return ``value`` as a float, rejecting non-numbers, NaN and non-positive values."""
     expected = "a non-negative" if allow_zero else "a positive"

@@ -13,9 +13,9 @@ from scipy.special import logsumexp
 
 from .._validation import (
     check_choice,
+    check_covariance,
     check_fraction,
     check_int,
-    check_matrix,
     check_observation,
     check_rng,
     check_vector,
@@ -59,28 +59,6 @@ def _check_system(system):
     return system
 
 
-#: how far from symmetric positive semi-definite a covariance may be, relative to its largest entry
-COVARIANCE_RTOL = 1e-8
-
-
-def _covariance(value, name, dim):
-    """A covariance given at the boundary: square, symmetric and positive semi-definite within
-    ``COVARIANCE_RTOL`` of its largest entry (returned symmetrised), else a ``ValueError``."""
-    A = check_matrix(value, name, n_features=dim, allow_1d=False)
-    if A.shape != (dim, dim):
-        raise ValueError(f"{name}: expected a covariance of shape ({dim}, {dim}), got shape {A.shape}")
-    tol = COVARIANCE_RTOL * max(1.0, float(np.max(np.abs(A))))
-    if np.max(np.abs(A - A.T)) > tol:
-        raise ValueError(f"{name}: expected a symmetric covariance matrix; it differs from its transpose by "
-                         f"{np.max(np.abs(A - A.T)):.3g}")
-    A = 0.5 * (A + A.T)
-    smallest = float(np.linalg.eigvalsh(A)[0])
-    if smallest < -tol:
-        raise ValueError(f"{name}: expected a positive semi-definite covariance matrix; its smallest eigenvalue is "
-                         f"{smallest:.3g}")
-    return A
-
-
 def _belief_part(name, check, doc):
     """filterpy's ``x`` or ``P``: assigning it sets the belief (prior and posterior included)."""
     def assign(self, value):
@@ -95,7 +73,7 @@ def _belief_part(name, check, doc):
 def _noise(name, dim, doc):
     """filterpy's ``Q`` or ``R``: the system's, unless assigned."""
     def assign(self, value):
-        setattr(self.kf, name, _covariance(value, name, getattr(self.system, dim)))
+        setattr(self.kf, name, check_covariance(value, name, getattr(self.system, dim)))
 
     return property(lambda self: getattr(self.kf, name), assign, doc=doc)
 
@@ -126,7 +104,7 @@ class _GaussianFilter(_StartsFromFirstObservation):
         self
             The filter, with its belief set.
         """
-        self.x, self.P = x0, _covariance(P0, "P0", self.system.dim_x)
+        self.x, self.P = x0, check_covariance(P0, "P0", self.system.dim_x)
         return self
 
     @property
@@ -163,7 +141,7 @@ class _GaussianFilter(_StartsFromFirstObservation):
             Observation noise covariance for this step only (default: ``self.R``).
         """
         z = None if z is None else check_observation(z, (self.system.dim_z,))
-        R = None if R is None else _covariance(R, "R", self.system.dim_z)
+        R = None if R is None else check_covariance(R, "R", self.system.dim_z)
         self._check_initialized()
         self._update(z, R)
 
@@ -197,7 +175,7 @@ class _GaussianFilter(_StartsFromFirstObservation):
 
     x = _belief_part("x", lambda self, v: check_vector(v, "x", length=self.system.dim_x),
                      "Current state estimate, shape (dim_x,); assigning it sets the belief's mean.")
-    P = _belief_part("P", lambda self, v: _covariance(v, "P", self.system.dim_x),
+    P = _belief_part("P", lambda self, v: check_covariance(v, "P", self.system.dim_x),
                      "Current covariance, shape (dim_x, dim_x); assigning it sets the belief's covariance.")
     Q = _noise("Q", "dim_x", "Process noise covariance (the system's, unless assigned).")
     R = _noise("R", "dim_z", "Observation noise covariance (the system's, unless assigned).")
@@ -436,7 +414,7 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, _StartsFromFirstObser
             The filter, with its belief set.
         """
         x0 = check_vector(x0, "x0", length=self.system.dim_x)
-        P0 = _covariance(P0, "P0", self.system.dim_x)
+        P0 = check_covariance(P0, "P0", self.system.dim_x)
         return self._start_from(self.rng.multivariate_normal(x0, P0, size=self.n_particles))
 
     def _start_from(self, particles):

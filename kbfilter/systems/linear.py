@@ -3,9 +3,9 @@
 from functools import cached_property
 
 import numpy as np
-from scipy.linalg import LinAlgError, cho_factor, solve_discrete_lyapunov
+from scipy.linalg import solve_discrete_lyapunov
 
-from .._validation import check_matrix, check_positive, check_rng, check_sequences, check_vector
+from .._validation import check_covariance, check_matrix, check_positive, check_rng, check_sequences, check_vector
 from ..persistence import persistent
 from .base import System, check_control, controlled_run, gaussian_loglik
 
@@ -234,16 +234,9 @@ class LinearGaussianSensor:
         self.dim_z, dim_x = self.H.shape
         self.obs_shape = (self.dim_z,)
         self.offset = check_vector(offset, "offset", length=self.dim_z)
-        self.R = check_matrix(R, "R", n_features=self.dim_z, allow_1d=False)
+        self.R = check_covariance(R, "R", self.dim_z, definite=True)
         self.prior_mean = check_vector(prior_mean, "prior_mean", length=dim_x)
-        self.prior_cov = check_matrix(prior_cov, "prior_cov", n_features=dim_x, allow_1d=False)
-        for name, matrix in (("R", self.R), ("prior_cov", self.prior_cov)):
-            if matrix.shape[0] != matrix.shape[1] or not np.allclose(matrix, matrix.T):
-                raise ValueError(f"{name}: expected a symmetric matrix")
-        try:
-            cho_factor(self.R, lower=True)
-        except LinAlgError:
-            raise ValueError("R: expected a positive definite covariance") from None
+        self.prior_cov = check_covariance(prior_cov, "prior_cov", dim_x)
 
     @classmethod
     def fitted(cls, states, observations):
