@@ -1,4 +1,4 @@
-"""A fitted kernel Bayes filter as a Stone Soup predictor and updater.
+"""Fitted learned filters as Stone Soup predictors and updaters.
 
 Stone Soup (Barr et al. 2022) builds trackers from components: a predictor moves a track's state
 to the time of a measurement, an updater corrects it with the measurement, and hypothesisers,
@@ -11,6 +11,12 @@ filter's estimate and covariance, which gates, associators and metrics read) tha
 filter's belief, the weights over its training states, so that the next step continues exactly
 where the filter would. A plain ``GaussianState`` (a track initiator's) is projected onto the
 training states first.
+
+:class:`LearnedMotionPredictor` and :class:`LearnedMotionUpdater` do the same for a fitted
+:class:`~kbfilter.LearnedMotionFilter`, the filter for tracks that go where the log did not: a
+:class:`LearnedMotionState` carries the track's own copy of the filter (particles, random
+generator, recent observations), which shares the fitted motion and sensor with every other
+track's.
 
 Needs Stone Soup (``pip install "kbfilter[stonesoup]"``); the package registers this module as the
 Stone Soup plugin ``kbfilter``, so ``from stonesoup.plugins.kbfilter import KernelBayesPredictor``
@@ -49,9 +55,12 @@ from stonesoup.types.update import Update
 from stonesoup.updater.base import Updater
 from sklearn.utils.validation import check_is_fitted
 
+from .systems.base import sensor_residual
+
 
 __all__ = ["KernelBayesState", "KernelBayesStatePrediction", "KernelBayesStateUpdate", "KernelBayesPredictor",
-           "KernelBayesUpdater"]
+           "KernelBayesUpdater", "LearnedMotionState", "LearnedMotionStatePrediction", "LearnedMotionStateUpdate",
+           "LearnedMotionPredictor", "LearnedMotionUpdater"]
 
 #: a Gaussian track state is projected onto the training states through this many of its samples
 PROJECTION_SAMPLES = 200
@@ -100,12 +109,28 @@ def _filter_at(filt, state, seed):
     belief = copy.deepcopy(filt)  # the fitted model is shared, not copied
     if isinstance(state, KernelBayesState):
         return belief.reset(weights=np.asarray(state.weights, dtype=np.float64))
-    mean = np.asarray(state.state_vector, dtype=np.float64).ravel()
-    if mean.shape != (filt.n_features_in_,):
-        raise ValueError(f"prior: expected a state vector of length {filt.n_features_in_}, got shape {mean.shape}")
-    cov = np.asarray(state.covar, dtype=np.float64)
+    mean, cov = _gaussian_of(state, filt.n_features_in_)
     samples = np.random.default_rng(seed).multivariate_normal(mean, cov, size=PROJECTION_SAMPLES)
     return belief.reset(prior=samples)
+
+
+def _steps(step, prior, timestamp):
+    """The steps of the training log from the prior's time to ``timestamp`` (one when either
+    time or ``step`` is None)."""
+    if step is None or timestamp is None or prior.timestamp is None:
+        return 1
+    steps = (timestamp - prior.timestamp) / step
+    if steps < -1e-9:
+        raise ValueError(f"timestamp: expected a time after the prior's ({prior.timestamp}), got {timestamp}")
+    return int(round(steps))
+
+
+def _gaussian_of(state, dim):
+    """The mean and covariance of a Stone Soup Gaussian state of dimension ``dim``."""
+    mean = np.asarray(state.state_vector, dtype=np.float64).ravel()
+    if mean.shape != (dim,):
+        raise ValueError(f"prior: expected a state vector of length {dim}, got shape {mean.shape}")
+    return mean, np.asarray(state.covar, dtype=np.float64)
 
 
 class KernelBayesPredictor(Predictor):
@@ -136,14 +161,6 @@ class KernelBayesPredictor(Predictor):
     transition_model: object = Property(default=None, doc="Not used: the filter's learned transition.")
     control_model: object = Property(default=None, doc="Not used.")
 
-    def _steps(self, prior, timestamp):
-        if self.step is None or timestamp is None or prior.timestamp is None:
-            return 1
-        steps = (timestamp - prior.timestamp) / self.step
-        if steps < -1e-9:
-            raise ValueError(f"timestamp: expected a time after the prior's ({prior.timestamp}), got {timestamp}")
-        return int(round(steps))
-
     def predict(self, prior, timestamp=None, **kwargs):
         """The belief at ``timestamp``.
 
@@ -162,7 +179,7 @@ class KernelBayesPredictor(Predictor):
             The filter's ``x_prior`` and ``P_prior``, with the predicted weights.
         """
         belief = _filter_at(self.filter, prior, self.seed)
-        for _ in range(self._steps(prior, timestamp)):
+        for _ in range(_steps(self.step, prior, timestamp)):
             belief.predict()  # sets x and P to the prediction
         return Prediction.from_state(prior, StateVector(belief.x), CovarianceMatrix(belief.P), weights=belief.weights,
                                      timestamp=timestamp, transition_model=None, prior=prior,
@@ -244,3 +261,208 @@ class KernelBayesUpdater(Updater):
         return Update.from_state(prediction, StateVector(belief.x_post), CovarianceMatrix(belief.P_post),
                                  weights=belief.weights, timestamp=prediction.timestamp, hypothesis=hypothesis,
                                  target_type=KernelBayesStateUpdate)
+
+
+class LearnedMotionState(GaussianState):
+    """A Gaussian state (the filter's estimate and covariance) with the track's own copy of a
+    learned-motion filter at that state: its particles and weights, its random generator and
+    the recent observations a lost track restarts from.
+
+    Parameters
+    ----------
+    state_vector : StateVector
+        The filter's estimate ``x``, a column.
+    covar : CovarianceMatrix
+        Its covariance ``P``.
+    track_filter : LearnedMotionFilter
+        The track's filter, at this state; it shares the fitted motion and sensor with the
+        predictor's and updater's filter.
+    timestamp : datetime.datetime, optional
+        When the state holds.
+    """
+
+    track_filter: object = Property(doc="The track's copy of the learned-motion filter, at this state.")
+
+
+class LearnedMotionStatePrediction(Prediction, LearnedMotionState):
+    """A :class:`LearnedMotionState` made by :class:`LearnedMotionPredictor`.
+
+    Parameters
+    ----------
+    state_vector : StateVector
+        The filter's prediction ``x_prior``, a column.
+    covar : CovarianceMatrix
+        Its covariance ``P_prior``.
+    track_filter : LearnedMotionFilter
+        The track's filter after the prediction.
+    timestamp : datetime.datetime, optional
+        When the state holds.
+    transition_model : None
+        The predictor's (none: the motion is the filter's).
+    prior : State
+        The state the prediction was made from.
+    """
+
+
+class LearnedMotionStateUpdate(Update, LearnedMotionState):
+    """A :class:`LearnedMotionState` made by :class:`LearnedMotionUpdater`.
+
+    Parameters
+    ----------
+    state_vector : StateVector
+        The filter's posterior ``x_post``, a column.
+    covar : CovarianceMatrix
+        Its covariance ``P_post``.
+    track_filter : LearnedMotionFilter
+        The track's filter after the update.
+    timestamp : datetime.datetime, optional
+        When the state holds.
+    hypothesis : SingleHypothesis
+        The prediction and measurement it was made from.
+    """
+
+
+def _track_filter_at(filt, state):
+    """A copy of ``filt`` at ``state``: the state's own filter copied (so that the state stays as
+    it is), or ``filt`` copied and drawn from a plain Gaussian state's mean and covariance."""
+    check_is_fitted(filt, "motion_")
+    if isinstance(state, LearnedMotionState):
+        if state.track_filter.motion_ is not filt.motion_:
+            raise ValueError("prior: expected a state of this predictor's and updater's filter, got one of another "
+                             "filter")
+        return copy.deepcopy(state.track_filter)
+    return copy.deepcopy(filt).reset(prior=_gaussian_of(state, filt.n_features_in_))
+
+
+class LearnedMotionPredictor(Predictor):
+    """Stone Soup predictor backed by a fitted :class:`~kbfilter.LearnedMotionFilter`: the motion
+    learned from trajectories, which carries over to places the log never held.
+
+    A prediction applies the filter's ``predict`` to a copy of the prior's filter (its particles
+    move by the learned motion) once per step of the training log between the prior's time and
+    ``timestamp`` (``step``), or once when ``step`` is None. A prior that is a plain
+    ``GaussianState`` (a track initiator's) starts a copy of ``filter`` whose particles are drawn
+    from it, with the random generator restarted from the filter's ``random_state``.
+
+    Parameters
+    ----------
+    filter : LearnedMotionFilter
+        The fitted filter (not changed).
+    step : datetime.timedelta or None
+        The time between two steps of the training log; None: one step a prediction.
+    transition_model : None
+        Not used: the motion is the filter's (Stone Soup asks every predictor for one).
+    control_model : None
+        Not used.
+    """
+
+    filter: object = Property(doc="The fitted LearnedMotionFilter.")
+    step: datetime.timedelta = Property(default=None, doc="Time between two steps of the training log.")
+    transition_model: object = Property(default=None, doc="Not used: the filter's learned motion.")
+    control_model: object = Property(default=None, doc="Not used.")
+
+    def predict(self, prior, timestamp=None, **kwargs):
+        """The belief at ``timestamp``.
+
+        Parameters
+        ----------
+        prior : GaussianState or LearnedMotionState
+            The track's state (not changed).
+        timestamp : datetime.datetime, optional
+            When to predict to.
+        **kwargs
+            Ignored (Stone Soup passes its own).
+
+        Returns
+        -------
+        LearnedMotionStatePrediction
+            The filter's ``x_prior`` and ``P_prior``, with the track's filter after the prediction.
+        """
+        track = _track_filter_at(self.filter, prior)
+        for _ in range(_steps(self.step, prior, timestamp)):
+            track.predict()
+        return Prediction.from_state(prior, StateVector(track.x), CovarianceMatrix(track.P), track_filter=track,
+                                     timestamp=timestamp, transition_model=None, prior=prior,
+                                     target_type=LearnedMotionStatePrediction)
+
+
+class LearnedMotionUpdater(Updater):
+    """Stone Soup updater backed by a fitted :class:`~kbfilter.LearnedMotionFilter`: its sensor
+    model weighs the particles.
+
+    ``update`` applies the filter's ``update`` to a copy of the prediction's filter with the
+    measurement's state vector (a missed detection keeps the prediction). ``predict_measurement``
+    gives the predicted measurement over the predicted particles, through the sensor's
+    ``observe_mean`` (and its own residual and average, for a radar's bearings) with its
+    ``observation_cov`` added: mean, covariance and the state-measurement cross-covariance, for
+    gates and associators.
+
+    Parameters
+    ----------
+    filter : LearnedMotionFilter
+        The fitted filter (not changed).
+    measurement_model : None
+        Not used: the sensor model is the filter's (Stone Soup asks every updater for one).
+    """
+
+    filter: object = Property(doc="The fitted LearnedMotionFilter.")
+    measurement_model: object = Property(default=None, doc="Not used: the filter's sensor model.")
+
+    def predict_measurement(self, predicted_state, measurement_model=None, measurement_noise=True, **kwargs):
+        """The predicted measurement of a predicted state.
+
+        Parameters
+        ----------
+        predicted_state : LearnedMotionState or GaussianState
+            The prediction.
+        measurement_model : None
+            Not used.
+        measurement_noise : bool, default=True
+            Add the sensor's noise covariance.
+        **kwargs
+            Ignored.
+
+        Returns
+        -------
+        GaussianMeasurementPrediction
+            Mean, covariance and state-measurement cross-covariance.
+        """
+        track = _track_filter_at(self.filter, predicted_state)
+        sensor = track.sensor_
+        if not (callable(getattr(sensor, "observe_mean", None)) and hasattr(sensor, "observation_cov")):
+            raise ValueError(f"predicted_state: LearnedMotionUpdater predicts measurements through the sensor's "
+                             f"observe_mean and observation_cov, which {type(sensor).__name__} lacks")
+        X, w = track.particles, track.particle_weights
+        Z = np.asarray(sensor.observe_mean(X), dtype=np.float64)
+        average = getattr(sensor, "observation_average", None)
+        mean = average(Z, w) if callable(average) else w @ Z
+        spread = sensor_residual(sensor, Z, mean)
+        cov = (spread * w[:, None]).T @ spread
+        if measurement_noise:
+            cov = cov + np.asarray(sensor.observation_cov, dtype=np.float64)
+        cross = ((X - track.x) * w[:, None]).T @ spread
+        return GaussianMeasurementPrediction(StateVector(mean), CovarianceMatrix(cov), cross_covar=cross,
+                                             timestamp=predicted_state.timestamp)
+
+    def update(self, hypothesis, **kwargs):
+        """The posterior of a hypothesis: the prediction corrected by its measurement.
+
+        Parameters
+        ----------
+        hypothesis : SingleHypothesis
+            The prediction and the measurement (a missed detection, no measurement, keeps the
+            prediction).
+        **kwargs
+            Ignored.
+
+        Returns
+        -------
+        LearnedMotionStateUpdate
+            The filter's ``x_post`` and ``P_post``, with the track's filter after the update.
+        """
+        prediction = hypothesis.prediction
+        track = _track_filter_at(self.filter, prediction)
+        track.update(np.asarray(hypothesis.measurement.state_vector, dtype=np.float64).ravel() if hypothesis else None)
+        return Update.from_state(prediction, StateVector(track.x_post), CovarianceMatrix(track.P_post),
+                                 track_filter=track, timestamp=prediction.timestamp, hypothesis=hypothesis,
+                                 target_type=LearnedMotionStateUpdate)

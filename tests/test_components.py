@@ -38,6 +38,15 @@ def test_reweighting_in_log_space_is_bayes_rule_and_returns_the_evidence():
     np.testing.assert_allclose(belief.ess, 1 / np.sum(belief.weights**2))
 
 
+def test_a_particle_of_weight_zero_keeps_it_without_a_warning():
+    belief = ParticleBelief(np.arange(3.0)[:, None], np.array([0.0, 0.5, 0.5]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        evidence = belief.reweight_log(np.log([1.0, 1.0, 3.0]))
+    np.testing.assert_allclose(belief.weights, [0, 0.25, 0.75])
+    np.testing.assert_allclose(evidence, np.log(2.0))
+
+
 def test_a_factor_with_no_positive_entry_leaves_the_weights_as_they_were():
     belief = ParticleBelief(np.arange(4.0)[:, None])
     assert not belief.reweight(np.zeros(4))

@@ -495,3 +495,21 @@ def test_a_learned_motion_filter_saved_before_or_after_fit_comes_back_and_contin
     assert back.diagnostics["reacquired"] == lmf.diagnostics["reacquired"] >= 1
     with pytest.raises(ValueError, match="cannot save an object of type"):
         kb.LearnedMotionFilter(_Without(CV, "two_point_belief")).fit(train, fixes).save(tmp_path / "user.npz")
+
+
+def test_a_copy_shares_the_fitted_motion_and_runs_on_by_itself(cv_data):
+    import copy
+
+    train, _, test_obs = cv_data
+    lmf = LearnedMotionFilter(CV, inputs=(2, 3), n_particles=200, random_state=4).fit(train, [t[:, :2] for t in train])
+    lmf.batch_filter(test_obs[:20])
+    twin = copy.deepcopy(lmf)
+    assert twin.motion_ is lmf.motion_ and twin.sensor_ is lmf.sensor_ and twin.states_ is lmf.states_
+    particles, rng_state = lmf.particles.copy(), lmf.rng_state
+    ahead = [(twin.predict(), twin.update(z), twin.x.copy())[-1] for z in test_obs[20:30]]
+    np.testing.assert_array_equal(lmf.particles, particles)  # the copy's steps left the filter alone
+    assert lmf.rng_state == rng_state
+    for z, x in zip(test_obs[20:30], ahead):  # and the filter, stepped the same way, gives the same numbers
+        lmf.predict()
+        lmf.update(z)
+        np.testing.assert_array_equal(lmf.x, x)

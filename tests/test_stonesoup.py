@@ -1,5 +1,7 @@
-"""The Stone Soup adapter: a fitted kernel Bayes filter as a Stone Soup predictor and updater."""
+"""The Stone Soup adapter: a fitted kernel Bayes filter, and a fitted learned-motion filter, as Stone Soup
+predictors and updaters."""
 
+import copy
 import datetime
 
 import numpy as np
@@ -10,10 +12,13 @@ pytest.importorskip("stonesoup")
 from stonesoup.types.detection import Detection, MissedDetection  # noqa: E402
 from stonesoup.types.hypothesis import SingleHypothesis  # noqa: E402
 from stonesoup.types.state import GaussianState  # noqa: E402
+from sklearn.exceptions import NotFittedError  # noqa: E402
 
 import kbfilter as kb  # noqa: E402
 from kbfilter.stonesoup import (PROJECTION_SAMPLES, KernelBayesPredictor, KernelBayesState,  # noqa: E402
-                                KernelBayesStateUpdate, KernelBayesUpdater)
+                                KernelBayesStateUpdate, KernelBayesUpdater, LearnedMotionPredictor,
+                                LearnedMotionState, LearnedMotionStatePrediction, LearnedMotionStateUpdate,
+                                LearnedMotionUpdater)
 
 START = datetime.datetime(2026, 1, 1)
 SECOND = datetime.timedelta(seconds=1)
@@ -107,3 +112,119 @@ def test_weights_given_to_reset_are_checked():
         kbf.reset(weights=np.ones(100))
     with pytest.raises(ValueError, match="weights: expected None when a prior is given"):
         kbf.reset(prior=np.zeros((5, 2)), weights=np.ones(100) / 100)
+
+
+# -- the learned-motion filter ----------------------------------------------------------------------
+CV = kb.systems.ConstantVelocity(step=1.0, accel=0.5, sensor=kb.systems.PositionFixes(3.0), speed=10.0)
+
+
+@pytest.fixture(scope="module")
+def motion():
+    train = [CV.simulate(200, rng=s, burn_in=0)[0] for s in range(5)]
+    lmf = kb.LearnedMotionFilter(CV, inputs=(2, 3), n_particles=200, random_state=0)
+    truth, zs = CV.simulate(40, rng=9, burn_in=0)
+    zs = [None if 10 <= t < 14 else z for t, z in enumerate(zs)]
+    return lmf.fit(train, [t[:, :2] for t in train]), zs
+
+
+def _motion_state(lmf, t):
+    return LearnedMotionState(lmf.x[:, None], lmf.P, track_filter=copy.deepcopy(lmf), timestamp=START + t * SECOND)
+
+
+@pytest.mark.filterwarnings("ignore:LearnedMotionFilter. the observation was outside the gate")
+def test_learned_motion_predict_and_update_are_the_filters_own_and_leave_it_alone(motion):
+    lmf, zs = motion
+    lmf.reset()
+    particles, rng_state = lmf.particles.copy(), lmf.rng_state
+    own = copy.deepcopy(lmf)
+    predictor, updater = LearnedMotionPredictor(lmf, step=SECOND), LearnedMotionUpdater(lmf)
+    state = _motion_state(own, 0)
+    for t, z in enumerate(zs[1:], start=1):
+        prediction = predictor.predict(state, timestamp=START + t * SECOND)
+        own.predict()
+        assert isinstance(prediction, LearnedMotionStatePrediction)
+        np.testing.assert_array_equal(prediction.state_vector.ravel(), own.x_prior)
+        np.testing.assert_array_equal(prediction.covar, own.P_prior)
+        # a missed detection through the updater, the next through Stone Soup's convention (the
+        # prediction is the state): both are the filter's update(None)
+        if z is None and t % 2:
+            state = prediction
+        else:
+            detection = MissedDetection(timestamp=prediction.timestamp) if z is None else \
+                Detection(z[:, None], timestamp=prediction.timestamp)
+            state = updater.update(SingleHypothesis(prediction, detection))
+            assert isinstance(state, LearnedMotionStateUpdate)
+        own.update(z)
+        np.testing.assert_array_equal(state.state_vector.ravel(), own.x_post)
+        np.testing.assert_array_equal(state.covar, own.P_post)
+        np.testing.assert_array_equal(state.track_filter.particles, own.particles)
+    # the run restarted from its recent fixes (the particles began on the training states), in
+    # the track's filter as in the filter's own
+    assert own.diagnostics["reacquired"] >= 1 and state.track_filter.diagnostics == own.diagnostics
+    np.testing.assert_array_equal(lmf.particles, particles)
+    assert lmf.rng_state == rng_state
+
+
+def test_a_learned_motion_state_is_not_changed_by_predicting_from_it(motion):
+    lmf, zs = motion
+    lmf.reset()
+    prior = _motion_state(lmf, 0)
+    predictor = LearnedMotionPredictor(lmf)
+    first, second = predictor.predict(prior), predictor.predict(prior)
+    np.testing.assert_array_equal(first.state_vector, second.state_vector)
+    np.testing.assert_array_equal(first.track_filter.particles, second.track_filter.particles)
+    np.testing.assert_array_equal(prior.track_filter.particles, lmf.particles)
+
+
+def test_a_gaussian_prior_starts_the_filter_there_and_steps_follow_the_clock(motion):
+    lmf, _ = motion
+    mean, cov = np.array([5.0, -3.0, 2.0, 1.0]), np.diag([4.0, 4.0, 1.0, 1.0])
+    prior = GaussianState(mean[:, None], cov, timestamp=START)
+    prediction = LearnedMotionPredictor(lmf, step=SECOND).predict(prior, timestamp=START + 3 * SECOND)
+    by_hand = copy.deepcopy(lmf).reset(prior=(mean, cov))
+    for _ in range(3):
+        by_hand.predict()
+    np.testing.assert_array_equal(prediction.state_vector.ravel(), by_hand.x_prior)
+    # three steps of about (2, 1) m/s from (5, -3)
+    np.testing.assert_allclose(prediction.state_vector.ravel()[:2], [11.0, 0.0], atol=1.5)
+    with pytest.raises(ValueError, match="timestamp: expected a time after the prior's"):
+        LearnedMotionPredictor(lmf, step=SECOND).predict(prior, timestamp=START - 2 * SECOND)
+    with pytest.raises(ValueError, match="prior: expected a state vector of length 4"):
+        LearnedMotionPredictor(lmf).predict(GaussianState(np.zeros((2, 1)), np.eye(2), timestamp=START))
+    other = kb.LearnedMotionFilter(CV, inputs=(2, 3), n_particles=50).fit(*CV.simulate(100, rng=1, burn_in=0))
+    with pytest.raises(ValueError, match="prior: expected a state of this predictor's and updater's filter"):
+        LearnedMotionPredictor(lmf).predict(_motion_state(other, 0))
+    with pytest.raises(NotFittedError):
+        LearnedMotionPredictor(kb.LearnedMotionFilter(CV)).predict(prior)
+
+
+def test_the_predicted_measurement_is_the_particles_seen_through_the_sensor(motion):
+    lmf, _ = motion
+    lmf.reset(prior=(np.array([0.0, 0.0, 1.0, 0.0]), np.eye(4)))
+    prediction = LearnedMotionPredictor(lmf).predict(_motion_state(lmf, 0))
+    measured = LearnedMotionUpdater(lmf).predict_measurement(prediction)
+    X, w = prediction.track_filter.particles, prediction.track_filter.particle_weights
+    mean = w @ X[:, :2]  # position fixes see the position
+    np.testing.assert_allclose(measured.state_vector.ravel(), mean, rtol=1e-12)
+    spread = X[:, :2] - mean
+    np.testing.assert_allclose(measured.covar, spread.T @ (w[:, None] * spread) + 9.0 * np.eye(2), rtol=1e-10)
+    np.testing.assert_allclose(measured.cross_covar, (X - w @ X).T @ (w[:, None] * spread), rtol=1e-10, atol=1e-12)
+
+
+def test_a_radars_predicted_bearing_is_averaged_on_the_circle():
+    radar = kb.systems.ConstantVelocity(step=1.0, accel=0.5, sensor=kb.systems.RangeBearing((0.0, 0.0), 5.0, 0.01))
+    track = radar.simulate(300, rng=0, burn_in=0)[0]
+    lmf = kb.LearnedMotionFilter(radar, inputs=(2, 3), n_particles=400, random_state=0)
+    lmf.fit(track, radar.sensor.observe(track, rng=1))
+    # straight south of the radar, 1 km away: bearings on both sides of +-pi
+    lmf.reset(prior=(np.array([0.0, -1000.0, 0.0, 0.0]), np.diag([400.0, 1.0, 1e-6, 1e-6])))
+    measured = LearnedMotionUpdater(lmf).predict_measurement(_motion_state(lmf, 0), measurement_noise=False)
+    r, bearing = measured.state_vector.ravel()
+    assert abs(r - 1000.0) < 5 and abs(abs(bearing) - np.pi) < 0.01  # a plain mean would be near 0
+    assert measured.covar[1, 1] < 0.01
+
+
+def test_the_stone_soup_plugin_lookup_finds_the_learned_motion_adapter():
+    from stonesoup.plugins.kbfilter import LearnedMotionUpdater as FromPlugin
+
+    assert FromPlugin is LearnedMotionUpdater

@@ -272,6 +272,28 @@ class SharedModel:
         return self
 
 
+class SharesFittedParts:
+    """Mixin: a copy of the filter has a belief and a random generator of its own but shares the
+    fitted parts named in ``_fitted_parts``, which are read-only once fitted.
+
+    A tracker copies a filter for every track (and the Stone Soup adapter for every prediction of
+    one), and ``forecast`` and the load probe copy it too: ``copy.deepcopy`` would otherwise copy
+    the training log and its neighbour index each time.
+    """
+
+    _fitted_parts = ()
+
+    def __deepcopy__(self, memo):
+        for name in self._fitted_parts:
+            part = self.__dict__.get(name)
+            if part is not None:
+                memo[id(part)] = part
+        twin = object.__new__(type(self))
+        memo[id(self)] = twin
+        twin.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        return twin
+
+
 class CountedFallbacks:
     """Mixin: the fallbacks a fitted filter takes, counted since fit and since the last reset.
 

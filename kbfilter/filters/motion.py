@@ -40,9 +40,10 @@ from .._validation import check_choice, check_fraction, check_int, check_matrix,
     check_rng, check_sequences, check_state_sequences, check_vector
 from ..embedding import weighted_covariance
 from ..persistence import Persistent, persistent
+from ..systems.base import sensor_residual
 from ..systems.linear import LinearGaussianSensor
 from ..threads import limited_blas
-from .base import LearnedFilter, probe_loaded
+from .base import LearnedFilter, SharesFittedParts, probe_loaded
 from .particles import HoldsParticles, ParticleBelief
 
 __all__ = ["LearnedMotion", "LearnedMotionFilter", "MOTION_GRID", "PROPOSALS"]
@@ -255,7 +256,7 @@ class LearnedMotion(Persistent, BaseEstimator):
             holds={"sensor": ("System", "PositionFixes", "RangeBearing", "LinearGaussianSensor"),
                    "sensor_": ("System", "PositionFixes", "RangeBearing", "LinearGaussianSensor"),
                    "motion_": "LearnedMotion", "belief": "ParticleBelief"})
-class LearnedMotionFilter(Persistent, HoldsParticles, LearnedFilter):
+class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, LearnedFilter):
     """A particle filter that moves by motion learned from trajectories and weighs by a sensor model.
 
     The motion is :class:`LearnedMotion` (a linear step given ``inputs`` plus an offset drawn from
@@ -264,6 +265,10 @@ class LearnedMotionFilter(Persistent, HoldsParticles, LearnedFilter):
     sensor's likelihood ``sensor.observation_loglik(z, X)``, e.g. a
     :class:`~kbfilter.systems.tracking.ConstantVelocity` model's (whose motion part is not used),
     or, given no sensor, that of the linear-Gaussian sensor learned from the training pairs.
+
+    A copy (``copy.deepcopy``) has particles, a random generator and a history of its own and
+    shares the fitted motion, sensor and training states with the filter it was copied from: a
+    tracker keeps one copy a track (see :mod:`kbfilter.stonesoup`).
 
     Parameters
     ----------
@@ -341,6 +346,10 @@ class LearnedMotionFilter(Persistent, HoldsParticles, LearnedFilter):
     ----------
     sensor_ : object
         The sensor the filter weighs by: ``sensor``, or the one learned when it is None.
+    motion_ : LearnedMotion
+        The learned motion.
+    states_ : ndarray of shape (n, dim_x)
+        The training states (a start drawn uniformly from them).
     log_likelihood : float or None
         ``log sum_j a_j p(z | x_j)`` over the predicted particles for the last observation given
         to :meth:`update` (the sensor's likelihood; None after a missing one), as the particle
@@ -367,6 +376,9 @@ class LearnedMotionFilter(Persistent, HoldsParticles, LearnedFilter):
 
     #: no observation yet
     log_likelihood = None
+
+    # copies (``copy.deepcopy``: one a track) share these
+    _fitted_parts = ("motion_", "sensor", "sensor_", "states_")
 
     def __init__(self, sensor=None, inputs=None, n_neighbors=30, n_particles=1000, ess_threshold=0.5,
                  reacquire=0.999, reacquire_window=6, roughening=0.2, proposal="guided", degenerate_ess=0.1,
@@ -539,18 +551,13 @@ class LearnedMotionFilter(Persistent, HoldsParticles, LearnedFilter):
         particles[rows] = candidates[rows, picks]
         return particles
 
-    def _residual(self, z, predicted):
-        # the sensor's own difference of observations (a radar's bearings wrap at +-pi)
-        residual = getattr(self.sensor_, "observation_residual", None) or getattr(self.sensor_, "residual", np.subtract)
-        return residual(z, predicted)
-
     def _lost(self, z, points):
         """True when ``z`` is outside the reacquisition gate of every point (the particles or
         their candidates)."""
         if self.gate_ is None:
             return False
         threshold, R_inv = self.gate_
-        diff = self._residual(z, self.sensor_.observe_mean(points))
+        diff = sensor_residual(self.sensor_, z, self.sensor_.observe_mean(points))
         return bool(np.min(np.einsum("nd,de,ne->n", diff, R_inv, diff)) > threshold)
 
     def _linearisable(self):
@@ -579,7 +586,7 @@ class LearnedMotionFilter(Persistent, HoldsParticles, LearnedFilter):
         for _ in range(UPDATE_ITERATIONS):
             H = np.atleast_2d(self.sensor_.observation_jacobian(x))
             K = np.linalg.solve(H @ cov @ H.T + R, H @ cov).T
-            innovation = self._residual(z, self.sensor_.observe_mean(x[None])[0]) - H @ (mean - x)
+            innovation = sensor_residual(self.sensor_, z, self.sensor_.observe_mean(x[None])[0]) - H @ (mean - x)
             x, moved = mean + K @ innovation, x
             if np.all(np.abs(x - moved) <= 1e-6 * np.sqrt(np.diag(cov))):
                 break

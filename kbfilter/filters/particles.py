@@ -152,7 +152,8 @@ class ParticleBelief:
         """
         log_norm = self.log_predictive(loglik)
         if np.isfinite(log_norm):
-            self.weights = np.exp(np.log(self.weights) + loglik - log_norm)
+            with np.errstate(divide="ignore"):  # a particle of weight 0 keeps it: log 0 = -inf
+                self.weights = np.exp(np.log(self.weights) + loglik - log_norm)
         return log_norm
 
     def log_predictive(self, loglik):

@@ -46,6 +46,27 @@ def gaussian_loglik(diff, R):
     return -0.5 * (np.einsum("nd,nd->n", diff, sol) + logdet)
 
 
+def sensor_residual(sensor, a, b):
+    """``a - b`` for observations of ``sensor``, as the sensor takes it: its
+    ``observation_residual`` (a :class:`System`'s) or ``residual`` (a radar's wraps bearings into
+    ``(-pi, pi]``), the plain difference for a sensor with neither.
+
+    Parameters
+    ----------
+    sensor : object
+        The sensor model.
+    a, b : ndarray of shape (..., dim_z)
+        Observations.
+
+    Returns
+    -------
+    ndarray of shape (..., dim_z)
+        Their difference.
+    """
+    residual = getattr(sensor, "observation_residual", None) or getattr(sensor, "residual", np.subtract)
+    return residual(a, b)
+
+
 def check_control(u, n, dim_u, system, meaning=""):
     """``u`` as a finite array of shape (n, dim_u); one control of shape (dim_u,) is given to all
     ``n`` states. ``system`` (its class name) and ``meaning`` (e.g. ``"(forward, turn)"``) go in
