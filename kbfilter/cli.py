@@ -136,7 +136,7 @@ def add_tracks_arguments(parser, data=None, out=None):
     ``data`` fixes the recording (``kbfilter bench solent``); otherwise it is the ``--data`` option.
     """
     from .bench.tracks import DEFAULT_TRACK_METHODS, TRACK_METHODS, TracksConfig
-    from .filters.motion import PROPOSALS
+    from .filters.motion import LOCAL_MEANS, PROPOSALS
 
     defaults = TracksConfig()
     if data is None:
@@ -166,6 +166,9 @@ def add_tracks_arguments(parser, data=None, out=None):
     parser.add_argument("--proposal", choices=PROPOSALS, default=defaults.proposal,
                         help=f"how the learned-motion filters move their particles when a fix comes "
                              f"(default {defaults.proposal})")
+    parser.add_argument("--local-mean", choices=LOCAL_MEANS, default=defaults.local_mean,
+                        help=f"what the learned-motion filters do with their neighbours' mean offset "
+                             f"(default {defaults.local_mean})")
     parser.add_argument("--test-size", type=float, default=defaults.test_size,
                         help=f"the fraction of vehicles held out in each split (default {defaults.test_size:g})")
     parser.add_argument("--max-test-tracks", type=int, default=None,
@@ -190,7 +193,7 @@ def tracks_command(args, parser):
         config = TracksConfig.checked(
             data=args.data, sensor=args.sensor, splits=args.splits, methods=tuple(args.methods), noise=args.noise,
             range_noise=args.range_noise, bearing_noise=args.bearing_noise, gap=args.gap, gap_rate=args.gap_rate,
-            roughening=args.roughening, proposal=args.proposal, test_size=args.test_size,
+            roughening=args.roughening, proposal=args.proposal, local_mean=args.local_mean, test_size=args.test_size,
             max_test_tracks=args.max_test_tracks, map_tracks=args.map_tracks)
         writable_folder(out)
     except ValueError as exc:

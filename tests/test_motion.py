@@ -212,6 +212,48 @@ def test_tune_filter_tunes_the_learned_motion_filter_on_its_own_grid(cv_data):
     assert len(tuned.search_table_) >= 3 and all(np.isfinite(r["mse"]) for r in tuned.search_table_)
 
 
+def _neighbour_offsets(motion, X):
+    """The recorded offsets of each row's neighbours, found by brute force on the standardised
+    inputs."""
+    inputs = motion.scaler_.transform(X[:, list(motion.inputs)])
+    train = motion.scaler_.transform(motion.inputs_)
+    nearest = np.argsort(((inputs[:, None, :] - train[None]) ** 2).sum(axis=2), axis=1, kind="stable")
+    return motion.offsets_[nearest[:, :motion.n_neighbors]]
+
+
+def test_the_neighbours_mean_offset_is_kept_shrunk_or_dropped_as_local_mean_says(cv_data):
+    train, _, _ = cv_data
+    X = np.array([[0, 0, 3.0, -2.0], [10.0, -4.0, 0.5, 0.5], [5e5, 5e5, -1.0, 4.0]])
+    fitted = {m: LearnedMotion(inputs=(2, 3), n_neighbors=20, local_mean=m).fit(train)
+              for m in ("recorded", "shrunk", "none")}
+    offsets = _neighbour_offsets(fitted["recorded"], X)
+    linear = fitted["recorded"].coef_[0] + X[:, 2:] @ fitted["recorded"].coef_[1:]
+    m, var = offsets.mean(axis=1), offsets.var(axis=1)
+    kept = np.maximum(0.0, 1 - var / (20 * m**2))  # James-Stein, a coordinate at a time
+    for name, mean in (("recorded", m), ("shrunk", kept * m), ("none", 0 * m)):
+        np.testing.assert_allclose(fitted[name].mean_step(X), linear + mean, rtol=1e-10, atol=1e-12)
+        candidates = fitted[name].candidates(X)
+        # the same neighbours and the recorded spread about the mean, whatever is done with the mean
+        np.testing.assert_allclose(candidates - candidates.mean(axis=1, keepdims=True),
+                                   offsets - m[:, None], atol=1e-9)
+    # on constant velocity there is no drift to learn: what the neighbours' mean says is noise,
+    # which shrinking mostly drops
+    assert np.all(np.abs(kept * m) <= np.abs(m)) and np.sum(np.abs(kept * m)) < 0.5 * np.sum(np.abs(m))
+
+
+def test_a_drift_that_stands_out_of_the_noise_is_kept_by_the_shrunk_mean():
+    # steps that depend on the state non-linearly (the linear part cannot say it), with little noise
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-3, 3, 2000)
+    pairs = [np.array([[a], [a + 0.5 * np.sin(2 * a) + 0.01 * e]]) for a, e in zip(x, rng.standard_normal(2000))]
+    fitted = {m: LearnedMotion(n_neighbors=10, local_mean=m).fit(pairs) for m in ("recorded", "shrunk", "none")}
+    X = np.array([[-2.0], [-0.7], [0.8], [2.2]])
+    truth = 0.5 * np.sin(2 * X)
+    np.testing.assert_allclose(fitted["shrunk"].mean_step(X), fitted["recorded"].mean_step(X), rtol=1e-2)
+    np.testing.assert_allclose(fitted["shrunk"].mean_step(X), truth, atol=0.02)
+    assert np.max(np.abs(fitted["none"].mean_step(X) - truth)) > 0.2
+
+
 def test_learned_motion_refuses_what_it_cannot_use(cv_data):
     train, _, test_obs = cv_data
     obs = [x[:, :2] for x in train]
@@ -231,6 +273,8 @@ def test_learned_motion_refuses_what_it_cannot_use(cv_data):
     for bad in (0.0, 1.5, "x"):
         with pytest.raises(ValueError, match="degenerate_ess"):
             LearnedMotionFilter(CV, degenerate_ess=bad).fit(train, obs)
+    with pytest.raises(ValueError, match="local_mean: expected one of"):
+        LearnedMotionFilter(CV, local_mean="mean").fit(train, obs)
 
 
 def _spread_then_fixed(cv_data, n, **params):

@@ -101,18 +101,20 @@ def test_the_particle_filter_on_constant_velocity_is_that_model_and_is_compared_
     assert summary["best_hand_model"] == ["cv"] and "pf" in summary["lost"] and "cv" not in summary["lost"]
 
 
-def test_the_proposal_setting_reaches_the_learned_filters_only():
+@pytest.mark.parametrize("setting, values", [("proposal", PROPOSALS), ("local_mean", ("shrunk", "recorded"))])
+def test_the_learned_motion_settings_reach_the_learned_filters_only(setting, values):
     from kbfilter.bench.tracks import RECORDINGS, run_tracks_split
 
     tracks = RECORDINGS["solent"]()
     scores = {}
-    for proposal in PROPOSALS:
+    for value in values:
         config = TracksConfig.checked(splits=1, methods=("cv", "learned"), max_test_tracks=1, map_tracks=0,
-                                      proposal=proposal)
+                                      **{setting: value})
         rows = run_tracks_split(config, tracks, 0)["tracks"]
-        scores[proposal] = [{m: r[m]["rmse"] for m in config.methods} for r in rows]
-    assert [r["cv"] for r in scores["guided"]] == [r["cv"] for r in scores["bootstrap"]]
-    assert [r["learned"] for r in scores["guided"]] != [r["learned"] for r in scores["bootstrap"]]
+        scores[value] = [{m: r[m]["rmse"] for m in config.methods} for r in rows]
+    first, second = values
+    assert [r["cv"] for r in scores[first]] == [r["cv"] for r in scores[second]]
+    assert [r["learned"] for r in scores[first]] != [r["learned"] for r in scores[second]]
 
 
 @pytest.mark.parametrize("args, fragment", [
@@ -126,6 +128,7 @@ def test_the_proposal_setting_reaches_the_learned_filters_only():
     (["--sensor", "sonar"], "invalid choice"),
     (["--jobs", "0"], "--jobs"),
     (["--proposal", "smart"], "--proposal"),
+    (["--local-mean", "median"], "--local-mean"),
     (["--out", "/proc/kbfilter-cannot-write-here"], "--out: cannot write results"),
 ])
 def test_bad_arguments_give_one_line_naming_the_flag_and_exit_code_2(args, fragment, capsys):

@@ -188,6 +188,14 @@ CASES = {
         meta["root"]["fields"]["n_neighbors_"] = 10**9
         load(write(out + "/evil.npz", arrays, meta)).sample_transition(track[:3], rng=0)
     ''',
+    "a learned motion whose local mean is no rule it knows": '''
+        cv = kb.systems.ConstantVelocity(step=1.0, accel=0.5, speed=10.0)
+        track = cv.simulate(60, rng=0, burn_in=0)[0]
+        path = kb.filters.LearnedMotion(inputs=(2, 3), n_neighbors=5).fit(track).save(out + "/m.npz")
+        arrays, meta = parts(path)
+        meta["root"]["fields"]["local_mean_"] = "evil"
+        load(write(out + "/evil.npz", arrays, meta)).sample_transition(track[:3], rng=0)
+    ''',
     "a Woodbury solver of an empty factor": '''
         path = kb.ConditionalEmbedding(method="icf", rank=5).fit(X, Z).save(out + "/cme.npz")
         arrays, meta = parts(path)

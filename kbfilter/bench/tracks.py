@@ -47,7 +47,7 @@ from scipy.stats import wilcoxon
 from .._validation import check_choice, check_int, check_n_jobs, check_positive
 from ..datasets import load_opensky, load_solent
 from ..filters import ExtendedKalman, InteractingMultipleModel, KernelBayesFilter, LearnedMotionFilter, ParticleFilter
-from ..filters.motion import PROPOSALS
+from ..filters.motion import LOCAL_MEANS, PROPOSALS
 from ..stats import mean_nees
 from ..systems import ConstantVelocity, CoordinatedTurn, PositionFixes, RangeBearing, dropouts
 from .report import folder_lock, partial_name, provenance, published, writable_folder
@@ -102,6 +102,9 @@ class TracksConfig:
     proposal : {"guided", "bootstrap"}
         How the learned-motion filters move their particles when a fix comes (see
         :class:`~kbfilter.LearnedMotionFilter`).
+    local_mean : {"shrunk", "recorded", "none"}
+        What the learned-motion filters do with their neighbours' mean offset (see
+        :class:`~kbfilter.filters.LearnedMotion`).
     test_size : float
         The fraction of the vehicles held out in each split.
     max_test_tracks : int or None
@@ -121,6 +124,7 @@ class TracksConfig:
     gap_rate: float = 0.02
     roughening: float = 0.2
     proposal: str = "guided"
+    local_mean: str = "shrunk"
     test_size: float = 0.3
     max_test_tracks: int = None
     map_tracks: int = 4
@@ -168,6 +172,7 @@ class TracksConfig:
             raise ValueError(f"gap_rate: expected a probability in [0, 1), got {config.gap_rate!r}")
         check_positive(config.roughening, "roughening", allow_zero=True)
         check_choice(config.proposal, "proposal", PROPOSALS)
+        check_choice(config.local_mean, "local_mean", LOCAL_MEANS)
         if config.max_test_tracks is not None:
             check_int(config.max_test_tracks, "max_test_tracks", minimum=1)
         check_int(config.map_tracks, "map_tracks", minimum=0)
@@ -220,9 +225,10 @@ def _filters(config, train, sensor, split):
     fixes = [sensor.observe(t, rng=np.random.default_rng([split, 0])) for t in train.tracks]
     learned = {
         "learned": lambda: LearnedMotionFilter(cv, inputs=(2, 3), roughening=config.roughening,
-                                               proposal=config.proposal, random_state=split),
+                                               proposal=config.proposal, local_mean=config.local_mean,
+                                               random_state=split),
         "learned-where": lambda: LearnedMotionFilter(cv, roughening=config.roughening, proposal=config.proposal,
-                                                     random_state=split),
+                                                     local_mean=config.local_mean, random_state=split),
         "kbf": lambda: KernelBayesFilter(approximation="nystrom", transition="knn"),
         "kbf-position": lambda: KernelBayesFilter(approximation="nystrom", transition="knn"),
     }
