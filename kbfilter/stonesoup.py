@@ -133,7 +133,78 @@ def _gaussian_of(state, dim):
     return mean, np.asarray(state.covar, dtype=np.float64)
 
 
-class KernelBayesPredictor(Predictor):
+def _with_weights(belief):
+    """What a kernel Bayes state carries besides the estimate: the weights over the training states."""
+    return {"weights": belief.weights}
+
+
+def _with_track_filter(track):
+    """What a learned-motion state carries besides the estimate: the track's filter."""
+    return {"track_filter": track}
+
+
+class _FilterPredictor(Predictor):
+    """What the predictors share: a copy of the prior's filter, moved by the filter's own
+    ``predict`` once per step of the training log between the prior's time and the prediction's
+    (``step``), or once when ``step`` is None. A subclass says how a state becomes a filter
+    (``_belief_at``), what a state carries besides the estimate (``_carried``) and the type it
+    makes (``_made``)."""
+
+    def predict(self, prior, timestamp=None, **kwargs):
+        """The belief at ``timestamp``.
+
+        Parameters
+        ----------
+        prior : GaussianState, or a state of this adapter's filter
+            The track's state (not changed).
+        timestamp : datetime.datetime, optional
+            When to predict to.
+        **kwargs
+            Ignored (Stone Soup passes its own).
+
+        Returns
+        -------
+        KernelBayesStatePrediction or LearnedMotionStatePrediction
+            The filter's ``x_prior`` and ``P_prior``, with the belief after the prediction.
+        """
+        belief = self._belief_at(prior)
+        for _ in range(_steps(self.step, prior, timestamp)):
+            belief.predict()  # sets x and P to the prediction
+        return Prediction.from_state(prior, StateVector(belief.x), CovarianceMatrix(belief.P), **self._carried(belief),
+                                     timestamp=timestamp, transition_model=None, prior=prior, target_type=self._made)
+
+
+class _FilterUpdater(Updater):
+    """What the updaters share: a copy of the prediction's filter, corrected by the filter's own
+    ``update`` with the measurement (a missed detection, a false hypothesis, is a missing
+    measurement). A subclass says how a state becomes a filter (``_belief_at``), what a state
+    carries besides the estimate (``_carried``) and the type it makes (``_made``)."""
+
+    def update(self, hypothesis, **kwargs):
+        """The posterior of a hypothesis: the prediction corrected by its measurement.
+
+        Parameters
+        ----------
+        hypothesis : SingleHypothesis
+            The prediction and the measurement (a missed detection, no measurement, keeps the
+            prediction).
+        **kwargs
+            Ignored.
+
+        Returns
+        -------
+        KernelBayesStateUpdate or LearnedMotionStateUpdate
+            The filter's ``x_post`` and ``P_post``, with the belief after the update.
+        """
+        prediction = hypothesis.prediction
+        belief = self._belief_at(prediction)
+        belief.update(np.asarray(hypothesis.measurement.state_vector, dtype=np.float64).ravel() if hypothesis else None)
+        return Update.from_state(prediction, StateVector(belief.x_post), CovarianceMatrix(belief.P_post),
+                                 **self._carried(belief), timestamp=prediction.timestamp, hypothesis=hypothesis,
+                                 target_type=self._made)
+
+
+class KernelBayesPredictor(_FilterPredictor):
     """Stone Soup predictor backed by a fitted kernel Bayes filter: the learned transition.
 
     A prediction applies the filter's ``predict`` to the prior's belief once per step of the
@@ -161,32 +232,15 @@ class KernelBayesPredictor(Predictor):
     transition_model: object = Property(default=None, doc="Not used: the filter's learned transition.")
     control_model: object = Property(default=None, doc="Not used.")
 
-    def predict(self, prior, timestamp=None, **kwargs):
-        """The belief at ``timestamp``.
+    _made = KernelBayesStatePrediction
 
-        Parameters
-        ----------
-        prior : GaussianState or KernelBayesState
-            The track's state.
-        timestamp : datetime.datetime, optional
-            When to predict to.
-        **kwargs
-            Ignored (Stone Soup passes its own).
+    def _belief_at(self, state):
+        return _filter_at(self.filter, state, self.seed)
 
-        Returns
-        -------
-        KernelBayesStatePrediction
-            The filter's ``x_prior`` and ``P_prior``, with the predicted weights.
-        """
-        belief = _filter_at(self.filter, prior, self.seed)
-        for _ in range(_steps(self.step, prior, timestamp)):
-            belief.predict()  # sets x and P to the prediction
-        return Prediction.from_state(prior, StateVector(belief.x), CovarianceMatrix(belief.P), weights=belief.weights,
-                                     timestamp=timestamp, transition_model=None, prior=prior,
-                                     target_type=KernelBayesStatePrediction)
+    _carried = staticmethod(_with_weights)
 
 
-class KernelBayesUpdater(Updater):
+class KernelBayesUpdater(_FilterUpdater):
     """Stone Soup updater backed by a fitted kernel Bayes filter: kernel Bayes' rule.
 
     ``update`` applies the filter's ``update`` to the prediction's belief with the measurement's
@@ -207,6 +261,13 @@ class KernelBayesUpdater(Updater):
     filter: object = Property(doc="The fitted KernelBayesFilter.")
     measurement_model: object = Property(default=None, doc="Not used: the filter's learned observation model.")
 
+    _made = KernelBayesStateUpdate
+
+    def _belief_at(self, state):
+        return _filter_at(self.filter, state, 0)
+
+    _carried = staticmethod(_with_weights)
+
     def predict_measurement(self, predicted_state, measurement_model=None, measurement_noise=True, **kwargs):
         """The predicted measurement of a predicted state.
 
@@ -226,7 +287,7 @@ class KernelBayesUpdater(Updater):
         GaussianMeasurementPrediction
             Mean, covariance and state-measurement cross-covariance.
         """
-        belief = _filter_at(self.filter, predicted_state, 0)
+        belief = self._belief_at(predicted_state)
         density = belief.observation_model_.density
         if len(belief.obs_shape_) != 1 or belief.features_ is not None:
             raise ValueError("predicted_state: KernelBayesUpdater predicts vector measurements only (a filter "
@@ -238,36 +299,8 @@ class KernelBayesUpdater(Updater):
         return GaussianMeasurementPrediction(StateVector(mean), CovarianceMatrix(cov), cross_covar=cross,
                                              timestamp=predicted_state.timestamp)
 
-    def update(self, hypothesis, **kwargs):
-        """The posterior of a hypothesis: the prediction corrected by its measurement.
 
-        Parameters
-        ----------
-        hypothesis : SingleHypothesis
-            The prediction and the measurement (a missed detection, no measurement, keeps the
-            prediction).
-        **kwargs
-            Ignored.
-
-        Returns
-        -------
-        KernelBayesStateUpdate
-            The filter's ``x_post`` and ``P_post``, with the posterior weights.
-        """
-        prediction = hypothesis.prediction
-        belief = _filter_at(self.filter, prediction, 0)
-        # a missed detection (a false hypothesis) is a missing measurement
-        belief.update(np.asarray(hypothesis.measurement.state_vector, dtype=np.float64).ravel() if hypothesis else None)
-        return Update.from_state(prediction, StateVector(belief.x_post), CovarianceMatrix(belief.P_post),
-                                 weights=belief.weights, timestamp=prediction.timestamp, hypothesis=hypothesis,
-                                 target_type=KernelBayesStateUpdate)
-
-
-class LearnedMotionState(GaussianState):
-    """A Gaussian state (the filter's estimate and covariance) with the track's own copy of a
-    learned-motion filter at that state: its particles and weights, its random generator and
-    the recent observations a lost track restarts from.
-
+_MOTION_STATE_PARAMETERS = """
     Parameters
     ----------
     state_vector : StateVector
@@ -278,48 +311,32 @@ class LearnedMotionState(GaussianState):
         The track's filter, at this state; it shares the fitted motion and sensor with the
         predictor's and updater's filter.
     timestamp : datetime.datetime, optional
-        When the state holds.
-    """
+        When the state holds."""
+
+
+class LearnedMotionState(GaussianState):
+    __doc__ = """A Gaussian state (the filter's estimate and covariance) with the track's own copy of a
+    learned-motion filter at that state: its particles and weights, its random generator and
+    the recent observations a lost track restarts from.
+""" + _MOTION_STATE_PARAMETERS
 
     track_filter: object = Property(doc="The track's copy of the learned-motion filter, at this state.")
 
 
 class LearnedMotionStatePrediction(Prediction, LearnedMotionState):
-    """A :class:`LearnedMotionState` made by :class:`LearnedMotionPredictor`.
-
-    Parameters
-    ----------
-    state_vector : StateVector
-        The filter's prediction ``x_prior``, a column.
-    covar : CovarianceMatrix
-        Its covariance ``P_prior``.
-    track_filter : LearnedMotionFilter
-        The track's filter after the prediction.
-    timestamp : datetime.datetime, optional
-        When the state holds.
+    __doc__ = """A :class:`LearnedMotionState` made by :class:`LearnedMotionPredictor`.
+""" + _MOTION_STATE_PARAMETERS + """
     transition_model : None
         The predictor's (none: the motion is the filter's).
     prior : State
-        The state the prediction was made from.
-    """
+        The state the prediction was made from."""
 
 
 class LearnedMotionStateUpdate(Update, LearnedMotionState):
-    """A :class:`LearnedMotionState` made by :class:`LearnedMotionUpdater`.
-
-    Parameters
-    ----------
-    state_vector : StateVector
-        The filter's posterior ``x_post``, a column.
-    covar : CovarianceMatrix
-        Its covariance ``P_post``.
-    track_filter : LearnedMotionFilter
-        The track's filter after the update.
-    timestamp : datetime.datetime, optional
-        When the state holds.
+    __doc__ = """A :class:`LearnedMotionState` made by :class:`LearnedMotionUpdater`.
+""" + _MOTION_STATE_PARAMETERS + """
     hypothesis : SingleHypothesis
-        The prediction and measurement it was made from.
-    """
+        The prediction and measurement it was made from."""
 
 
 def _track_filter_at(filt, state):
@@ -334,7 +351,7 @@ def _track_filter_at(filt, state):
     return copy.deepcopy(filt).reset(prior=_gaussian_of(state, filt.n_features_in_))
 
 
-class LearnedMotionPredictor(Predictor):
+class LearnedMotionPredictor(_FilterPredictor):
     """Stone Soup predictor backed by a fitted :class:`~kbfilter.LearnedMotionFilter`: the motion
     learned from trajectories, which carries over to places the log never held.
 
@@ -361,32 +378,15 @@ class LearnedMotionPredictor(Predictor):
     transition_model: object = Property(default=None, doc="Not used: the filter's learned motion.")
     control_model: object = Property(default=None, doc="Not used.")
 
-    def predict(self, prior, timestamp=None, **kwargs):
-        """The belief at ``timestamp``.
+    _made = LearnedMotionStatePrediction
 
-        Parameters
-        ----------
-        prior : GaussianState or LearnedMotionState
-            The track's state (not changed).
-        timestamp : datetime.datetime, optional
-            When to predict to.
-        **kwargs
-            Ignored (Stone Soup passes its own).
+    def _belief_at(self, state):
+        return _track_filter_at(self.filter, state)
 
-        Returns
-        -------
-        LearnedMotionStatePrediction
-            The filter's ``x_prior`` and ``P_prior``, with the track's filter after the prediction.
-        """
-        track = _track_filter_at(self.filter, prior)
-        for _ in range(_steps(self.step, prior, timestamp)):
-            track.predict()
-        return Prediction.from_state(prior, StateVector(track.x), CovarianceMatrix(track.P), track_filter=track,
-                                     timestamp=timestamp, transition_model=None, prior=prior,
-                                     target_type=LearnedMotionStatePrediction)
+    _carried = staticmethod(_with_track_filter)
 
 
-class LearnedMotionUpdater(Updater):
+class LearnedMotionUpdater(_FilterUpdater):
     """Stone Soup updater backed by a fitted :class:`~kbfilter.LearnedMotionFilter`: its sensor
     model weighs the particles.
 
@@ -408,6 +408,13 @@ class LearnedMotionUpdater(Updater):
     filter: object = Property(doc="The fitted LearnedMotionFilter.")
     measurement_model: object = Property(default=None, doc="Not used: the filter's sensor model.")
 
+    _made = LearnedMotionStateUpdate
+
+    def _belief_at(self, state):
+        return _track_filter_at(self.filter, state)
+
+    _carried = staticmethod(_with_track_filter)
+
     def predict_measurement(self, predicted_state, measurement_model=None, measurement_noise=True, **kwargs):
         """The predicted measurement of a predicted state.
 
@@ -427,7 +434,7 @@ class LearnedMotionUpdater(Updater):
         GaussianMeasurementPrediction
             Mean, covariance and state-measurement cross-covariance.
         """
-        track = _track_filter_at(self.filter, predicted_state)
+        track = self._belief_at(predicted_state)
         sensor = track.sensor_
         if not (callable(getattr(sensor, "observe_mean", None)) and hasattr(sensor, "observation_cov")):
             raise ValueError(f"predicted_state: LearnedMotionUpdater predicts measurements through the sensor's "
@@ -443,26 +450,3 @@ class LearnedMotionUpdater(Updater):
         cross = ((X - track.x) * w[:, None]).T @ spread
         return GaussianMeasurementPrediction(StateVector(mean), CovarianceMatrix(cov), cross_covar=cross,
                                              timestamp=predicted_state.timestamp)
-
-    def update(self, hypothesis, **kwargs):
-        """The posterior of a hypothesis: the prediction corrected by its measurement.
-
-        Parameters
-        ----------
-        hypothesis : SingleHypothesis
-            The prediction and the measurement (a missed detection, no measurement, keeps the
-            prediction).
-        **kwargs
-            Ignored.
-
-        Returns
-        -------
-        LearnedMotionStateUpdate
-            The filter's ``x_post`` and ``P_post``, with the track's filter after the update.
-        """
-        prediction = hypothesis.prediction
-        track = _track_filter_at(self.filter, prediction)
-        track.update(np.asarray(hypothesis.measurement.state_vector, dtype=np.float64).ravel() if hypothesis else None)
-        return Update.from_state(prediction, StateVector(track.x_post), CovarianceMatrix(track.P_post),
-                                 track_filter=track, timestamp=prediction.timestamp, hypothesis=hypothesis,
-                                 target_type=LearnedMotionStateUpdate)
