@@ -66,17 +66,33 @@ __all__ = ["KernelBayesState", "KernelBayesStatePrediction", "KernelBayesStateUp
 PROJECTION_SAMPLES = 200
 
 
-_STATE_PARAMETERS = """
+def _state_parameters(carried):
+    """The Parameters section of a state's docstring, with ``carried``, the entry of what the
+    state carries besides the estimate."""
+    return """
     Parameters
     ----------
     state_vector : StateVector
         The filter's estimate ``x``, a column.
     covar : CovarianceMatrix
-        Its covariance ``P``.
-    weights : ndarray of shape (n,)
-        The belief: the weights over the filter's ``n`` training states, summing to 1.
+        Its covariance ``P``.""" + carried + """
     timestamp : datetime.datetime, optional
         When the state holds."""
+
+
+#: what a prediction and an update hold besides a state's parameters
+_PREDICTION_PARAMETERS = """
+    transition_model : None
+        The predictor's (none: the motion is the filter's).
+    prior : State
+        The state the prediction was made from."""
+_UPDATE_PARAMETERS = """
+    hypothesis : SingleHypothesis
+        The prediction and measurement it was made from."""
+
+_STATE_PARAMETERS = _state_parameters("""
+    weights : ndarray of shape (n,)
+        The belief: the weights over the filter's ``n`` training states, summing to 1.""")
 
 
 class KernelBayesState(GaussianState):
@@ -89,18 +105,12 @@ class KernelBayesState(GaussianState):
 
 class KernelBayesStatePrediction(Prediction, KernelBayesState):
     __doc__ = """A :class:`KernelBayesState` made by :class:`KernelBayesPredictor`.
-""" + _STATE_PARAMETERS + """
-    transition_model : None
-        The predictor's (none: the transition is the filter's).
-    prior : State
-        The state the prediction was made from."""
+""" + _STATE_PARAMETERS + _PREDICTION_PARAMETERS
 
 
 class KernelBayesStateUpdate(Update, KernelBayesState):
     __doc__ = """A :class:`KernelBayesState` made by :class:`KernelBayesUpdater`.
-""" + _STATE_PARAMETERS + """
-    hypothesis : SingleHypothesis
-        The prediction and measurement it was made from."""
+""" + _STATE_PARAMETERS + _UPDATE_PARAMETERS
 
 
 def _filter_at(filt, state, seed):
@@ -300,18 +310,10 @@ class KernelBayesUpdater(_FilterUpdater):
                                              timestamp=predicted_state.timestamp)
 
 
-_MOTION_STATE_PARAMETERS = """
-    Parameters
-    ----------
-    state_vector : StateVector
-        The filter's estimate ``x``, a column.
-    covar : CovarianceMatrix
-        Its covariance ``P``.
+_MOTION_STATE_PARAMETERS = _state_parameters("""
     track_filter : LearnedMotionFilter
         The track's filter, at this state; it shares the fitted motion and sensor with the
-        predictor's and updater's filter.
-    timestamp : datetime.datetime, optional
-        When the state holds."""
+        predictor's and updater's filter.""")
 
 
 class LearnedMotionState(GaussianState):
@@ -325,18 +327,12 @@ class LearnedMotionState(GaussianState):
 
 class LearnedMotionStatePrediction(Prediction, LearnedMotionState):
     __doc__ = """A :class:`LearnedMotionState` made by :class:`LearnedMotionPredictor`.
-""" + _MOTION_STATE_PARAMETERS + """
-    transition_model : None
-        The predictor's (none: the motion is the filter's).
-    prior : State
-        The state the prediction was made from."""
+""" + _MOTION_STATE_PARAMETERS + _PREDICTION_PARAMETERS
 
 
 class LearnedMotionStateUpdate(Update, LearnedMotionState):
     __doc__ = """A :class:`LearnedMotionState` made by :class:`LearnedMotionUpdater`.
-""" + _MOTION_STATE_PARAMETERS + """
-    hypothesis : SingleHypothesis
-        The prediction and measurement it was made from."""
+""" + _MOTION_STATE_PARAMETERS + _UPDATE_PARAMETERS
 
 
 def _track_filter_at(filt, state):
