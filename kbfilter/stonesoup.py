@@ -44,6 +44,7 @@ Examples
 
 import copy
 import datetime
+import hashlib
 
 import numpy as np
 from stonesoup.base import Property
@@ -55,12 +56,13 @@ from stonesoup.types.update import Update
 from stonesoup.updater.base import Updater
 from sklearn.utils.validation import check_is_fitted
 
+from ._validation import check_rng
 from .systems.base import sensor_residual
 
 
 __all__ = ["KernelBayesState", "KernelBayesStatePrediction", "KernelBayesStateUpdate", "KernelBayesPredictor",
            "KernelBayesUpdater", "LearnedMotionState", "LearnedMotionStatePrediction", "LearnedMotionStateUpdate",
-           "LearnedMotionPredictor", "LearnedMotionUpdater"]
+           "LearnedMotionPredictor", "LearnedMotionUpdater", "track_random_state"]
 
 #: a Gaussian track state is projected onto the training states through this many of its samples
 PROJECTION_SAMPLES = 200
@@ -335,16 +337,59 @@ class LearnedMotionStateUpdate(Update, LearnedMotionState):
 """ + _MOTION_STATE_PARAMETERS + _UPDATE_PARAMETERS
 
 
+def track_random_state(random_state, mean, cov):
+    """The random state of a track started from a Gaussian prior: the filter's ``random_state``
+    and the prior's mean and covariance together.
+
+    Every track a tracker initiates would otherwise restart the filter's generator from the same
+    seed and draw the same numbers, so the Monte Carlo errors of all its tracks would be one
+    error. Mixing in the prior gives each track its own stream, and the same prior the same
+    numbers (a hypothesiser may predict from one prior many times).
+
+    Parameters
+    ----------
+    random_state : None, int, SeedSequence or Generator
+        The filter's ``random_state`` (a generator is not advanced: a copy of it is read).
+    mean : array-like of shape (dim_x,)
+        The prior's mean.
+    cov : array-like of shape (dim_x, dim_x)
+        The prior's covariance.
+
+    Returns
+    -------
+    numpy.random.SeedSequence or None
+        None when ``random_state`` is None (fresh entropy for every track already); otherwise a
+        seed made of four words drawn from ``random_state`` and the SHA-256 digest of the prior's
+        float64 bytes.
+
+    Examples
+    --------
+    >>> a = track_random_state(0, [0.0, 1.0], [[1.0, 0.0], [0.0, 1.0]])
+    >>> b = track_random_state(0, [0.0, 2.0], [[1.0, 0.0], [0.0, 1.0]])
+    >>> a.entropy == track_random_state(0, [0.0, 1.0], [[1.0, 0.0], [0.0, 1.0]]).entropy, a.entropy == b.entropy
+    (True, False)
+    """
+    if random_state is None:
+        return None
+    words = check_rng(copy.deepcopy(random_state)).integers(2**32, size=4, dtype=np.uint64)
+    prior = np.concatenate([np.ravel(np.asarray(mean, dtype=np.float64)), np.ravel(np.asarray(cov, dtype=np.float64))])
+    digest = np.frombuffer(hashlib.sha256(prior.tobytes()).digest(), dtype=np.uint32)
+    return np.random.SeedSequence([int(w) for w in words] + [int(w) for w in digest])
+
+
 def _track_filter_at(filt, state):
     """A copy of ``filt`` at ``state``: the state's own filter copied (so that the state stays as
-    it is), or ``filt`` copied and drawn from a plain Gaussian state's mean and covariance."""
+    it is), or ``filt`` copied and drawn from a plain Gaussian state's mean and covariance with
+    the track's own random stream (:func:`track_random_state`)."""
     check_is_fitted(filt, "motion_")
     if isinstance(state, LearnedMotionState):
         if state.track_filter.motion_ is not filt.motion_:
             raise ValueError("prior: expected a state of this predictor's and updater's filter, got one of another "
                              "filter")
         return copy.deepcopy(state.track_filter)
-    return copy.deepcopy(filt).reset(prior=_gaussian_of(state, filt.n_features_in_))
+    mean, cov = _gaussian_of(state, filt.n_features_in_)
+    track = copy.deepcopy(filt).set_params(random_state=track_random_state(filt.random_state, mean, cov))
+    return track.reset(prior=(mean, cov))
 
 
 class LearnedMotionPredictor(_FilterPredictor):
@@ -355,7 +400,8 @@ class LearnedMotionPredictor(_FilterPredictor):
     move by the learned motion) once per step of the training log between the prior's time and
     ``timestamp`` (``step``), or once when ``step`` is None. A prior that is a plain
     ``GaussianState`` (a track initiator's) starts a copy of ``filter`` whose particles are drawn
-    from it, with the random generator restarted from the filter's ``random_state``.
+    from it, with a random generator of its own (:func:`track_random_state`: the filter's
+    ``random_state`` and the prior together).
 
     Parameters
     ----------

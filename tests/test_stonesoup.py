@@ -18,7 +18,7 @@ import kbfilter as kb  # noqa: E402
 from kbfilter.stonesoup import (PROJECTION_SAMPLES, KernelBayesPredictor, KernelBayesState,  # noqa: E402
                                 KernelBayesStateUpdate, KernelBayesUpdater, LearnedMotionPredictor,
                                 LearnedMotionState, LearnedMotionStatePrediction, LearnedMotionStateUpdate,
-                                LearnedMotionUpdater)
+                                LearnedMotionUpdater, track_random_state)
 
 START = datetime.datetime(2026, 1, 1)
 SECOND = datetime.timedelta(seconds=1)
@@ -181,7 +181,8 @@ def test_a_gaussian_prior_starts_the_filter_there_and_steps_follow_the_clock(mot
     mean, cov = np.array([5.0, -3.0, 2.0, 1.0]), np.diag([4.0, 4.0, 1.0, 1.0])
     prior = GaussianState(mean[:, None], cov, timestamp=START)
     prediction = LearnedMotionPredictor(lmf, step=SECOND).predict(prior, timestamp=START + 3 * SECOND)
-    by_hand = copy.deepcopy(lmf).reset(prior=(mean, cov))
+    by_hand = copy.deepcopy(lmf).set_params(random_state=track_random_state(lmf.random_state, mean, cov))
+    by_hand.reset(prior=(mean, cov))
     for _ in range(3):
         by_hand.predict()
     np.testing.assert_array_equal(prediction.state_vector.ravel(), by_hand.x_prior)
@@ -196,6 +197,28 @@ def test_a_gaussian_prior_starts_the_filter_there_and_steps_follow_the_clock(mot
         LearnedMotionPredictor(lmf).predict(_motion_state(other, 0))
     with pytest.raises(NotFittedError):
         LearnedMotionPredictor(kb.LearnedMotionFilter(CV)).predict(prior)
+
+
+def test_tracks_started_from_different_gaussian_priors_draw_their_own_numbers(motion):
+    lmf, _ = motion
+    cov = np.diag([4.0, 4.0, 1.0, 1.0])
+    predictor = LearnedMotionPredictor(lmf)
+
+    def started(mean):
+        return predictor.predict(GaussianState(np.asarray(mean)[:, None], cov, timestamp=START)).track_filter
+
+    a, b, again = started([5.0, -3.0, 2.0, 1.0]), started([50.0, 7.0, 2.0, 1.0]), started([5.0, -3.0, 2.0, 1.0])
+    np.testing.assert_array_equal(a.particles, again.particles)
+    # one stream for every track would move both clouds by the same draws: their particles would
+    # differ by the means' difference alone
+    assert not np.allclose(b.particles - a.particles, [45.0, 10.0, 0.0, 0.0])
+    # a filter seeded with a generator: read through a copy, which is left where it was
+    seeded = copy.deepcopy(lmf).set_params(random_state=np.random.default_rng(3))
+    state = seeded.random_state.bit_generator.state
+    assert track_random_state(seeded.random_state, [0.0] * 4, cov).entropy \
+        == track_random_state(np.random.default_rng(3), [0.0] * 4, cov).entropy
+    assert seeded.random_state.bit_generator.state == state
+    assert track_random_state(None, [0.0] * 4, cov) is None
 
 
 def test_the_predicted_measurement_is_the_particles_seen_through_the_sensor(motion):
