@@ -150,15 +150,16 @@ def stream_part(T, more, params, seed):
 
 
 def curve_part(lengths, seeds, jobs, out, method="kbf-iw-nystrom", systems=("rotation", "oscillation"),
-               reference="pf"):
-    print(f"\nPart 2: tuned accuracy against T ({seeds} seeds; {method} tuned on its grid, {reference} knows "
-          f"the model)")
+               reference="pf", support=None):
+    fixed = None if support is None else {"support": (support,)}
+    print(f"\nPart 2: tuned accuracy against T ({seeds} seeds; {method} tuned on its grid"
+          f"{'' if support is None else f', support {support}'}, {reference} knows the model)")
     table = {}
     for system in systems:
         for T in lengths:
             start = time.perf_counter()
             rows = run_bench(system, runs=seeds, train_length=T, test_length=200,
-                             methods=(method, reference), n_jobs=jobs, progress=False)
+                             methods=(method, reference), n_jobs=jobs, progress=False, grid_axes=fixed)
             summary = summarise(rows, reference=method)
             wall = time.perf_counter() - start
             tune = float(np.mean([r["tune_s"][method] for r in rows]))
@@ -223,6 +224,9 @@ def main(argv=None):
     parser.add_argument("--curve-systems", nargs="+", default=["rotation", "oscillation"])
     parser.add_argument("--curve-reference", default="pf",
                         help="the method that knows the model (default pf; oracle-pf for sprite)")
+    parser.add_argument("--curve-support", type=int, default=None,
+                        help="the curve's local filter holds its belief on this many training states (default: "
+                             "the method's own, 256)")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--blas-threads", type=int, default=None, help="default: the BLAS library's own")
@@ -242,7 +246,7 @@ def main(argv=None):
             results["stream"] = stream_part(*args.stream, params, args.seed)
         if args.part in ("curve", "both"):
             table = curve_part(args.curve_T, args.curve_seeds, args.jobs, args.out, args.curve_method,
-                               tuple(args.curve_systems), args.curve_reference)
+                               tuple(args.curve_systems), args.curve_reference, args.curve_support)
             results["curve"] = [dict(system=s, T=T, **v) for (s, T), v in table.items()]
     path = args.out / f"filter_scale_{args.part}.json"
     path.write_text(json.dumps(results, indent=1, default=float))
