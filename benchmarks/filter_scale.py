@@ -25,6 +25,7 @@ knows what drew each frame), as a table and a PNG.
     python benchmarks/filter_scale.py --part speed --T 100000 1000000 --variants local --passes 1   # long logs
     python benchmarks/filter_scale.py --part curve --curve-seeds 5 --curve-T 1000 4000 20000
     python benchmarks/filter_scale.py --part curve --curve-method kbf-iw-local --curve-T 1000 10000 100000
+    python benchmarks/filter_scale.py --part curve --curve-method kbf-iw-local --curve-T 1000000 --curve-support 1024
     python benchmarks/filter_scale.py --part curve --curve-systems sprite --curve-method kbf-iw-blur-local \
         --curve-reference oracle-pf --curve-T 1000 10000 100000 --curve-seeds 1 --jobs 1   # images
     python benchmarks/filter_scale.py --part stream --stream 100000 10000   # partial_fit against one fit
