@@ -235,7 +235,7 @@ class LearnedMotion(Persistent, BaseEstimator):
         check_is_fitted(self, "steps_")
         X = check_matrix(X, "X", n_features=self.n_features_in_)
         inputs = X[:, self.columns_]
-        return self.coef_[0] + inputs @ self.coef_[1:] + self._local_offsets(inputs).mean(axis=1)
+        return self.coef_[0] + inputs @ self.coef_[1:] + _neighbours_mean(self._local_offsets(inputs))
 
     def linear_part(self):
         """The motion's linear part as a linear-Gaussian transition ``x' = F x + c + N(0, Q)``:
