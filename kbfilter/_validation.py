@@ -114,14 +114,17 @@ def check_covariance(value, name, dim, *, definite=False):
     return A
 
 
-def check_positive(value, name, *, allow_zero=False):
-    """Return ``value`` as a float, rejecting non-numbers, NaN and non-positive values."""
+def check_positive(value, name, *, allow_zero=False, maximum=None):
+    """Return ``value`` as a float, rejecting non-numbers, NaN, non-positive values and values
+    above ``maximum`` (if given)."""
     expected = "a non-negative" if allow_zero else "a positive"
     if isinstance(value, bool) or not isinstance(value, Real):
         raise ValueError(f"{name}: expected {expected} number, got {value!r}")
     value = float(value)
     if not np.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
         raise ValueError(f"{name}: expected {expected} finite number, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name}: expected {expected} number at most {maximum:g}, got {value!r}")
     return value
 
 

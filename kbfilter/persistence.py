@@ -447,8 +447,9 @@ def load(path, expected=None, max_bytes=MAX_BYTES, key=None):
             raise ValueError(f"{path}: not a kbfilter file (no readable description inside: {exc})") from exc
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
             raise ValueError(f"{path}: not a kbfilter file")
-        if not isinstance(meta.get("versions", {}), dict):
-            raise ValueError(f"{path}: damaged kbfilter file (its versions are not a mapping)")
+        versions = meta.get("versions", {})
+        if not (isinstance(versions, dict) and all(isinstance(v, str) for v in versions.values())):
+            raise ValueError(f"{path}: damaged kbfilter file (its versions are not a mapping of names to strings)")
         _check_versions(path, meta)
         root = meta.get("root")
         if not (isinstance(root, dict) and root.get("t") in ("object", "sklearn")

@@ -216,3 +216,17 @@ def test_two_radar_observations_say_the_velocity_between_the_positions_they_mean
     np.testing.assert_allclose(cov[2:, 2:], (Ca + Cb) / 100.0 + 25.0 * np.eye(2))
     with pytest.raises(ValueError, match="steps"):
         model.two_point_belief([0.0, 1e4], [0.0, 1e4], steps=0)
+
+
+
+@pytest.mark.parametrize("make, named", [(lambda: ConstantVelocity(speed=1e300), "speed"),
+                                         (lambda: CoordinatedTurn(turn=1e300), "turn"),
+                                         (lambda: ConstantVelocity(step=1e90, accel=1e90), "step, accel"),
+                                         (lambda: PositionFixes(noise=1e200), "noise"),
+                                         (lambda: RangeBearing(range_noise=1e200), "range_noise")])
+def test_a_tracking_model_whose_covariances_would_overflow_is_refused_by_name(make, named):
+    with pytest.raises(ValueError, match=f"^{named}:"):
+        make()
+    # the largest admitted values still give finite covariances
+    cv = ConstantVelocity(speed=1e100)
+    assert np.all(np.isfinite(cv.initial_belief(np.zeros(2))[1]))

@@ -180,6 +180,31 @@ CASES = {
         meta["root"]["fields"]["_recent_ages"] = {"t": "array", "key": "evil"}
         load(write(out + "/evil.npz", arrays, meta)).update(track[5, :2])
     ''',
+    "a learned-motion filter without a particle count": '''
+        cv = kb.systems.ConstantVelocity(step=1.0, accel=0.5, speed=10.0)
+        track = cv.simulate(60, rng=0, burn_in=0)[0]
+        path = kb.LearnedMotionFilter(cv, inputs=(2, 3), n_particles=50, random_state=0).fit(
+            track, track[:, :2]).save(out + "/lmf.npz")
+        arrays, meta = parts(path)
+        meta["root"]["params"]["n_particles"] = None
+        load(write(out + "/evil.npz", arrays, meta)).reset().batch_filter(track[:5, :2])
+    ''',
+    "a tracking model whose first belief's variance overflows": '''
+        cv = kb.systems.ConstantVelocity(step=1.0, accel=0.5, speed=10.0)
+        track = cv.simulate(60, rng=0, burn_in=0)[0]
+        path = kb.LearnedMotionFilter(cv, inputs=(2, 3), n_particles=50, random_state=0).fit(
+            track, track[:, :2]).save(out + "/lmf.npz")
+        arrays, meta = parts(path)
+        for model in (meta["root"]["params"]["sensor"], meta["root"]["fields"]["sensor_"]):
+            model["fields"]["speed"] = {"t": "float", "v": "1e300"}
+        load(write(out + "/evil.npz", arrays, meta)).reset().batch_filter(track[:5, :2])
+    ''',
+    "a library version that is not a string": '''
+        path = kb.KernelBayesFilter().fit(X, Z).save(out + "/kbf.npz")
+        arrays, meta = parts(path)
+        meta["versions"]["scikit-learn"] = 2
+        load(write(out + "/evil.npz", arrays, meta))
+    ''',
     "a learned motion with more neighbours than steps": '''
         cv = kb.systems.ConstantVelocity(step=1.0, accel=0.5, speed=10.0)
         track = cv.simulate(60, rng=0, burn_in=0)[0]
@@ -264,7 +289,9 @@ FUZZ = '''
     import copy, resource
     which = {"kbf": lambda: kb.KernelBayesFilter(reg_prior=1e-3),
              "scalable": lambda: kb.KernelBayesFilter(approximation="nystrom", transition="knn"),
-             "kmc": lambda: kb.KernelMonteCarloFilter(kb.systems.Rotation(), n_particles=30, random_state=0)}
+             "kmc": lambda: kb.KernelMonteCarloFilter(kb.systems.Rotation(), n_particles=30, random_state=0),
+             "local": lambda: kb.KernelBayesFilter(approximation="local", support=16),
+             "motion": lambda: kb.LearnedMotionFilter(n_particles=30, random_state=0)}
     array_mutations = [lambda a: a.astype(np.uint8), lambda a: a.astype(np.complex128), lambda a: a.astype(bool),
                        lambda a: np.concatenate([a, a[:1]]) if a.ndim else a, lambda a: a.reshape(-1, 1),
                        lambda a: np.full(a.shape, np.nan), lambda a: np.full(a.shape, 1e300), lambda a: a[:0],
@@ -314,10 +341,10 @@ FUZZ = '''
 
 
 def test_mutated_saved_filters_load_to_a_value_error_or_a_filter_that_runs(tmp_path):
-    """A seeded fuzz of 450 mutations of saved filters (exact and scalable kernel Bayes filters, the
-    Kernel Monte Carlo filter): wrong dtypes and shapes, NaN, 1e300, empty arrays and out-of-range
-    indices in the arrays; strings, lists, missing references, None, negative, huge and NaN numbers
-    and a misplaced class in the description. Each loads to a ValueError or to a filter whose
+    """A seeded fuzz of 750 mutations of saved filters (exact, Nystrom and local kernel Bayes
+    filters, the Kernel Monte Carlo filter, the learned-motion filter): wrong dtypes and shapes, NaN,
+    1e300, empty arrays and out-of-range indices in the arrays; strings, lists, missing references,
+    None, negative, huge and NaN numbers and a misplaced class in the description. Each loads to a ValueError or to a filter whose
     estimates are finite; no other exception, no crash, peak memory under 2 GB."""
     result = _run(FUZZ, tmp_path)
     assert result.returncode == 0, f"return code {result.returncode}: {result.stderr[-3000:]}"

@@ -25,7 +25,7 @@ from ..linalg import NumericalWarning
 from ..systems import System
 from ..systems.base import transition_mean_given
 from .base import Filter, checked_run, sample_next, system_control
-from .particles import HoldsParticles, ParticleBelief, ParticleWeightsAlias
+from .particles import MAX_PARTICLES, HoldsParticles, ParticleBelief, ParticleWeightsAlias
 
 __all__ = ["ExtendedKalman", "UnscentedKalman", "ParticleFilter", "InteractingMultipleModel", "backward_smoothing"]
 
@@ -356,7 +356,7 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, _StartsFromFirstObser
     system : System
         The true model: ``sample_transition`` and ``observation_loglik``.
     n_particles : int
-        Number of particles.
+        Number of particles (at most :data:`~kbfilter.filters.particles.MAX_PARTICLES`).
     rng : int, Generator or None
         All randomness (initial draw, transitions, resampling) comes from this Generator.
     ess_threshold : float in (0, 1]
@@ -393,7 +393,7 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, _StartsFromFirstObser
 
     def __init__(self, system, n_particles=1000, rng=None, ess_threshold=1.0):
         self.system = _check_system(system)
-        self.n_particles = check_int(n_particles, "n_particles", minimum=2)
+        self.n_particles = check_int(n_particles, "n_particles", minimum=2, maximum=MAX_PARTICLES)
         self.rng = check_rng(rng, "rng")
         self.ess_threshold = check_fraction(ess_threshold, "ess_threshold")
         self.initialized = False

@@ -19,7 +19,7 @@ from .base import LearnedFilter, SharedModel, check_motion, motion_of, probe_loa
 from .grids import MONTE_CARLO_IMAGE_GRID, MONTE_CARLO_SCALABLE_IMAGE_GRID
 from .likelihood import PredictiveLikelihood
 from .observation import ObservationSettings, ObservationSpace, observation_grid, report_rank_cap
-from .particles import HoldsParticles, ParticleBelief
+from .particles import MAX_PARTICLES, HoldsParticles, ParticleBelief
 
 __all__ = ["KernelMonteCarloFilter", "KernelMonteCarloModel", "herd_with_particles"]
 
@@ -109,10 +109,6 @@ class _Ratio:
         belief.resample_if_due(filt.ess_threshold, filt._rng)
 
 
-#: the most particles a filter takes (a saved file is untrusted: it must not ask for unbounded memory)
-MAX_PARTICLES = 10**6
-
-
 @persistent("observation", "states", "state_gram", "state_features", "fit_diagnostics", "resample", "candidates",
             holds={"observation": "LearnedObservationModel"})
 class KernelMonteCarloModel(SharedModel):
@@ -196,7 +192,7 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, PredictiveLikelihood, L
         ``motion(X, u, rng)`` returning the next state of each row of ``X``. A kbfilter system
         is saved with the filter; a filter holding another callable cannot be saved.
     n_particles : int, default=1000
-        The number of particles, kept fixed.
+        The number of particles, kept fixed (at most :data:`~kbfilter.filters.particles.MAX_PARTICLES`).
     rule : {"iw", "original"}, default="iw"
         The update: importance-weighted KBR with KuLSIF weights or the original KBR
         (see :class:`~kbfilter.KernelBayesRule`).

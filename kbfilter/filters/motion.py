@@ -49,7 +49,7 @@ from ..systems.base import sensor_residual
 from ..systems.linear import LinearGaussianSensor
 from ..threads import limited_blas
 from .base import LearnedFilter, SharesFittedParts, probe_loaded
-from .particles import HoldsParticles, ParticleBelief
+from .particles import MAX_PARTICLES, HoldsParticles, ParticleBelief
 
 __all__ = ["LearnedMotion", "LearnedMotionFilter", "MOTION_GRID", "PROPOSALS", "LOCAL_MEANS"]
 
@@ -333,7 +333,7 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Learned
     inputs, n_neighbors
         Of the :class:`LearnedMotion`.
     n_particles : int, default=1000
-        Particles.
+        Particles (at most :data:`~kbfilter.filters.particles.MAX_PARTICLES`).
     ess_threshold : float in (0, 1], default=0.5
         Resample when the effective sample size falls below this fraction of the particles.
     reacquire : float in (0, 1) or None, default=0.999
@@ -468,24 +468,9 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Learned
         self : LearnedMotionFilter
             The fitted filter, reset.
         """
-        if self.sensor is not None and not callable(getattr(self.sensor, "observation_loglik", None)):
-            raise ValueError(f"sensor: expected a sensor model with observation_loglik(z, X) or None, got "
-                             f"{type(self.sensor).__name__}")
+        self._checked_settings()
         if controls is not None:
             raise ValueError("controls: LearnedMotionFilter learns no control; expected None")
-        check_int(self.n_particles, "n_particles", minimum=2)
-        check_int(self.reacquire_window, "reacquire_window", minimum=1)
-        check_choice(self.proposal, "proposal", PROPOSALS)
-        check_choice(self.local_mean, "local_mean", LOCAL_MEANS)
-        check_fraction(self.ess_threshold, "ess_threshold")
-        if self.degenerate_ess is not None:
-            check_fraction(self.degenerate_ess, "degenerate_ess")
-        if self.roughening is not None:
-            check_positive(self.roughening, "roughening", allow_zero=True)
-        if self.reacquire is not None:
-            q = check_fraction(self.reacquire, "reacquire")
-            if q >= 1:
-                raise ValueError(f"reacquire: expected a probability below 1 or None, got {self.reacquire!r}")
         xs, zs, obs_shape = check_sequences(states, observations)
         self.obs_shape_ = obs_shape
         self.sensor_ = LinearGaussianSensor.fitted(xs, zs) if self.sensor is None else self.sensor
@@ -498,6 +483,25 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Learned
         self.states_ = np.vstack(xs)
         self.n_features_in_ = self.states_.shape[1]
         return self.reset()
+
+    def _checked_settings(self):
+        # the hyperparameters, checked at fit and again when a file is loaded
+        if self.sensor is not None and not callable(getattr(self.sensor, "observation_loglik", None)):
+            raise ValueError(f"sensor: expected a sensor model with observation_loglik(z, X) or None, got "
+                             f"{type(self.sensor).__name__}")
+        check_int(self.n_particles, "n_particles", minimum=2, maximum=MAX_PARTICLES)
+        check_int(self.reacquire_window, "reacquire_window", minimum=1)
+        check_choice(self.proposal, "proposal", PROPOSALS)
+        check_choice(self.local_mean, "local_mean", LOCAL_MEANS)
+        check_fraction(self.ess_threshold, "ess_threshold")
+        if self.degenerate_ess is not None:
+            check_fraction(self.degenerate_ess, "degenerate_ess")
+        if self.roughening is not None:
+            check_positive(self.roughening, "roughening", allow_zero=True)
+        if self.reacquire is not None:
+            q = check_fraction(self.reacquire, "reacquire")
+            if q >= 1:
+                raise ValueError(f"reacquire: expected a probability below 1 or None, got {self.reacquire!r}")
 
     def _grid_for(self, obs_shape):
         return MOTION_GRID
@@ -554,6 +558,7 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Learned
 
     def _after_load(self):
         super()._after_load()
+        self._checked_settings()
         if not hasattr(self, "motion_"):  # saved before fit
             return
         d = self.n_features_in_

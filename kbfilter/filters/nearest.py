@@ -22,7 +22,7 @@ from .base import LearnedFilter, check_motion, motion_of, sample_next, training_
 from .grids import NEIGHBOUR_GRID
 from .observation import ObservationSpace
 from .outliers import check_outlier_quantile
-from .particles import HoldsParticles, ParticleBelief, ParticleWeightsAlias
+from .particles import MAX_PARTICLES, HoldsParticles, ParticleBelief, ParticleWeightsAlias
 
 __all__ = ["NearestImage", "NearestNeighbourParticleFilter"]
 
@@ -155,7 +155,7 @@ class NearestNeighbourParticleFilter(HoldsParticles, ParticleWeightsAlias, _Imag
     motion : System or callable
         The motion model, as for :class:`~kbfilter.KernelMonteCarloFilter`.
     n_particles : int, default=1000
-        The number of particles.
+        The number of particles (at most :data:`~kbfilter.filters.particles.MAX_PARTICLES`).
     n_neighbors : int, default=10
         The training images that vote.
     scale : float, default=0.1
@@ -225,7 +225,7 @@ class NearestNeighbourParticleFilter(HoldsParticles, ParticleWeightsAlias, _Imag
             The fitted filter.
         """
         check_motion(motion_of(self, warn=True))
-        check_int(self.n_particles, "n_particles", minimum=2)
+        check_int(self.n_particles, "n_particles", minimum=2, maximum=MAX_PARTICLES)
         check_fraction(self.ess_threshold, "ess_threshold")
         self._fit_lookup(states, observations, check_outlier_quantile(self.outlier_quantile))
         self.width_ = check_positive(self.scale, "scale") * median_distance(self.states_)

@@ -13,7 +13,11 @@ from .._warnings import warn_user
 from ..embedding import weighted_covariance
 from ..persistence import persistent
 
-__all__ = ["ParticleBelief", "HoldsParticles", "ParticleWeightsAlias", "resampling_due", "systematic_resample"]
+__all__ = ["ParticleBelief", "HoldsParticles", "ParticleWeightsAlias", "resampling_due", "systematic_resample",
+           "MAX_PARTICLES"]
+
+#: the most particles a filter takes (a saved file is untrusted: it must not ask for unbounded memory)
+MAX_PARTICLES = 10**6
 
 
 def resampling_due(weights, threshold):
