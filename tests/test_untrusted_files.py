@@ -180,6 +180,13 @@ CASES = {
         meta["root"]["fields"]["_recent_ages"] = {"t": "array", "key": "evil"}
         load(write(out + "/evil.npz", arrays, meta)).update(track[5, :2])
     ''',
+    "a Bayes rule whose observation Gram matrix has another shape": '''
+        path = kb.KernelBayesRule().fit(X, Z).save(out + "/rule.npz")
+        arrays, meta = parts(path)
+        gram = meta["root"]["fields"]["G_z_"]["key"]
+        arrays[gram] = arrays[gram][:, :1]
+        load(write(out + "/evil.npz", arrays, meta)).posterior(None, Z[0])
+    ''',
     "a learned-motion filter without a particle count": '''
         cv = kb.systems.ConstantVelocity(step=1.0, accel=0.5, speed=10.0)
         track = cv.simulate(60, rng=0, burn_in=0)[0]

@@ -5,6 +5,7 @@ prior on states is a kernel mean; the posterior is a kernel mean over the traini
 """
 
 from collections import Counter
+from numbers import Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
@@ -298,7 +299,20 @@ class KernelBayesRule(Persistent, BaseEstimator):
             raise ValueError(f"n_train_: expected the number of training states ({states.shape[0]}) and "
                              f"observations ({observations.shape[0]}), got {n!r}")
         check_positive(getattr(self, "reg_update_", None), "reg_update_")
-        check_choice(getattr(self, "solver_", None), "solver_", ("features", "low_rank", "dense"))
+        solver = check_choice(getattr(self, "solver_", None), "solver_", ("features", "low_rank", "dense"))
+        needed = {"features": ("Phi_",), "low_rank": ("G_z_", "obs_factor_"), "dense": ("G_z_",)}[solver]
+        for name in ("G_z_", "Phi_", "obs_factor_"):
+            value = getattr(self, name, None)
+            if value is None and name not in needed:
+                continue
+            shape = check_matrix(value, name, allow_1d=False).shape
+            if shape[0] != n or (name == "G_z_" and shape[1] != n):
+                raise ValueError(f"{name}: expected {n} rows (one per training pair){' and columns' * (name == 'G_z_')}"
+                                 f" for the {solver!r} solver, got shape {shape}")
+        for name in ("obs_residual_", "obs_norm_"):
+            value = getattr(self, name, None)
+            if isinstance(value, bool) or not isinstance(value, Real) or not value >= 0:
+                raise ValueError(f"{name}: expected a non-negative number (or inf), got {value!r}")
         self._represent()
 
     def _represent(self):
