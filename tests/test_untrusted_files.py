@@ -180,6 +180,18 @@ CASES = {
         meta["root"]["fields"]["_recent_ages"] = {"t": "array", "key": "evil"}
         load(write(out + "/evil.npz", arrays, meta)).update(track[5, :2])
     ''',
+    "a conditional embedding of no training pairs": '''
+        path = kb.ConditionalEmbedding().fit(X, Z).save(out + "/cme.npz")
+        arrays, meta = parts(path)
+        meta["root"]["fields"]["n_train_"] = 0
+        load(write(out + "/evil.npz", arrays, meta)).predict_mean(X[:3])
+    ''',
+    "a conditional embedding whose landmark kernel is no kernel": '''
+        path = kb.ConditionalEmbedding(method="nystrom", rank=10).fit(X, Z).save(out + "/cme.npz")
+        arrays, meta = parts(path)
+        find(meta["root"], lambda n: n.get("class") == "Nystroem")["params"]["kernel"] = 1
+        load(write(out + "/evil.npz", arrays, meta)).predict_mean(X[:3])
+    ''',
     "a Bayes rule whose observation Gram matrix has another shape": '''
         path = kb.KernelBayesRule().fit(X, Z).save(out + "/rule.npz")
         arrays, meta = parts(path)

@@ -217,8 +217,26 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         return self.weights_.n_iter_
 
     def _after_load(self):
-        if hasattr(self, "weights_"):
-            self.weights_.restore(self.A_, self.kernel_in_)
+        # a saved file is untrusted: the training pairs must be ones fit could have taken, and the
+        # embedding must predict (a tampered part may fail, or give NaN, only when used)
+        if not hasattr(self, "weights_"):
+            return
+        check_choice(self.method, "method", METHODS)
+        for name in ("A_", "B_"):
+            value = getattr(self, name, None)
+            if not (isinstance(value, np.ndarray) and value.dtype == np.float64):
+                raise ValueError(f"{name}: expected a float64 array")
+        A = check_matrix(self.A_, "A_", min_samples=2, allow_1d=False)
+        B = check_matrix(self.B_, "B_", min_samples=2, allow_1d=False)
+        n = self.n_train_
+        if not (isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n == len(A) == len(B)):
+            raise ValueError(f"n_train_: expected the number of training inputs ({len(A)}) and outputs ({len(B)}), "
+                             f"got {n!r}")
+        self.n_features_in_ = A.shape[1]
+        self.weights_.restore(A, self.kernel_in_)
+        if not np.all(np.isfinite(self.predict_mean(A[:1]))):
+            raise ValueError("the loaded embedding does not run (its prediction at the first training input is "
+                             "not finite)")
 
     # -- weights ---------------------------------------------------------------------------------
     @limited_blas
