@@ -83,19 +83,34 @@ class GaussianBlur(TransformerMixin, BaseEstimator):
         """
         Z = check_matrix(Z, "Z", min_samples=1)
         self.n_features_in_ = Z.shape[1]
-        check_positive(self.sigma, "sigma")
-        check_int(self.stride, "stride")
-        check_choice(self.mode, "mode", ("constant", "nearest", "reflect", "mirror", "wrap"))
         if self.image_shape is None:
             raise ValueError("image_shape: expected the shape of one image, e.g. (64, 64); "
                              "KernelBayesFilter sets it from its observations")
-        shape = tuple(int(n) for n in self.image_shape)
-        if len(shape) not in (2, 3) or min(shape) < 1:
-            raise ValueError(f"image_shape: expected (rows, columns) or (rows, columns, channels), got {self.image_shape}")
+        shape = self._checked(self.image_shape, "image_shape")
         if int(np.prod(shape)) != Z.shape[1]:
             raise ValueError(f"Z: expected {int(np.prod(shape))} values per row (image_shape {shape}), got {Z.shape[1]}")
         self.image_shape_ = np.array(shape)
         return self
+
+    def _checked(self, image_shape, name):
+        """The image shape as a tuple, with the settings checked against it (at fit, and at load:
+        a file is untrusted)."""
+        try:
+            shape = tuple(int(n) for n in image_shape)
+        except (TypeError, ValueError):
+            shape = ()
+        if len(shape) not in (2, 3) or min(shape) < 1 or any(n != v for n, v in zip(shape, image_shape)):
+            raise ValueError(f"{name}: expected (rows, columns) or (rows, columns, channels), got {image_shape!r}")
+        # a blur wider than the image is flat over it; the bound keeps the filter's taps in memory
+        check_positive(self.sigma, "sigma", maximum=10.0 * max(shape[:2]))
+        check_int(self.stride, "stride")
+        check_choice(self.mode, "mode", ("constant", "nearest", "reflect", "mirror", "wrap"))
+        return shape
+
+    def _after_load(self):
+        if hasattr(self, "image_shape_"):
+            shape = self._checked(self.image_shape_, "image_shape_")
+            self.image_shape_, self.n_features_in_ = np.array(shape), int(np.prod(shape))
 
     def transform(self, Z):
         """The features of each observation.

@@ -146,6 +146,11 @@ def test_gaussian_blur_validates_and_gets_its_shape_from_the_filter(tmp_path):
         GaussianBlur(image_shape=(4, 4)).fit(np.zeros((3, 15)))
     with pytest.raises(ValueError, match="sigma"):
         GaussianBlur(sigma=0.0, image_shape=(4, 4)).fit(np.zeros((3, 16)))
+    # wider than ten image sides: flat over the image, and its taps would not fit in memory
+    with pytest.raises(ValueError, match="sigma: expected a positive number at most 40"):
+        GaussianBlur(sigma=1e12, image_shape=(4, 4)).fit(np.zeros((3, 16)))
+    with pytest.raises(ValueError, match="image_shape: expected"):
+        GaussianBlur(image_shape=(4.5, 4)).fit(np.zeros((3, 16)))
     system = MovingSprite()
     rng = np.random.default_rng(5)
     states, images = system.simulate(300, rng)

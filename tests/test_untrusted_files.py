@@ -180,6 +180,29 @@ CASES = {
         meta["root"]["fields"]["_recent_ages"] = {"t": "array", "key": "evil"}
         load(write(out + "/evil.npz", arrays, meta)).update(track[5, :2])
     ''',
+    "a learned motion whose coefficients are not finite": '''
+        cv = kb.systems.ConstantVelocity(step=1.0, accel=0.5, speed=10.0)
+        track = cv.simulate(60, rng=0, burn_in=0)[0]
+        path = kb.filters.LearnedMotion(inputs=(2, 3), n_neighbors=5).fit(track).save(out + "/m.npz")
+        arrays, meta = parts(path)
+        arrays[meta["root"]["fields"]["coef_"]["key"]] = np.full((3, 4), np.nan)
+        print(load(write(out + "/evil.npz", arrays, meta)).mean_step(track[:3]))
+    ''',
+    "a learned motion whose input columns are not indices": '''
+        cv = kb.systems.ConstantVelocity(step=1.0, accel=0.5, speed=10.0)
+        track = cv.simulate(60, rng=0, burn_in=0)[0]
+        path = kb.filters.LearnedMotion(inputs=(2, 3), n_neighbors=5).fit(track).save(out + "/m.npz")
+        arrays, meta = parts(path)
+        arrays[meta["root"]["fields"]["columns_"]["key"]] = np.array([2.0, 3.0])
+        load(write(out + "/evil.npz", arrays, meta)).mean_step(track[:3])
+    ''',
+    "an image blur whose border mode is unknown": '''
+        states, images = kb.systems.MovingSprite().simulate(40, rng=0)
+        path = kb.KernelBayesFilter().fit(states, images).save(out + "/kbf.npz")
+        arrays, meta = parts(path)
+        find(meta["root"], lambda n: n.get("class") == "GaussianBlur")["params"]["mode"] = "evil"
+        load(write(out + "/evil.npz", arrays, meta)).batch_filter(images[:3])
+    ''',
     "a conditional embedding of no training pairs": '''
         path = kb.ConditionalEmbedding().fit(X, Z).save(out + "/cme.npz")
         arrays, meta = parts(path)

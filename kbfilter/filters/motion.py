@@ -42,7 +42,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_choice, check_fraction, check_int, check_matrix, check_observation, check_positive, \
-    check_rng, check_sequences, check_state_sequences, check_vector
+    check_rng, check_sequences, check_state_sequences, check_training_magnitude, check_vector
 from ..embedding import weighted_covariance
 from ..persistence import Persistent, persistent
 from ..systems.base import sensor_residual
@@ -92,6 +92,16 @@ UPDATE_ITERATIONS = 20
 
 #: the learned-motion filter's default tuning grid: the neighbours a draw comes from
 MOTION_GRID = {"n_neighbors": (5, 10, 20, 40, 80)}
+
+
+def _checked_columns(columns, dim_x, name):
+    """``columns`` as distinct integer column indices below ``dim_x``."""
+    given, columns = columns, np.asarray(columns).ravel()
+    if columns.size == 0 or not np.issubdtype(columns.dtype, np.integer) or columns.min() < 0 \
+            or columns.max() >= dim_x or len(set(columns.tolist())) != columns.size:
+        raise ValueError(f"{name}: expected distinct column indices below {dim_x} (the state's dimension), "
+                         f"got {given!r}")
+    return columns
 
 
 @persistent("steps_", "n_features_in_", "columns_", "n_neighbors_", "local_mean_", "inputs_", "scaler_", "coef_",
@@ -147,12 +157,7 @@ class LearnedMotion(Persistent, BaseEstimator):
     def _columns(self, dim_x):
         if self.inputs is None:
             return np.arange(dim_x)
-        columns = np.asarray(self.inputs).ravel()
-        if columns.size == 0 or not np.issubdtype(columns.dtype, np.integer) or columns.min() < 0 \
-                or columns.max() >= dim_x or len(set(columns.tolist())) != columns.size:
-            raise ValueError(f"inputs: expected distinct column indices below {dim_x} (the state's dimension), "
-                             f"got {self.inputs!r}")
-        return columns
+        return _checked_columns(self.inputs, dim_x, "inputs")
 
     @limited_blas
     def fit(self, states):
@@ -194,12 +199,18 @@ class LearnedMotion(Persistent, BaseEstimator):
     def _after_load(self):
         if not hasattr(self, "steps_"):  # saved before fit
             return
-        # a file's fields must agree before the index is built on them
-        n = check_matrix(self.steps_, "steps_").shape[0]
-        check_matrix(self.inputs_, "inputs_", n_features=len(self.columns_))
-        check_matrix(self.offsets_, "offsets_", n_features=self.n_features_in_)
-        if not (len(self.inputs_) == len(self.offsets_) == n and 1 <= self.n_neighbors_ <= n):
-            raise ValueError("LearnedMotion: the saved steps, inputs, offsets and neighbour count disagree")
+        # a file's fields must agree, and hold values fit could have learned, before the index is
+        # built on them
+        d = check_int(self.n_features_in_, "n_features_in_")
+        columns = _checked_columns(self.columns_, d, "columns_")
+        arrays = {"steps_": d, "inputs_": len(columns), "offsets_": d, "coef_": d}
+        for name, width in arrays.items():
+            value = check_matrix(getattr(self, name), name, n_features=width, allow_1d=False)
+            check_training_magnitude(float(np.max(np.abs(value))), name)
+        n = len(self.steps_)
+        if not (len(self.inputs_) == len(self.offsets_) == n and len(self.coef_) == len(columns) + 1):
+            raise ValueError("LearnedMotion: the saved steps, inputs, offsets and coefficients disagree")
+        check_int(self.n_neighbors_, "n_neighbors_", maximum=n)
         check_choice(self.local_mean_, "local_mean_", LOCAL_MEANS)
         self._index()
 
