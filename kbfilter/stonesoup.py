@@ -56,7 +56,7 @@ from stonesoup.types.update import Update
 from stonesoup.updater.base import Updater
 from sklearn.utils.validation import check_is_fitted
 
-from ._validation import check_rng
+from ._validation import check_covariance, check_rng, check_vector
 from .systems.base import sensor_residual
 
 
@@ -142,7 +142,7 @@ def _gaussian_of(state, dim):
     mean = np.asarray(state.state_vector, dtype=np.float64).ravel()
     if mean.shape != (dim,):
         raise ValueError(f"prior: expected a state vector of length {dim}, got shape {mean.shape}")
-    return mean, np.asarray(state.covar, dtype=np.float64)
+    return check_vector(mean, "prior.state_vector"), check_covariance(state.covar, "prior.covar", dim)
 
 
 def _with_weights(belief):

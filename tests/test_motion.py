@@ -557,3 +557,13 @@ def test_a_copy_shares_the_fitted_motion_and_runs_on_by_itself(cv_data):
         lmf.predict()
         lmf.update(z)
         np.testing.assert_array_equal(lmf.x, x)
+
+
+def test_a_gaussian_prior_whose_covariance_is_no_covariance_is_refused(cv_data):
+    train, _, _ = cv_data
+    lmf = LearnedMotionFilter(CV, inputs=(2, 3), n_particles=50, random_state=0).fit(train, [x[:, :2] for x in train])
+    with pytest.raises(ValueError, match=r"prior\[1\]: expected a positive semi-definite covariance"):
+        lmf.reset(prior=(np.zeros(4), -np.eye(4)))
+    # a semi-definite one is a prior (a known velocity, say)
+    lmf.reset(prior=(np.zeros(4), np.diag([1.0, 1.0, 0.0, 0.0])))
+    np.testing.assert_array_equal(lmf.belief.particles[:, 2:], 0.0)

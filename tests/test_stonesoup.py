@@ -81,6 +81,11 @@ def test_a_gaussian_prior_is_projected_through_seeded_samples_and_steps_follow_t
         KernelBayesPredictor(kbf, step=SECOND).predict(prior, timestamp=START - 2 * SECOND)
     with pytest.raises(ValueError, match="prior: expected a state vector of length 2"):
         KernelBayesPredictor(kbf).predict(GaussianState(np.zeros((3, 1)), np.eye(3), timestamp=START))
+    # a covariance that is no covariance is refused, not sampled from with a warning
+    with pytest.raises(ValueError, match="prior.covar: expected a positive semi-definite covariance"):
+        KernelBayesPredictor(kbf).predict(GaussianState(np.zeros((2, 1)), -np.eye(2), timestamp=START))
+    with pytest.raises(ValueError, match="prior.state_vector: contains NaN"):
+        KernelBayesPredictor(kbf).predict(GaussianState(np.full((2, 1), np.nan), np.eye(2), timestamp=START))
 
 
 def test_the_predicted_measurement_is_the_learned_observation_densitys(fitted):
@@ -192,6 +197,8 @@ def test_a_gaussian_prior_starts_the_filter_there_and_steps_follow_the_clock(mot
         LearnedMotionPredictor(lmf, step=SECOND).predict(prior, timestamp=START - 2 * SECOND)
     with pytest.raises(ValueError, match="prior: expected a state vector of length 4"):
         LearnedMotionPredictor(lmf).predict(GaussianState(np.zeros((2, 1)), np.eye(2), timestamp=START))
+    with pytest.raises(ValueError, match="prior.covar: expected a symmetric covariance"):
+        LearnedMotionPredictor(lmf).predict(GaussianState(np.zeros((4, 1)), np.triu(np.ones((4, 4))), timestamp=START))
     other = kb.LearnedMotionFilter(CV, inputs=(2, 3), n_particles=50).fit(*CV.simulate(100, rng=1, burn_in=0))
     with pytest.raises(ValueError, match="prior: expected a state of this predictor's and updater's filter"):
         LearnedMotionPredictor(lmf).predict(_motion_state(other, 0))

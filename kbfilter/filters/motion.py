@@ -41,7 +41,7 @@ from sklearn.neighbors import NearestNeighbors
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_choice, check_fraction, check_int, check_matrix, check_observation, check_positive, \
+from .._validation import check_choice, check_covariance, check_fraction, check_int, check_matrix, check_observation, check_positive, \
     check_rng, check_sequences, check_state_sequences, check_training_magnitude, check_vector
 from ..embedding import weighted_covariance
 from ..persistence import Persistent, persistent
@@ -549,7 +549,7 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Learned
             return ParticleBelief.drawn_from(self.states_, N, self._rng)
         if isinstance(prior, tuple) and len(prior) == 2:
             mean = check_vector(prior[0], "prior[0]", length=d)
-            cov = check_matrix(prior[1], "prior[1]", n_features=d)
+            cov = check_covariance(prior[1], "prior[1]", d)
             return ParticleBelief(self._rng.multivariate_normal(mean, cov, size=N))
         return ParticleBelief(check_matrix(prior, "prior", n_features=d))
 
