@@ -41,8 +41,8 @@ from sklearn.neighbors import NearestNeighbors
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_choice, check_covariance, check_fraction, check_int, check_matrix, check_observation, check_positive, \
-    check_rng, check_sequences, check_state_sequences, check_training_magnitude, check_vector
+from .._validation import check_choice, check_covariance, check_fraction, check_int, check_matrix, check_observation, \
+    check_positive, check_rng, check_sequences, check_state_sequences, check_training_magnitude, check_vector
 from ..embedding import weighted_covariance
 from ..persistence import Persistent, persistent
 from ..systems.base import sensor_residual

@@ -306,9 +306,10 @@ class KernelBayesRule(Persistent, BaseEstimator):
             if value is None and name not in needed:
                 continue
             shape = check_matrix(value, name, allow_1d=False).shape
-            if shape[0] != n or (name == "G_z_" and shape[1] != n):
-                raise ValueError(f"{name}: expected {n} rows (one per training pair){' and columns' * (name == 'G_z_')}"
-                                 f" for the {solver!r} solver, got shape {shape}")
+            expected = (n, n) if name == "G_z_" else (n, shape[1])
+            if shape != expected:
+                raise ValueError(f"{name}: expected one row per training pair ({n}) for the {solver!r} solver"
+                                 f"{', and as many columns' if name == 'G_z_' else ''}, got shape {shape}")
         for name in ("obs_residual_", "obs_norm_"):
             value = getattr(self, name, None)
             if isinstance(value, bool) or not isinstance(value, Real) or not value >= 0:
