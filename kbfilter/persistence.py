@@ -253,8 +253,9 @@ class _Decoder:
             if unknown:
                 raise ValueError(f"{where}: unexpected fields {sorted(unknown)}")
             if "params" not in node:
-                return cls(**fields)
-            obj = self._set(cls(**self._fields(node, "params", where, holds)), fields)
+                obj = cls(**fields)
+            else:
+                obj = self._set(cls(**self._fields(node, "params", where, holds)), fields)
             restore = getattr(obj, "_after_load", None)
             if restore is not None:
                 restore()

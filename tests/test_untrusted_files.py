@@ -203,6 +203,15 @@ CASES = {
         find(meta["root"], lambda n: n.get("class") == "GaussianBlur")["params"]["mode"] = "evil"
         load(write(out + "/evil.npz", arrays, meta)).batch_filter(images[:3])
     ''',
+    "a learned feature map whose activation is unknown": '''
+        from kbfilter.features import LearnedFeatures
+        states, images = kb.systems.MovingSprite().simulate(40, rng=0)
+        features = LearnedFeatures(n_pca=8, hidden_layer_sizes=(8,), max_iter=20)
+        path = kb.KernelBayesFilter(features=features).fit(states, images).save(out + "/kbf.npz")
+        arrays, meta = parts(path)
+        find(meta["root"], lambda n: n.get("class") == "LearnedFeatures")["params"]["activation"] = "evil"
+        load(write(out + "/evil.npz", arrays, meta)).batch_filter(images[:3])
+    ''',
     "a conditional embedding of no training pairs": '''
         path = kb.ConditionalEmbedding().fit(X, Z).save(out + "/cme.npz")
         arrays, meta = parts(path)

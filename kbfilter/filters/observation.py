@@ -393,6 +393,14 @@ class ObservationSpace(SharedModel):
         self.features = features
         self.gate = gate
 
+    def _after_load(self):
+        # a feature map from a file must map an observation of this shape to one finite row: a
+        # tampered setting (an activation or a component count) fails only when it is first used
+        if self.features is not None:
+            row = self.map(np.zeros(self.obs_shape))
+            if row.ndim != 2 or row.shape[0] != 1 or not np.all(np.isfinite(row)):
+                raise ValueError("features: the loaded feature map does not map an observation to one finite row")
+
     @classmethod
     def fitted(cls, features, obs_shape, Z, X):
         """Fit the feature map a filter's ``features`` parameter asks for, and map the observations.
