@@ -78,6 +78,17 @@ def test_loading_drops_corrupt_fixes_and_says_how_many(tmp_path):
         load_tracks_csv(path, time="t", step=10.0, max_gap=30.0, min_length=1000)
 
 
+def test_a_damaged_csv_is_a_value_error_naming_the_file_and_line(tmp_path):
+    short = tmp_path / "short.csv"
+    short.write_text("time,id,lat,lon\n0,a,50.0,0.0\n10,a\n")
+    with pytest.raises(ValueError, match=r"short.csv line 3 has fewer fields than its header"):
+        load_tracks_csv(short)
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes(b"time,id,lat,lon\n0,\xe9t\xe9,50.0,0.0\n")
+    with pytest.raises(ValueError, match=r"latin.csv is not a UTF-8 CSV file"):
+        load_tracks_csv(latin)
+
+
 def test_iso_times_are_read_as_seconds(tmp_path):
     path = tmp_path / "ais.csv"
     path.write_text("t,id,lat,lon\n2016-01-12 13:00:00.000,s,50.0,0.0\n2016-01-12 13:00:30.500,s,50.001,0.0\n"

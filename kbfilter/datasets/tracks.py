@@ -212,12 +212,21 @@ def _seconds(values, name):
 
 
 def _read_columns(path, columns):
-    with open(path, newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        missing = [c for c in columns if c not in (reader.fieldnames or ())]
-        if missing:
-            raise ValueError(f"path: {path} has no column {missing[0]!r} (it has {', '.join(reader.fieldnames or ())})")
-        rows = [[row[c] for c in columns] for row in reader]
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            missing = [c for c in columns if c not in (reader.fieldnames or ())]
+            if missing:
+                raise ValueError(f"path: {path} has no column {missing[0]!r} (it has "
+                                 f"{', '.join(reader.fieldnames or ())})")
+            rows = []
+            for row in reader:
+                values = [row[c] for c in columns]
+                if None in values:  # csv's mark of a row shorter than the header
+                    raise ValueError(f"path: {path} line {reader.line_num} has fewer fields than its header")
+                rows.append(values)
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ValueError(f"path: {path} is not a UTF-8 CSV file ({exc})") from None
     if not rows:
         raise ValueError(f"path: {path} holds no reports")
     return [list(col) for col in zip(*rows)]
