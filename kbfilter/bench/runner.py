@@ -11,7 +11,7 @@ tuning times. Runs go through joblib with whatever backend is active, so
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
-from numbers import Real
+from numbers import Integral, Real
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -124,16 +124,23 @@ def _checked_axes(grid_axes, system, methods):
         raise ValueError(f"grid_axes: expected a dict of parameter names and value lists, got {grid_axes!r}")
     rng = np.random.default_rng(0)
     tuned = [name for name in methods if CATALOGUE[name].kind == "tuned"]
-    params = {p for name in tuned for p in CATALOGUE[name].build(system, rng).get_params()}
+    defaults = [CATALOGUE[name].build(system, rng).get_params() for name in tuned]
     checked = {}
     for name, values in grid_axes.items():
-        if name not in params:
+        if not any(name in d for d in defaults):
             raise ValueError(f"grid_axes: {name!r} is not a parameter of any tuned method "
                              f"({', '.join(tuned) or 'none among the methods'})")
         values = tuple(values) if isinstance(values, (list, tuple)) else (values,)
-        if not values or not all(isinstance(v, Real) and not isinstance(v, bool) and np.isfinite(v) for v in values):
-            raise ValueError(f"grid_axes: expected {name}'s values to be finite numbers, got {values!r}")
-        checked[name] = values
+        # every hyperparameter the library tunes is a positive number (a bandwidth scale, a
+        # regulariser, a count): anything else would fail at every grid point, after the data are made
+        if not values or not all(isinstance(v, Real) and not isinstance(v, bool) and np.isfinite(v) and v > 0
+                                 for v in values):
+            raise ValueError(f"grid_axes: expected {name}'s values to be positive finite numbers, got {values!r}")
+        counts = [d[name] for d in defaults if isinstance(d.get(name), Integral) and not isinstance(d[name], bool)]
+        if counts and not all(float(v).is_integer() for v in values):
+            raise ValueError(f"grid_axes: {name} is a count (default {counts[0]}); expected whole numbers, got "
+                             f"{values!r}")
+        checked[name] = tuple(int(v) for v in values) if counts else values
     return checked
 
 
