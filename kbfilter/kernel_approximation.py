@@ -145,6 +145,17 @@ class NystromKernel(_FeatureKernel):
     def __sklearn_is_fitted__(self):
         return hasattr(self, "factor_")
 
+    def _after_load(self):
+        # a saved file is untrusted, and the factor goes to LAPACK's triangular solve unchecked
+        # every step: it must be the r x r lower-triangular factor of the r landmarks, nonsingular
+        if not hasattr(self, "factor_"):
+            return
+        P = check_matrix(self.landmarks_, "landmarks_", allow_1d=False)
+        R = check_matrix(self.factor_, "factor_", allow_1d=False)
+        if R.shape != (len(P), len(P)) or np.any(np.triu(R, 1)) or not np.all(np.diag(R) > 0):
+            raise ValueError(f"factor_: expected the {len(P)} x {len(P)} lower-triangular Cholesky factor of the "
+                             f"landmarks, with a positive diagonal (got shape {R.shape})")
+
     @property
     def rank_(self):
         """The number of landmarks (features)."""

@@ -299,6 +299,22 @@ def test_a_crafted_file_is_a_value_error_naming_the_file(case, tmp_path):
     assert "ValueError:" in result.stdout and "evil.npz" in result.stdout, result.stdout + result.stderr[-2000:]
 
 
+def test_a_landmark_factor_of_another_shape_never_reaches_lapack(tmp_path):
+    """LAPACK's triangular solve, given a factor whose shape disagrees with its landmarks, prints
+    its own error (and may abort, by build); the factor is checked at load instead."""
+    body = '''
+        path = kb.KernelBayesFilter(approximation="nystrom").fit(X, Z).save(out + "/kbf.npz")
+        arrays, meta = parts(path)
+        factor = find(meta["root"], lambda n: n.get("class") == "NystromKernel")["fields"]["factor_"]["key"]
+        arrays[factor] = arrays[factor][:0]
+        load(write(out + "/evil.npz", arrays, meta))
+    '''
+    result = _run(body, tmp_path)
+    assert result.returncode == 0 and "ValueError:" in result.stdout and "(ValueError: factor_:" in result.stdout, \
+        result.stdout + result.stderr[-2000:]
+    assert "illegal value" not in result.stdout + result.stderr
+
+
 def test_members_the_description_does_not_name_are_never_read(tmp_path):
     """A compressed member that would inflate to 1 GiB, appended to a valid file, is not opened."""
     body = '''

@@ -854,7 +854,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
                 raise ValueError("weights: expected None when a prior is given; pass one of them")
             weights = check_vector(weights, "weights", length=T)
             if not abs(weights.sum() - 1.0) <= 1e-8:
-                raise ValueError(f"weights: expected weights summing to 1, got a sum of {weights.sum()!r}")
+                raise ValueError(f"weights: expected weights summing to 1, got a sum of {float(weights.sum())!r}")
         self._events = Counter()
         self._unobserved()
         model = self.model_
