@@ -48,7 +48,7 @@ class SPDFactor:
         if method not in ("cholesky", "lu"):
             raise ValueError(f"method: expected 'cholesky' or 'lu', got {method!r}")
         factor = np.asarray(factor)
-        if factor.ndim != 2 or factor.shape[0] != factor.shape[1] or factor.dtype.kind != "f":
+        if factor.ndim != 2 or factor.shape[0] != factor.shape[1] or factor.shape[0] == 0 or factor.dtype.kind != "f":
             raise ValueError(f"factor: expected a square float matrix, got shape {factor.shape} of {factor.dtype}")
         n = factor.shape[0]
         if method == "lu":
@@ -98,7 +98,11 @@ class SPDFactor:
             ``X``, of the shape of ``B``.
         """
         # LAPACK's potrs/getrs directly: what cho_solve/lu_solve call, without their per-call
-        # checks, which cost more than the solve itself on the small systems of a filtering step
+        # checks, which cost more than the solve itself on the small systems of a filtering step;
+        # the one check kept is the one LAPACK would otherwise report itself, on stderr
+        if np.shape(B)[:1] != self.factor.shape[:1]:
+            raise ValueError(f"SPDFactor.solve: expected a right-hand side of {self.factor.shape[0]} rows, got shape "
+                             f"{np.shape(B)}")
         if self.method == "cholesky":
             X, info = potrs(self.factor, B, lower=1)
         else:

@@ -54,3 +54,15 @@ def test_pivoted_cholesky_exact_at_full_rank_and_improves_with_rank():
         assert len(set(piv.tolist())) == len(piv)
     assert errors[-1] < 1e-8
     assert errors[0] > errors[1] > errors[2]
+
+
+def test_a_factor_refuses_a_right_hand_side_of_other_rows_before_lapack_sees_it():
+    from kbfilter.linalg import SPDFactor
+
+    factor = spd_factor(np.array([[4.0, 2.0], [2.0, 3.0]]))
+    np.testing.assert_allclose(factor.solve(np.array([6.0, 5.0])), [1.0, 1.0])
+    for B in (np.ones(3), np.ones((1, 2))):
+        with pytest.raises(ValueError, match=r"expected a right-hand side of 2 rows"):
+            factor.solve(B)
+    with pytest.raises(ValueError, match="factor: expected a square float matrix"):
+        SPDFactor("cholesky", np.zeros((0, 0)))
