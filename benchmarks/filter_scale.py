@@ -25,7 +25,8 @@ knows what drew each frame), as a table and a PNG.
     python benchmarks/filter_scale.py --part speed --T 100000 1000000 --variants local --passes 1   # long logs
     python benchmarks/filter_scale.py --part curve --curve-seeds 5 --curve-T 1000 4000 20000
     python benchmarks/filter_scale.py --part curve --curve-method kbf-iw-local --curve-T 1000 10000 100000
-    python benchmarks/filter_scale.py --part curve --curve-method kbf-iw-local --curve-T 1000000 --curve-support 1024
+    python benchmarks/filter_scale.py --part curve --curve-method kbf-iw-local --curve-T 1000000 --curve-support 1024 \
+        --curve-validation-length 1000
     python benchmarks/filter_scale.py --part curve --curve-systems sprite --curve-method kbf-iw-blur-local \
         --curve-reference oracle-pf --curve-T 1000 10000 100000 --curve-seeds 1 --jobs 1   # images
     python benchmarks/filter_scale.py --part stream --stream 100000 10000   # partial_fit against one fit
@@ -151,16 +152,19 @@ def stream_part(T, more, params, seed):
 
 
 def curve_part(lengths, seeds, jobs, out, method="kbf-iw-nystrom", systems=("rotation", "oscillation"),
-               reference="pf", support=None):
+               reference="pf", support=None, validation_length=None):
     fixed = None if support is None else {"support": (support,)}
     print(f"\nPart 2: tuned accuracy against T ({seeds} seeds; {method} tuned on its grid"
-          f"{'' if support is None else f', support {support}'}, {reference} knows the model)")
+          f"{'' if support is None else f', support {support}'}"
+          f"{'' if validation_length is None else f', validated on the last {validation_length} steps'}, "
+          f"{reference} knows the model)")
     table = {}
     for system in systems:
         for T in lengths:
             start = time.perf_counter()
             rows = run_bench(system, runs=seeds, train_length=T, test_length=200,
-                             methods=(method, reference), n_jobs=jobs, progress=False, grid_axes=fixed)
+                             methods=(method, reference), n_jobs=jobs, progress=False, grid_axes=fixed,
+                             validation_length=validation_length)
             summary = summarise(rows, reference=method)
             wall = time.perf_counter() - start
             tune = float(np.mean([r["tune_s"][method] for r in rows]))
@@ -228,6 +232,8 @@ def main(argv=None):
     parser.add_argument("--curve-support", type=int, default=None,
                         help="the curve's local filter holds its belief on this many training states (default: "
                              "the method's own, 256)")
+    parser.add_argument("--curve-validation-length", type=int, default=None,
+                        help="tune on the last this many training steps (default: the bench's, 200)")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--blas-threads", type=int, default=None, help="default: the BLAS library's own")
@@ -247,7 +253,8 @@ def main(argv=None):
             results["stream"] = stream_part(*args.stream, params, args.seed)
         if args.part in ("curve", "both"):
             table = curve_part(args.curve_T, args.curve_seeds, args.jobs, args.out, args.curve_method,
-                               tuple(args.curve_systems), args.curve_reference, args.curve_support)
+                               tuple(args.curve_systems), args.curve_reference, args.curve_support,
+                               args.curve_validation_length)
             results["curve"] = [dict(system=s, T=T, **v) for (s, T), v in table.items()]
     path = args.out / f"filter_scale_{args.part}.json"
     path.write_text(json.dumps(results, indent=1, default=float))
