@@ -42,6 +42,13 @@ SETUP = textwrap.dedent('''
     rng = np.random.default_rng(0)
     X = rng.normal(size=(40, 2)); Z = X + 0.1 * rng.normal(size=(40, 2))
     out = sys.argv[1]
+
+    def learned_motion_file():
+        """A constant-velocity track, and a learned-motion filter fitted on it, saved."""
+        cv = kb.systems.ConstantVelocity(step=1.0, accel=0.5, speed=10.0)
+        track = cv.simulate(60, rng=0, burn_in=0)[0]
+        lmf = kb.LearnedMotionFilter(cv, inputs=(2, 3), n_particles=50, random_state=0).fit(track, track[:, :2])
+        return track, lmf.save(out + "/lmf.npz")
 ''')
 
 CASES = {
@@ -160,10 +167,7 @@ CASES = {
         load(write(out + "/evil.npz", arrays, meta)).transform(Z)
     ''',
     "a learned-motion filter whose particles have another dimension": '''
-        cv = kb.systems.ConstantVelocity(step=1.0, accel=0.5, speed=10.0)
-        track = cv.simulate(60, rng=0, burn_in=0)[0]
-        path = kb.LearnedMotionFilter(cv, inputs=(2, 3), n_particles=50, random_state=0).fit(
-            track, track[:, :2]).save(out + "/lmf.npz")
+        track, path = learned_motion_file()
         arrays, meta = parts(path)
         belief = find(meta["root"], lambda n: n.get("class") == "ParticleBelief")
         arrays["evil"] = np.zeros((50, 3))
@@ -232,19 +236,13 @@ CASES = {
         load(write(out + "/evil.npz", arrays, meta)).posterior(None, Z[0])
     ''',
     "a learned-motion filter without a particle count": '''
-        cv = kb.systems.ConstantVelocity(step=1.0, accel=0.5, speed=10.0)
-        track = cv.simulate(60, rng=0, burn_in=0)[0]
-        path = kb.LearnedMotionFilter(cv, inputs=(2, 3), n_particles=50, random_state=0).fit(
-            track, track[:, :2]).save(out + "/lmf.npz")
+        track, path = learned_motion_file()
         arrays, meta = parts(path)
         meta["root"]["params"]["n_particles"] = None
         load(write(out + "/evil.npz", arrays, meta)).reset().batch_filter(track[:5, :2])
     ''',
     "a tracking model whose first belief's variance overflows": '''
-        cv = kb.systems.ConstantVelocity(step=1.0, accel=0.5, speed=10.0)
-        track = cv.simulate(60, rng=0, burn_in=0)[0]
-        path = kb.LearnedMotionFilter(cv, inputs=(2, 3), n_particles=50, random_state=0).fit(
-            track, track[:, :2]).save(out + "/lmf.npz")
+        track, path = learned_motion_file()
         arrays, meta = parts(path)
         for model in (meta["root"]["params"]["sensor"], meta["root"]["fields"]["sensor_"]):
             model["fields"]["speed"] = {"t": "float", "v": "1e300"}
