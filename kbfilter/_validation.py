@@ -47,6 +47,14 @@ def check_matrix(X, name, *, n_features=None, min_samples=1, allow_1d=True):
     return arr
 
 
+def check_saved_matrix(X, name, **kwargs):
+    """A fitted array read from a file: a float64 ndarray, as ``fit`` stores it (no conversion may
+    hide another dtype), then checked as :func:`check_matrix` checks it (``kwargs``)."""
+    if not (isinstance(X, np.ndarray) and X.dtype == np.float64):
+        raise ValueError(f"{name}: expected a float64 array")
+    return check_matrix(X, name, **kwargs)
+
+
 def check_samples(X, name, *, sample_shape=None, min_samples=1):
     """Return samples of any shape (n, ...) flattened to (n, d), with the shape of one sample.
 

@@ -32,7 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.neighbors import NearestNeighbors
 
-from .._validation import check_choice, check_int, check_matrix, check_positive, check_vector
+from .._validation import check_choice, check_int, check_positive, check_saved_matrix, check_vector
 from .._warnings import warn_user
 from ..embedding import KernelMean, clipped_weights, weighted_covariance
 from ..operators import SparseOperator
@@ -228,11 +228,8 @@ class LocalFilterModel(SharedModel):
     def __init__(self, states, observations, kernel_x, kernel_z, space, successors, rule, reg_prior, reg_update,
                  support, estimate, fit_diagnostics, covariance_scale, predecessors, reach, reg_transition):
         # built by fit, or from a saved file (untrusted): each part must fit the others
-        for name, value in (("states", states), ("observations", observations)):
-            if not (isinstance(value, np.ndarray) and value.dtype == np.float64):
-                raise ValueError(f"{name}: expected a float64 array")
-        states = check_matrix(states, "states")
-        observations = check_matrix(observations, "observations")
+        states = check_saved_matrix(states, "states")
+        observations = check_saved_matrix(observations, "observations")
         T = states.shape[0]
         if observations.shape[0] != T:
             raise ValueError(f"observations: expected one per training state ({T}), got {observations.shape[0]}")

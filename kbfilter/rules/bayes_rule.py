@@ -16,6 +16,7 @@ from .._validation import (
     check_matrix,
     check_positive,
     check_same_length,
+    check_saved_matrix,
     check_vector,
 )
 from .._warnings import warn_user
@@ -287,12 +288,8 @@ class KernelBayesRule(Persistent, BaseEstimator):
     def _after_load(self):
         # a saved file is untrusted: the fitted values must be ones fit could have produced
         check_choice(self.method, "method", ("iw", "original"))
-        for name in ("states_", "observations_", "G_z_", "Phi_"):
-            value = getattr(self, name, None)
-            if value is not None and not (isinstance(value, np.ndarray) and value.dtype == np.float64):
-                raise ValueError(f"{name}: expected a float64 array")
-        states = check_matrix(self.states_, "states_")
-        observations = check_matrix(self.observations_, "observations_")
+        states = check_saved_matrix(getattr(self, "states_", None), "states_")
+        observations = check_saved_matrix(getattr(self, "observations_", None), "observations_")
         n = self.n_train_
         if not (isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n == states.shape[0]
                 == observations.shape[0]):
@@ -305,7 +302,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
             value = getattr(self, name, None)
             if value is None and name not in needed:
                 continue
-            shape = check_matrix(value, name, allow_1d=False).shape
+            shape = check_saved_matrix(value, name, allow_1d=False).shape
             expected = (n, n) if name == "G_z_" else (n, shape[1])
             if shape != expected:
                 raise ValueError(f"{name}: expected one row per training pair ({n}) for the {solver!r} solver"

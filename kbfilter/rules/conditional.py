@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_choice, check_matrix, check_positive, check_same_length
+from .._validation import check_choice, check_matrix, check_positive, check_same_length, check_saved_matrix
 from ..embedding import KernelMean
 from ..kernels import fitted_kernel
 from ..linalg import column_entries
@@ -222,12 +222,8 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         if not hasattr(self, "weights_"):
             return
         check_choice(self.method, "method", METHODS)
-        for name in ("A_", "B_"):
-            value = getattr(self, name, None)
-            if not (isinstance(value, np.ndarray) and value.dtype == np.float64):
-                raise ValueError(f"{name}: expected a float64 array")
-        A = check_matrix(self.A_, "A_", min_samples=2, allow_1d=False)
-        B = check_matrix(self.B_, "B_", min_samples=2, allow_1d=False)
+        A = check_saved_matrix(getattr(self, "A_", None), "A_", min_samples=2, allow_1d=False)
+        B = check_saved_matrix(getattr(self, "B_", None), "B_", min_samples=2, allow_1d=False)
         n = self.n_train_
         if not (isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n == len(A) == len(B)):
             raise ValueError(f"n_train_: expected the number of training inputs ({len(A)}) and outputs ({len(B)}), "

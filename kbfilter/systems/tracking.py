@@ -19,12 +19,12 @@ from ..persistence import persistent
 from .base import System
 from .robot import wrapped_angle
 
+__all__ = ["ConstantVelocity", "CoordinatedTurn", "PositionFixes", "RangeBearing", "dropouts"]
+
 
 def _scale(value, name):
     # noises, speeds and steps are squared into covariances: bounded as training values are
     return check_positive(value, name, maximum=MAX_TRAINING_MAGNITUDE)
-
-__all__ = ["ConstantVelocity", "CoordinatedTurn", "PositionFixes", "RangeBearing", "dropouts"]
 
 
 def _positions(X):
