@@ -232,6 +232,12 @@ def test_forecast_refuses_what_it_cannot_use(ar1_filter):
         kbf.forecast(0)
     with pytest.raises(ValueError, match="us: expected one control per step ahead"):
         kbf.forecast(2, us=[[0.0]])
+    # a horizon whose answer cannot be held is refused after one step, and the belief is left as it was
+    before = kbf.x.copy(), kbf.P.copy()
+    with pytest.raises(ValueError, match="k: 1000000000000000 steps ahead .* more than this machine can hold"):
+        kbf.forecast(10**15)
+    np.testing.assert_array_equal(kbf.x, before[0])
+    np.testing.assert_array_equal(kbf.P, before[1])
 
 
 # -- the learned likelihood -------------------------------------------------------------------------------

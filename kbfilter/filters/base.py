@@ -444,7 +444,8 @@ class Filter:
         Parameters
         ----------
         k : int
-            How many steps ahead (at least 1).
+            How many steps ahead (at least 1). The answer is claimed after the first step: a ``k``
+            whose means and covariances cannot be held in memory raises ``ValueError`` then.
         us : sequence of array-like, optional
             The ``k`` controls, for a controlled system.
 
@@ -462,15 +463,29 @@ class Filter:
             if len(us) != k:
                 raise ValueError(f"us: expected one control per step ahead ({k}), got {len(us)}")
         ahead = copy.deepcopy(self)
-        means, covs = [], []
+        means = covs = None
         for i in range(k):
             if us is None:
                 ahead.predict()
             else:
                 ahead.predict(us[i])
-            means.append(np.array(ahead.x_prior, dtype=np.float64).ravel())
-            covs.append(np.array(ahead.P_prior, dtype=np.float64))
-        return np.array(means), np.array(covs)
+            mean = np.array(ahead.x_prior, dtype=np.float64).ravel()
+            if means is None:
+                # the whole answer is claimed after the first step, so a k too large for memory
+                # is refused at once rather than after hours of steps
+                means, covs = _forecast_arrays(k, mean.size)
+            means[i], covs[i] = mean, ahead.P_prior
+        return means, covs
+
+
+def _forecast_arrays(k, dim):
+    """Room for ``k`` forecast means and covariances of a ``dim``-dimensional state."""
+    try:
+        return np.empty((k, dim)), np.empty((k, dim, dim))
+    except MemoryError:
+        raise ValueError(f"k: {k} steps ahead of a {dim}-dimensional state need {k * dim * (dim + 1) * 8:.3g} "
+                         "bytes for the means and covariances, more than this machine can hold; forecast "
+                         "fewer steps") from None
 
 
 class LearnedFilter(CountedFallbacks, Filter, BaseEstimator):
