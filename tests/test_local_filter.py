@@ -84,6 +84,31 @@ def test_draws_keep_every_state_worth_a_draw_and_drop_only_the_others(oscillatio
     assert list(states) == list(support[:10]) and none == 0.0
 
 
+def test_an_observation_far_from_every_training_observation_draws_by_the_mass_alone(oscillation):
+    (X, Z), (_, Zt) = oscillation
+    filt = kb.KernelBayesFilter(approximation="local", support=50).fit(X, Z)
+    rng = np.random.default_rng(4)
+    values = rng.exponential(size=400)
+    values /= values.sum()
+    support = np.sort(rng.choice(len(X), size=400, replace=False))
+    # a tilt that is zero everywhere says nothing: the draw is the untilted one
+    for got, expected in zip(filt.model_.drawn(values, support, np.zeros(400)),
+                             filt.model_.drawn(values, support, np.ones(400))):
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+    # and in a step: the observation kernel underflows on every state, no NaN is formed, the update
+    # falls back to the prediction (reported), and the dropped mass is a share of the belief
+    filt.batch_filter(Zt[:5])
+    filt.predict()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        filt.update(np.full(Z.shape[1], 1e300))
+    # only the library's own reports: numpy's "invalid value" would mean a NaN was formed
+    assert all(isinstance(w.message, kb.NumericalWarning) for w in caught)
+    assert any("kept the previous belief" in str(w.message) for w in caught)
+    assert 0.0 <= filt.dropped_mass < 1.0
+    np.testing.assert_array_equal(filt.x, filt.x_prior)
+
+
 def test_a_fitted_local_filter_is_linear_in_the_log():
     system = kb.systems.Rotation()
 

@@ -484,7 +484,8 @@ class LocalFilterModel(SharedModel):
             Their training states.
         tilt : ndarray of shape (s,)
             Non-negative: where the draws should concentrate (the observation kernel at the
-            observation in an update; ones in a prediction).
+            observation in an update; ones in a prediction). A tilt that is zero on the whole
+            belief is ignored: the states are then drawn by ``|w_i|`` alone.
 
         Returns
         -------
@@ -497,7 +498,12 @@ class LocalFilterModel(SharedModel):
         mass = np.abs(values)
         total = mass.sum()
         q = mass * (tilt + UNTILTED * (mass @ tilt) / total)
-        q /= q.sum()
+        norm = q.sum()
+        if not norm > 0:
+            # the tilt vanishes on the whole belief (an observation far from every training
+            # observation): it says nothing about where to draw, so the draw follows the mass alone
+            q, norm = mass, total
+        q = q / norm
         picks = np.minimum(np.searchsorted(np.cumsum(q), (np.arange(m) + 0.5) / m), values.size - 1)
         # the picks are sorted: each run of equal picks is one state drawn that many times
         starts = np.flatnonzero(np.diff(picks, prepend=-1))
