@@ -13,6 +13,7 @@ import itertools
 import time
 import warnings
 from collections import Counter
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -183,6 +184,22 @@ def default_grid(filter, observations):
 
 #: how many times :func:`tune_filter` may extend each end of each grid axis by default
 MAX_EXTENSIONS = 3
+
+
+def _checked_grid(param_grid):
+    """``param_grid`` as ``{name: tuple of values}``: a dict whose every value is a non-empty list."""
+    if not isinstance(param_grid, Mapping) or not param_grid:
+        raise ValueError(f"param_grid: expected a dict of parameter names and non-empty value lists, got "
+                         f"{param_grid!r}")
+    grid = {}
+    for name, values in param_grid.items():
+        # a string is iterable, but "0.5" would be tried as "0", ".", "5"
+        if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+            raise ValueError(f"param_grid: expected a list of candidate values for {name!r}, got {values!r}")
+        grid[name] = tuple(values)
+        if not grid[name]:
+            raise ValueError(f"param_grid: expected at least one candidate value for {name!r}, got none")
+    return grid
 
 
 def _extendable(values):
@@ -360,10 +377,7 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
     """
     check_choice(search, "search", ("coordinate", "grid"))
     check_n_jobs(n_jobs)
-    grid = {k: tuple(v) for k, v in (default_grid(filter, observations) if param_grid is None
-                                     else param_grid).items()}
-    if not grid or any(len(v) == 0 for v in grid.values()):
-        raise ValueError("param_grid: expected a dict of non-empty value lists")
+    grid = _checked_grid(default_grid(filter, observations) if param_grid is None else param_grid)
     valid = filter.get_params()
     for name in grid:
         if name not in valid:
