@@ -365,7 +365,8 @@ class _RadialKernel(Kernel):
             if not med > 0:
                 raise ValueError(
                     "bandwidth: the median pairwise distance of the data is 0 (constant or "
-                    "duplicated points); pass a positive float bandwidth instead of 'median'"
+                    "duplicated points, or values too close together to tell apart in float64: express them "
+                    "in smaller units); pass a positive float bandwidth instead of 'median'"
                 )
             self.bandwidth_ = scale * med
         else:

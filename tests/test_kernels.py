@@ -67,6 +67,10 @@ def test_bad_bandwidth(bad, data):
 def test_constant_data_has_no_median_bandwidth():
     with pytest.raises(ValueError, match="median pairwise distance"):
         GaussianKernel("median").fit(np.ones((10, 2)))
+    # nor do data spread too finely to tell apart (their squared distances underflow): the message
+    # says to change units
+    with pytest.raises(ValueError, match="too close together .* smaller units"):
+        GaussianKernel("median", standardise=False).fit(1e-200 * np.arange(20.0).reshape(10, 2))
 
 
 def test_bad_arrays(data):
