@@ -105,7 +105,8 @@ def bench_validation_length(train_length, validation_length=None):
     """
     if validation_length is not None:
         return validation_length
-    return min(200, check_int(train_length, "train_length") // 2)
+    # half of 5 steps leaves the 3 a fit needs; fewer leave no block the default could name
+    return min(200, check_int(train_length, "train_length", minimum=5) // 2)
 
 
 def _children(seed, n):
