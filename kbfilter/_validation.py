@@ -136,6 +136,25 @@ def check_positive(value, name, *, allow_zero=False, maximum=None):
     return value
 
 
+def check_real(value, name, *, maximum=None):
+    """Return ``value`` as a float, rejecting non-numbers, NaN, infinities and (if given)
+    values larger than ``maximum`` in size."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise ValueError(f"{name}: expected a finite number, got {value!r}")
+    value = float(value)
+    if not np.isfinite(value):
+        raise ValueError(f"{name}: expected a finite number, got {value!r}")
+    if maximum is not None and abs(value) > maximum:
+        raise ValueError(f"{name}: expected a number at most {maximum:g} in size, got {value!r}")
+    return value
+
+
+def check_model_scale(value, name):
+    """A positive constant of a model (a noise level, a speed, a step, an amplitude): it is squared
+    into covariances or becomes a state, so it is bounded as training values are."""
+    return check_positive(value, name, maximum=MAX_TRAINING_MAGNITUDE)
+
+
 def check_fraction(value, name):
     """Return ``value`` as a float in (0, 1], rejecting anything else with a message naming ``name``."""
     value = check_positive(value, name)

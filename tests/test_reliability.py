@@ -1,5 +1,6 @@
 """Hostile inputs, fallbacks with their diagnostics, and persistence without pickle."""
 
+import inspect
 import json
 import warnings
 from pathlib import Path
@@ -303,6 +304,24 @@ def test_bad_observations_are_rejected_with_a_message(data, bad):
     kbf = KernelBayesFilter().fit(states, obs)
     with pytest.raises(ValueError, match="z:"):
         kbf.update(bad)
+
+
+def _numeric_parameters(cls):
+    return [(cls, p.name) for p in inspect.signature(cls).parameters.values()
+            if isinstance(p.default, (int, float)) and not isinstance(p.default, bool)]
+
+
+@pytest.mark.parametrize("cls, name", [pair for cls in (kb.systems.Oscillation, kb.systems.Rotation,
+                                                        kb.systems.MovingSprite, kb.systems.CameraOrientation)
+                                       for pair in _numeric_parameters(cls)])
+def test_a_simulated_system_refuses_a_parameter_it_cannot_simulate_with_by_name(cls, name):
+    # NaN and infinity made NaN trajectories without a word; text raised float()'s own message; a
+    # huge noise overflowed when squared, and an infinite image side raised OverflowError
+    for bad in (np.nan, np.inf, "abc", 1e300):
+        with pytest.raises(ValueError, match=f"^{name}: expected"):
+            cls(**{name: bad})
+    states, obs = cls().simulate(3, rng=0)
+    assert np.all(np.isfinite(states)) and np.all(np.isfinite(obs))
 
 
 @pytest.mark.parametrize("approximation", ["exact", "local"])

@@ -270,6 +270,12 @@ CASES = {
         meta["root"]["fields"]["local_mean_"] = "evil"
         load(write(out + "/evil.npz", arrays, meta)).sample_transition(track[:3], rng=0)
     ''',
+    "a simulated system whose angular step is not a number": '''
+        path = save(kb.systems.Oscillation(), out + "/osc.npz")
+        arrays, meta = parts(path)
+        meta["root"]["fields"]["omega"] = {"t": "float", "v": "nan"}
+        load(write(out + "/evil.npz", arrays, meta)).simulate(5, rng=0)
+    ''',
     "a Woodbury solver of an empty factor": '''
         path = kb.ConditionalEmbedding(method="icf", rank=5).fit(X, Z).save(out + "/cme.npz")
         arrays, meta = parts(path)

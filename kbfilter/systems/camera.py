@@ -9,7 +9,7 @@ pixel noise. The panorama belongs to the system: training and test see the same 
 import numpy as np
 from scipy.ndimage import gaussian_filter
 
-from .._validation import check_positive
+from .._validation import MAX_TRAINING_MAGNITUDE, check_int, check_model_scale, check_real
 from .base import System, pixel_loglik
 
 __all__ = ["CameraOrientation", "make_panorama"]
@@ -70,18 +70,26 @@ class CameraOrientation(System):
     """
 
     dim_x = 2
+    #: the largest image side, in pixels
+    MAX_PIXELS = 4096
 
     def __init__(self, omega=0.4, process_noise=0.2, view_noise=0.2, pixel_noise=0.1, height=36, width=48,
                  fov_deg=60.0, panorama_seed=0):
-        self.omega = float(omega)
-        self.process_noise = check_positive(process_noise, "process_noise")
-        self.view_noise = check_positive(view_noise, "view_noise")
-        self.pixel_noise = check_positive(pixel_noise, "pixel_noise")
-        self.height, self.width = int(height), int(width)
+        self.omega = check_real(omega, "omega", maximum=MAX_TRAINING_MAGNITUDE)
+        self.process_noise = check_model_scale(process_noise, "process_noise")
+        self.view_noise = check_model_scale(view_noise, "view_noise")
+        self.pixel_noise = check_model_scale(pixel_noise, "pixel_noise")
+        self.height = check_int(height, "height", maximum=self.MAX_PIXELS)
+        self.width = check_int(width, "width", maximum=self.MAX_PIXELS)
+        fov_deg = check_real(fov_deg, "fov_deg")
+        if not 1 <= fov_deg <= 360:
+            # the panorama holds 360 / fov_deg views side by side
+            raise ValueError(f"fov_deg: expected a field of view between 1 and 360 degrees, got {fov_deg!r}")
         self.obs_shape = (self.height, self.width, 3)
         self.dim_z = self.height * self.width * 3
-        self.panorama_width = int(round(self.width * 360.0 / check_positive(fov_deg, "fov_deg")))
-        self.panorama = make_panorama(self.height, self.panorama_width, panorama_seed)
+        self.panorama_width = int(round(self.width * 360.0 / fov_deg))
+        self.panorama = make_panorama(self.height, self.panorama_width,
+                                      check_int(panorama_seed, "panorama_seed", minimum=0))
 
     @staticmethod
     def angle(X):

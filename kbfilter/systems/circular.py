@@ -8,7 +8,7 @@ With ``theta_t = atan2(v_t, u_t)``::
 
 import numpy as np
 
-from .._validation import check_positive, check_vector
+from .._validation import MAX_TRAINING_MAGNITUDE, check_model_scale, check_real, check_vector
 from ..persistence import persistent
 from .base import System
 
@@ -44,11 +44,11 @@ class Oscillation(System):
     obs_shape = (2,)
 
     def __init__(self, omega=0.4, b=0.4, M=8, process_noise=0.2, observation_noise=0.2):
-        self.omega = float(omega)
-        self.b = float(b)
-        self.M = float(M)
-        self.process_noise = check_positive(process_noise, "process_noise")
-        self.observation_noise = check_positive(observation_noise, "observation_noise")
+        self.omega = check_real(omega, "omega", maximum=MAX_TRAINING_MAGNITUDE)
+        self.b = check_real(b, "b", maximum=MAX_TRAINING_MAGNITUDE)
+        self.M = check_real(M, "M", maximum=MAX_TRAINING_MAGNITUDE)
+        self.process_noise = check_model_scale(process_noise, "process_noise")
+        self.observation_noise = check_model_scale(observation_noise, "observation_noise")
 
     def __repr__(self):
         return (f"{type(self).__name__}(omega={self.omega}, b={self.b}, M={self.M:g}, "

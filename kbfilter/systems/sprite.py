@@ -7,7 +7,7 @@ square [-1.5, 1.5]^2 mapped linearly onto the image, with N(0, 0.1^2) pixel nois
 
 import numpy as np
 
-from .._validation import check_choice, check_positive
+from .._validation import check_choice, check_int, check_model_scale
 from .base import System, pixel_loglik
 from .circular import Oscillation
 
@@ -40,15 +40,17 @@ class MovingSprite(System):
     """
 
     dim_x = 2
+    #: the largest image side, in pixels
+    MAX_PIXELS = 4096
 
     def __init__(self, omega=0.4, b=0.4, M=8, process_noise=0.2, jitter=0.05, pixel_noise=0.1, size=64,
                  shape="ellipse", extent=1.5):
-        self.dynamics = Oscillation(omega, b, M, process_noise, observation_noise=jitter)
-        self.jitter = check_positive(jitter, "jitter")
-        self.pixel_noise = check_positive(pixel_noise, "pixel_noise")
-        self.size = int(size)
+        self.jitter = check_model_scale(jitter, "jitter")   # before the dynamics, which call it observation_noise
+        self.dynamics = Oscillation(omega, b, M, process_noise, observation_noise=self.jitter)
+        self.pixel_noise = check_model_scale(pixel_noise, "pixel_noise")
+        self.size = check_int(size, "size", maximum=self.MAX_PIXELS)
         self.shape = check_choice(shape, "shape", ("ellipse", "heart"))
-        self.extent = check_positive(extent, "extent")
+        self.extent = check_model_scale(extent, "extent")
         self.obs_shape = (self.size, self.size)
         self.dim_z = self.size * self.size
         centres = (np.arange(self.size) + 0.5) / self.size * 2 * self.extent - self.extent

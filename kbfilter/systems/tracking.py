@@ -14,17 +14,12 @@ wants them.
 
 import numpy as np
 
-from .._validation import MAX_TRAINING_MAGNITUDE, check_int, check_matrix, check_positive, check_rng, check_vector
+from .._validation import check_int, check_matrix, check_model_scale, check_positive, check_rng, check_vector
 from ..persistence import persistent
 from .base import System
 from .robot import wrapped_angle
 
 __all__ = ["ConstantVelocity", "CoordinatedTurn", "PositionFixes", "RangeBearing", "dropouts"]
-
-
-def _scale(value, name):
-    # noises, speeds and steps are squared into covariances: bounded as training values are
-    return check_positive(value, name, maximum=MAX_TRAINING_MAGNITUDE)
 
 
 def _positions(X):
@@ -55,7 +50,7 @@ class PositionFixes:
     obs_shape = (2,)
 
     def __init__(self, noise=5.0):
-        self.noise = _scale(noise, "noise")
+        self.noise = check_model_scale(noise, "noise")
         self.observation_cov = self.noise**2 * np.eye(2)
 
     def observe_mean(self, X):
@@ -188,8 +183,8 @@ class RangeBearing:
 
     def __init__(self, site=(0.0, 0.0), range_noise=50.0, bearing_noise=0.01):
         self.site = check_vector(site, "site", length=2)
-        self.range_noise = _scale(range_noise, "range_noise")
-        self.bearing_noise = _scale(bearing_noise, "bearing_noise")
+        self.range_noise = check_model_scale(range_noise, "range_noise")
+        self.bearing_noise = check_model_scale(bearing_noise, "bearing_noise")
         self.observation_cov = np.diag([self.range_noise**2, self.bearing_noise**2])
 
     def _offsets(self, X):
@@ -460,10 +455,10 @@ class ConstantVelocity(_TrackingModel):
     dim_x = 4
 
     def __init__(self, step=10.0, accel=1.0, sensor=None, speed=100.0):
-        self.step = _scale(step, "step")
-        self.accel = _scale(accel, "accel")
+        self.step = check_model_scale(step, "step")
+        self.accel = check_model_scale(accel, "accel")
         self._set_sensor(sensor)
-        self.speed = _scale(speed, "speed")
+        self.speed = check_model_scale(speed, "speed")
         dt = self.step
         self.F = np.array([[1, 0, dt, 0], [0, 1, 0, dt], [0, 0, 1, 0], [0, 0, 0, 1]], dtype=np.float64)
         self.process_cov = self._acceleration_cov()
@@ -544,12 +539,12 @@ class CoordinatedTurn(_TrackingModel):
     dim_x = 5
 
     def __init__(self, step=10.0, accel=1.0, turn_noise=0.01, sensor=None, speed=100.0, turn=0.05, turning=True):
-        self.step = _scale(step, "step")
-        self.accel = _scale(accel, "accel")
-        self.turn_noise = _scale(turn_noise, "turn_noise")
+        self.step = check_model_scale(step, "step")
+        self.accel = check_model_scale(accel, "accel")
+        self.turn_noise = check_model_scale(turn_noise, "turn_noise")
         self._set_sensor(sensor)
-        self.speed = _scale(speed, "speed")
-        self.turn = _scale(turn, "turn")
+        self.speed = check_model_scale(speed, "speed")
+        self.turn = check_model_scale(turn, "turn")
         if turning not in (True, False):
             raise ValueError(f"turning: expected True or False, got {turning!r}")
         self.turning = bool(turning)
