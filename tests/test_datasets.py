@@ -78,6 +78,24 @@ def test_loading_drops_corrupt_fixes_and_says_how_many(tmp_path):
         load_tracks_csv(path, time="t", step=10.0, max_gap=30.0, min_length=1000)
 
 
+def test_arguments_the_loader_cannot_use_are_refused_by_name(tmp_path):
+    origin = (50.0, 0.0)
+    times = np.arange(0, 300, 10.0)
+    lat, lon = unproject(np.zeros_like(times), 5.0 * times, origin)
+    path = _write(tmp_path / "log.csv", [(t, "c", la, lo) for t, la, lo in zip(times, lat, lon)])
+    # each message is a regular expression
+    for kwargs, expected in [(dict(origin="abc"), r"origin: expected \(latitude, longitude\)"),
+                             (dict(origin=(50.0, 0.0, 1.0)), r"origin: expected \(latitude, longitude\)"),
+                             (dict(bounds=(49.0, 51.0, -1.0)), r"bounds: expected \(lat_min"),
+                             (dict(bounds=(51.0, 49.0, -1.0, 1.0)), "bounds: expected lat_min <= lat_max"),
+                             (dict(max_speed=-1.0), "max_speed: expected a positive"),
+                             # a step far below the reports' spacing: refused before a row is made, where
+                             # it interpolated until memory ran out
+                             (dict(step=1e-9, max_gap=30.0), r"step: resampling .* every 1e-09 s makes 2.9e\+11 rows")]:
+        with pytest.raises(ValueError, match=expected):
+            load_tracks_csv(path, time="t", **kwargs)
+
+
 def test_a_damaged_csv_is_a_value_error_naming_the_file_and_line(tmp_path):
     short = tmp_path / "short.csv"
     short.write_text("time,id,lat,lon\n0,a,50.0,0.0\n10,a\n")

@@ -32,12 +32,25 @@ __all__ = ["EARTH_RADIUS", "TrackSet", "project", "unproject", "load_tracks_csv"
 
 #: the Earth's mean radius (IUGG), metres: the sphere of the projection
 EARTH_RADIUS = 6_371_008.8
+#: the most rows a loaded recording may resample to (about 4 GB of tracks and times)
+MAX_RESAMPLED_ROWS = 10**8
 #: one knot in metres a second
 KNOT = 1852.0 / 3600.0
 
 
+def _degrees(values, name, n, what):
+    """``values`` as ``n`` finite floats, else a ValueError naming ``name`` and saying ``what``."""
+    try:
+        numbers = tuple(float(v) for v in values)
+    except (TypeError, ValueError):
+        numbers = ()
+    if len(numbers) != n or not all(np.isfinite(numbers)):
+        raise ValueError(f"{name}: expected {what} in degrees, got {values!r}")
+    return numbers
+
+
 def _origin(origin):
-    lat0, lon0 = (float(v) for v in origin)
+    lat0, lon0 = _degrees(origin, "origin", 2, "(latitude, longitude)")
     if not (-90.0 < lat0 < 90.0 and -180.0 <= lon0 <= 180.0):
         raise ValueError(f"origin: expected (latitude, longitude) in degrees, got {origin!r}")
     return lat0, lon0
@@ -243,18 +256,25 @@ def _plausible(t, east, north, max_speed):
     return np.array(kept)
 
 
-def _pieces(t, east, north, step, max_gap, min_length):
-    """Resampled pieces ``(times, rows)`` of one vehicle's time-sorted reports."""
+def _spans(t, step, max_gap, min_length):
+    """``(start, stop, rows)`` of each piece of one vehicle's time-sorted reports ``t`` that
+    resamples to at least ``min_length`` rows."""
     cuts = np.flatnonzero(np.diff(t) > max_gap) + 1
-    pieces = []
+    spans = []
     for start, stop in zip(np.r_[0, cuts], np.r_[cuts, len(t)]):
-        ts = t[start:stop]
-        grid = ts[0] + step * np.arange(int(np.floor((ts[-1] - ts[0]) / step + 1e-9)) + 1)
-        if len(grid) < max(min_length, 2):
-            continue
-        pos = np.column_stack([np.interp(grid, ts, east[start:stop]), np.interp(grid, ts, north[start:stop])])
-        pieces.append((grid, np.hstack([pos, np.gradient(pos, step, axis=0)])))
-    return pieces
+        rows = int(np.floor((t[stop - 1] - t[start]) / step + 1e-9)) + 1
+        if rows >= max(min_length, 2):
+            spans.append((start, stop, rows))
+    return spans
+
+
+def _resampled(t, east, north, step, span):
+    """One piece ``(times, rows)``: the positions interpolated every ``step`` and their velocities."""
+    start, stop, rows = span
+    ts = t[start:stop]
+    grid = ts[0] + step * np.arange(rows)
+    pos = np.column_stack([np.interp(grid, ts, east[start:stop]), np.interp(grid, ts, north[start:stop])])
+    return grid, np.hstack([pos, np.gradient(pos, step, axis=0)])
 
 
 def load_tracks_csv(path, time="time", vehicle="id", lat="lat", lon="lon", step=10.0, max_gap=60.0, min_length=10,
@@ -269,7 +289,8 @@ def load_tracks_csv(path, time="time", vehicle="id", lat="lat", lon="lon", step=
         The columns of the report time (seconds, or ISO 8601 date-times in UTC), the vehicle's
         identifier, and its latitude and longitude in degrees.
     step : float, default=10.0
-        Seconds between resampled rows.
+        Seconds between resampled rows. A step that would resample the recording into more than
+        ``MAX_RESAMPLED_ROWS`` (10\ :sup:`8`) rows is refused before any row is made.
     max_gap : float, default=60.0
         The longest time between two reports that is interpolated across; a longer gap ends a
         piece of track and a new one starts after it.
@@ -295,6 +316,14 @@ def load_tracks_csv(path, time="time", vehicle="id", lat="lat", lon="lon", step=
     if max_gap < step:
         raise ValueError(f"max_gap: expected at least step = {step}, got {max_gap}")
     min_length = check_int(min_length, "min_length", minimum=2)
+    if max_speed is not None:
+        max_speed = check_positive(max_speed, "max_speed")
+    if bounds is not None:
+        lat_min, lat_max, lon_min, lon_max = _degrees(bounds, "bounds", 4, "(lat_min, lat_max, lon_min, lon_max)")
+        if not (lat_min <= lat_max and lon_min <= lon_max):
+            raise ValueError(f"bounds: expected lat_min <= lat_max and lon_min <= lon_max, got {bounds!r}")
+    if origin is not None:
+        origin = _origin(origin)
     times, ids, lats, lons = _read_columns(path, [time, vehicle, lat, lon])
     t = _seconds(times, time)
     t = t - t.min()
@@ -304,16 +333,15 @@ def load_tracks_csv(path, time="time", vehicle="id", lat="lat", lon="lon", step=
     keep = np.isfinite(la) & np.isfinite(lo) & np.isfinite(t) & (np.abs(la) < 90) & (np.abs(lo) <= 180)
     dropped = {"no_position": int(np.sum(~keep))}
     if bounds is not None:
-        lat_min, lat_max, lon_min, lon_max = (float(b) for b in bounds)
         inside = (la >= lat_min) & (la <= lat_max) & (lo >= lon_min) & (lo <= lon_max)
         dropped["outside_bounds"] = int(np.sum(keep & ~inside))
         keep &= inside
     if not np.any(keep):
         raise ValueError(f"path: {path} holds no report with a position (inside bounds)")
     t, ids, la, lo = t[keep], ids[keep], la[keep], lo[keep]
-    origin = ((la.min() + la.max()) / 2, (lo.min() + lo.max()) / 2) if origin is None else _origin(origin)
+    origin = ((la.min() + la.max()) / 2, (lo.min() + lo.max()) / 2) if origin is None else origin
     east, north = project(la, lo, origin)
-    tracks, track_times, vehicles = [], [], []
+    kept = []
     dropped["implausible_speed"] = dropped["repeated_time"] = 0
     for name in sorted(set(ids.tolist())):
         mine = np.flatnonzero(ids == name)
@@ -322,16 +350,26 @@ def load_tracks_csv(path, time="time", vehicle="id", lat="lat", lon="lon", step=
         dropped["repeated_time"] += int(np.sum(~first))
         mine = mine[first]
         if max_speed is not None:
-            plausible = _plausible(t[mine], east[mine], north[mine], check_positive(max_speed, "max_speed"))
+            plausible = _plausible(t[mine], east[mine], north[mine], max_speed)
             dropped["implausible_speed"] += len(mine) - len(plausible)
             mine = mine[plausible]
-        for grid, rows in _pieces(t[mine], east[mine], north[mine], step, max_gap, min_length):
+        kept.append((name, mine, _spans(t[mine], step, max_gap, min_length)))
+    total = sum(rows for _, _, spans in kept for _, _, rows in spans)
+    if total == 0:
+        raise ValueError(f"min_length: no piece of track in {path} has {min_length} rows at step {step} s with gaps "
+                         f"of at most max_gap = {max_gap} s")
+    if total > MAX_RESAMPLED_ROWS:
+        # counted before any row is made: a step far below the reports' spacing would otherwise
+        # interpolate until memory runs out
+        raise ValueError(f"step: resampling {path} every {step:g} s makes {total:.3g} rows, more than "
+                         f"{MAX_RESAMPLED_ROWS:.0e}; expected a step nearer the reports' spacing")
+    tracks, track_times, vehicles = [], [], []
+    for name, mine, spans in kept:
+        for span in spans:
+            grid, rows = _resampled(t[mine], east[mine], north[mine], step, span)
             tracks.append(rows)
             track_times.append(grid)
             vehicles.append(name)
-    if not tracks:
-        raise ValueError(f"min_length: no piece of track in {path} has {min_length} rows at step {step} s with gaps "
-                         f"of at most max_gap = {max_gap} s")
     return TrackSet(tracks, track_times, vehicles, step, tuple(float(v) for v in origin), attribution, dropped)
 
 
