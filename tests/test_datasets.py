@@ -30,6 +30,20 @@ def test_the_projection_round_trips_to_a_metre_and_keeps_great_circle_distances_
     assert abs(np.hypot(e, n)[0] - _haversine(51.5074, -0.1278, 48.8566, 2.3522)) < 1e-3
     with pytest.raises(ValueError, match="origin"):
         project([0.0], [0.0], (95.0, 0.0))
+    # positions the projection cannot map are refused by name, where NaN went through and a
+    # latitude of 100 or a position past the antipode came back as some other place
+    for bad, expected in [(([np.nan], [0.0]), "lat, lon: expected finite"), (([100.0], [0.0]), "lat: expected"),
+                          (([1.0, 2.0], [0.0]), "lat, lon: expected arrays of the same shape"),
+                          ((["a"], [0.0]), "lat, lon: expected arrays of numbers")]:
+        with pytest.raises(ValueError, match=expected):
+            project(*bad, origin)
+    antipode = np.pi * EARTH_RADIUS
+    assert abs(unproject([0.0], [antipode], (0.0, 0.0))[0][0]) < 1e-9     # the far end of the plane: the antipode
+    for bad, expected in [(([1e300], [0.0]), "east, north: expected positions within"),
+                          (([1.01 * antipode], [0.0]), "east, north: expected positions within"),
+                          (([np.inf], [0.0]), "east, north: expected finite")]:
+        with pytest.raises(ValueError, match=expected):
+            unproject(*bad, origin)
 
 
 def _write(path, rows):
@@ -123,6 +137,10 @@ def test_the_split_is_by_vehicle_and_reproducible():
     assert len(train) + len(test) == len(tracks)
     again = tracks.split(test_size=0.3, random_state=4)[1]
     assert again.vehicles == test.vehicles
+    with pytest.raises(ValueError, match=r"vehicles: \['nosuch'\] are not in this recording"):
+        tracks.subset(["nosuch"])
+    with pytest.raises(ValueError, match="vehicles: expected a list of identifiers, got the string"):
+        tracks.subset(tracks.vehicles[0])
     with pytest.raises(ValueError, match="test_size"):
         tracks.split(test_size=1.5)
 

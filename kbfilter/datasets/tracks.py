@@ -49,6 +49,19 @@ def _degrees(values, name, n, what):
     return numbers
 
 
+def _coordinates(a, b, names):
+    """Two arrays of the same shape of finite numbers, else a ValueError naming them."""
+    try:
+        a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{names}: expected arrays of numbers ({exc})") from None
+    if a.shape != b.shape:
+        raise ValueError(f"{names}: expected arrays of the same shape, got {a.shape} and {b.shape}")
+    if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+        raise ValueError(f"{names}: expected finite numbers, got NaN or infinite values")
+    return a, b
+
+
 def _origin(origin):
     lat0, lon0 = _degrees(origin, "origin", 2, "(latitude, longitude)")
     if not (-90.0 < lat0 < 90.0 and -180.0 <= lon0 <= 180.0):
@@ -62,7 +75,7 @@ def project(lat, lon, origin):
     Parameters
     ----------
     lat, lon : array-like
-        Latitudes and longitudes in degrees (same shape).
+        Latitudes (within +-90) and longitudes in degrees, finite and of the same shape.
     origin : (float, float)
         Latitude and longitude of the plane's origin, in degrees.
 
@@ -79,7 +92,10 @@ def project(lat, lon, origin):
     111195
     """
     lat0, lon0 = np.radians(_origin(origin))
-    phi, lam = np.radians(np.asarray(lat, dtype=np.float64)), np.radians(np.asarray(lon, dtype=np.float64))
+    lat, lon = _coordinates(lat, lon, "lat, lon")
+    if np.any(np.abs(lat) > 90):
+        raise ValueError(f"lat: expected latitudes within +-90 degrees, got {lat[np.abs(lat) > 90].flat[0]!r}")
+    phi, lam = np.radians(lat), np.radians(lon)
     dlam = lam - lon0
     cos_c = np.clip(np.sin(lat0) * np.sin(phi) + np.cos(lat0) * np.cos(phi) * np.cos(dlam), -1.0, 1.0)
     c = np.arccos(cos_c)
@@ -96,7 +112,8 @@ def unproject(east, north, origin):
     Parameters
     ----------
     east, north : array-like
-        Metres on the plane about ``origin``.
+        Metres on the plane about ``origin``, finite, of the same shape, and at most half the
+        Earth's circumference (``pi * EARTH_RADIUS``) from it.
     origin : (float, float)
         Latitude and longitude of the plane's origin, in degrees.
 
@@ -112,8 +129,12 @@ def unproject(east, north, origin):
     True
     """
     lat0, lon0 = np.radians(_origin(origin))
-    x, y = np.asarray(east, dtype=np.float64), np.asarray(north, dtype=np.float64)
+    x, y = _coordinates(east, north, "east, north")
     rho = np.hypot(x, y)
+    # the plane holds the sphere within half its circumference of the origin; beyond, no point
+    if np.any(rho > np.pi * EARTH_RADIUS * (1 + 1e-12)):
+        raise ValueError(f"east, north: expected positions within pi x EARTH_RADIUS = {np.pi * EARTH_RADIUS:.0f} m of "
+                         f"the origin (the antipode), got one {rho.max():.3g} m from it")
     c = rho / EARTH_RADIUS
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = np.where(rho > 0, y * np.sin(c) / rho, 0.0)
@@ -173,14 +194,20 @@ class TrackSet:
         Parameters
         ----------
         vehicles : iterable of str
-            Vehicle identifiers.
+            Vehicle identifiers, each one of :attr:`vehicles`.
 
         Returns
         -------
         TrackSet
             The same recording, restricted to those vehicles.
         """
+        if isinstance(vehicles, str):
+            raise ValueError(f"vehicles: expected a list of identifiers, got the string {vehicles!r} (pass "
+                             f"[{vehicles!r}] for one vehicle)")
         keep = set(vehicles)
+        unknown = sorted(keep - set(self.vehicles))
+        if unknown:
+            raise ValueError(f"vehicles: {unknown[:5]}{' ...' if len(unknown) > 5 else ''} are not in this recording")
         index = [i for i, v in enumerate(self.vehicles) if v in keep]
         return replace(self, tracks=[self.tracks[i] for i in index], times=[self.times[i] for i in index],
                        vehicles=[self.vehicles[i] for i in index])
@@ -290,7 +317,7 @@ def load_tracks_csv(path, time="time", vehicle="id", lat="lat", lon="lon", step=
         identifier, and its latitude and longitude in degrees.
     step : float, default=10.0
         Seconds between resampled rows. A step that would resample the recording into more than
-        ``MAX_RESAMPLED_ROWS`` (10\ :sup:`8`) rows is refused before any row is made.
+        ``MAX_RESAMPLED_ROWS`` (10⁸) rows is refused before any row is made.
     max_gap : float, default=60.0
         The longest time between two reports that is interpolated across; a longer gap ends a
         piece of track and a new one starts after it.
