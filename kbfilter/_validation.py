@@ -4,6 +4,7 @@ Every public entry point converts and checks its inputs here, so that a bad argu
 reported once, with the argument's name and what was expected, before any numerics run.
 """
 
+from collections.abc import Iterable
 from numbers import Integral, Real
 
 import numpy as np
@@ -147,6 +148,16 @@ def check_real(value, name, *, maximum=None):
     if maximum is not None and abs(value) > maximum:
         raise ValueError(f"{name}: expected a number at most {maximum:g} in size, got {value!r}")
     return value
+
+
+def check_positive_values(values, name):
+    """Return ``values`` as a tuple of floats: a non-empty list of positive finite numbers."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise ValueError(f"{name}: expected a list of positive numbers, got {values!r}")
+    values = tuple(values)
+    if not values:
+        raise ValueError(f"{name}: expected at least one value, got none")
+    return tuple(check_positive(v, name) for v in values)
 
 
 def check_model_scale(value, name):

@@ -243,7 +243,13 @@ class RandomFourierKernel(_FeatureKernel):
             raise ValueError(f"kernel: random Fourier features need a Gaussian kernel, got {type(k).__name__}")
         seed = int(check_rng(self.random_state).integers(2**31 - 1))
         self.kernel_ = k
-        self.sampler_ = RBFSampler(gamma=metric[1]["gamma"], n_components=rank, random_state=seed).fit(k.coordinates(X))
+        coordinates = k.coordinates(X)
+        try:
+            self.sampler_ = RBFSampler(gamma=metric[1]["gamma"], n_components=rank, random_state=seed).fit(coordinates)
+        except MemoryError:
+            raise ValueError(f"rank: {rank} random features of {coordinates.shape[1]}-dimensional points need "
+                             f"{8.0 * rank * (coordinates.shape[1] + 1):.3g} bytes of frequencies, more than this "
+                             "machine can hold") from None
         return self
 
     def __sklearn_is_fitted__(self):

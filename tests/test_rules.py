@@ -67,6 +67,15 @@ def test_rules_reject_bad_arguments():
         kb.kernel_sum_rule(KernelMean(np.arange(3.0)[:, None]), "cme")
     with pytest.raises(ValueError, match="prior: expected a KernelMean"):
         kb.kernel_chain_rule(np.zeros((3, 1)), cme)
+    # a joint embedding built by hand: one weight per pair, finite (three weights on 50 pairs were
+    # taken, and the error came later, from expect, blaming f)
+    kernel = GaussianKernel(1.0).fit(A)
+    with pytest.raises(ValueError, match="weights: expected length 50, got 3"):
+        kb.JointKernelMean(B, A, np.ones(3), kernel, kernel)
+    with pytest.raises(ValueError, match="points_out and points_in: expected the same number of samples"):
+        kb.JointKernelMean(B[:10], A, np.ones(10), kernel, kernel)
+    with pytest.raises(ValueError, match="weights: contains NaN"):
+        kb.JointKernelMean(B, A, np.full(50, np.nan), kernel, kernel)
 
 
 # -- KuLSIF --------------------------------------------------------------------------------------

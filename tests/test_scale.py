@@ -82,6 +82,9 @@ def test_random_fourier_kernel_approaches_the_gaussian_kernel():
     assert errors[1] < 0.05
     with pytest.raises(ValueError, match="kernel: random Fourier features need a Gaussian kernel"):
         RandomFourierKernel(kb.LaplaceKernel()).fit(X)
+    # frequencies that cannot be held are refused by name (scikit-learn's MemoryError before)
+    with pytest.raises(ValueError, match="rank: 1000000000000000 random features .* more than this machine can hold"):
+        RandomFourierKernel(rank=10**15).fit(X)
 
 
 def test_feature_kernels_are_seeded():

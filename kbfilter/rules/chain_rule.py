@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .._validation import check_choice
+from .._validation import check_choice, check_matrix, check_same_length, check_vector
 from ..embedding import KernelMean
 from .sum_rule import sum_rule_weights
 
@@ -25,9 +25,10 @@ class JointKernelMean:
     """
 
     def __init__(self, points_out, points_in, weights, kernel_out, kernel_in):
-        self.points_out = points_out
-        self.points_in = points_in
-        self.weights = weights
+        self.points_out = check_matrix(points_out, "points_out")
+        self.points_in = check_matrix(points_in, "points_in")
+        check_same_length("points_out", self.points_out, "points_in", self.points_in)
+        self.weights = check_vector(weights, "weights", length=len(self.points_out))
         self.kernel_out = kernel_out
         self.kernel_in = kernel_in
 

@@ -4,7 +4,7 @@ import numpy as np
 from scipy.linalg import eigh
 from sklearn.base import clone
 
-from .._validation import check_matrix, check_positive, check_same_length
+from .._validation import check_matrix, check_positive, check_positive_values, check_same_length
 from ..kernels import GaussianKernel
 from .conditional import ConditionalEmbedding
 from ..threads import limited_blas
@@ -107,19 +107,20 @@ def select_conditional_embedding(
     A = check_matrix(A, "A", min_samples=3)
     B = check_matrix(B, "B", min_samples=3)
     check_same_length("A", A, "B", B)
+    scales, regs = check_positive_values(scales, "scales"), check_positive_values(regs, "regs")
     kernel_in = GaussianKernel("median") if kernel_in is None else kernel_in
     kernel_out = clone(GaussianKernel("median") if kernel_out is None else kernel_out).fit(B)
     G_out = kernel_out(B)
     n = A.shape[0]
     table = []
     for scale in scales:
-        k_in = clone(kernel_in).set_params(scale=check_positive(scale, "scales")).fit(A)
+        k_in = clone(kernel_in).set_params(scale=scale).fit(A)
         lam, U = eigh(k_in(A))
         lam = np.maximum(lam, 0.0)
         M = U.T @ G_out @ U
         for reg in regs:
             table.append({"scale": float(scale), "reg": float(reg),
-                          "loo": _loo_from_eig(U, lam, M, n, check_positive(reg, "regs"))})
+                          "loo": _loo_from_eig(U, lam, M, n, reg)})
     best = min(table, key=lambda row: row["loo"])
     cme = ConditionalEmbedding(
         kernel_in=clone(kernel_in).set_params(scale=best["scale"]),
