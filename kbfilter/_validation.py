@@ -161,8 +161,8 @@ def check_positive_values(values, name):
 
 
 def check_model_scale(value, name):
-    """A positive constant of a model (a noise level, a speed, a step, an amplitude): it is squared
-    into covariances or becomes a state, so it is bounded as training values are."""
+    """A positive constant of a model (a noise level, a speed, a step, an extent): it is squared
+    into covariances or sets the size of the states, so it is bounded as training values are."""
     return check_positive(value, name, maximum=MAX_TRAINING_MAGNITUDE)
 
 

@@ -134,7 +134,7 @@ def unproject(east, north, origin):
     # the plane holds the sphere within half its circumference of the origin; beyond, no point
     if np.any(rho > np.pi * EARTH_RADIUS * (1 + 1e-12)):
         raise ValueError(f"east, north: expected positions within pi x EARTH_RADIUS = {np.pi * EARTH_RADIUS:.0f} m of "
-                         f"the origin (the antipode), got one {rho.max():.3g} m from it")
+                         f"the origin (the distance to its antipode), got one {rho.max():.3g} m from it")
     c = rho / EARTH_RADIUS
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = np.where(rho > 0, y * np.sin(c) / rho, 0.0)
