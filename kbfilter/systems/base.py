@@ -211,6 +211,8 @@ class System:
     dim_z = None
     #: shape of one observation (``(dim_z,)`` for vectors, e.g. ``(64, 64)`` for images)
     obs_shape = None
+    #: the largest image side, in pixels, a system that renders images accepts
+    MAX_PIXELS = 4096
 
     def errors(self, estimates, states):
         """How far state estimates are from the true states, as the benchmark reports it.

@@ -70,8 +70,6 @@ class CameraOrientation(System):
     """
 
     dim_x = 2
-    #: the largest image side, in pixels
-    MAX_PIXELS = 4096
 
     def __init__(self, omega=0.4, process_noise=0.2, view_noise=0.2, pixel_noise=0.1, height=36, width=48,
                  fov_deg=60.0, panorama_seed=0):

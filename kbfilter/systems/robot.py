@@ -110,8 +110,6 @@ class RobotInRoom(System):
     CAMERA_HEIGHT = 0.15
     #: the most pillars a room holds
     MAX_PILLARS = 16
-    #: the largest image side, in pixels
-    MAX_PIXELS = 4096
     #: the most rays per image column
     MAX_RAYS = 64
 

@@ -40,8 +40,6 @@ class MovingSprite(System):
     """
 
     dim_x = 2
-    #: the largest image side, in pixels
-    MAX_PIXELS = 4096
 
     def __init__(self, omega=0.4, b=0.4, M=8, process_noise=0.2, jitter=0.05, pixel_noise=0.1, size=64,
                  shape="ellipse", extent=1.5):
