@@ -152,9 +152,10 @@ def stream_part(T, more, params, seed):
 
 
 def curve_part(lengths, seeds, jobs, out, method="kbf-iw-nystrom", systems=("rotation", "oscillation"),
-               reference="pf", support=None, validation_length=None, filter_seeds=1):
+               reference="pf", support=None, validation_length=None, filter_seeds=1, first_run=0):
     fixed = None if support is None else {"support": (support,)}
-    print(f"\nPart 2: tuned accuracy against T ({seeds} seeds; {method} tuned on its grid"
+    runs = f"{seeds} seeds" if first_run == 0 else f"runs {first_run}-{first_run + seeds - 1}"
+    print(f"\nPart 2: tuned accuracy against T ({runs}; {method} tuned on its grid"
           f"{'' if support is None else f', support {support}'}"
           f"{'' if validation_length is None else f', validated on the last {validation_length} steps'}, "
           f"{reference} knows the model)")
@@ -164,7 +165,7 @@ def curve_part(lengths, seeds, jobs, out, method="kbf-iw-nystrom", systems=("rot
             start = time.perf_counter()
             rows = run_bench(system, runs=seeds, train_length=T, test_length=200,
                              methods=(method, reference), n_jobs=jobs, progress=False, grid_axes=fixed,
-                             validation_length=validation_length, filter_seeds=filter_seeds)
+                             validation_length=validation_length, filter_seeds=filter_seeds, first_run=first_run)
             summary = summarise(rows, reference=method)
             wall = time.perf_counter() - start
             tune = float(np.mean([r["tune_s"][method] for r in rows]))
@@ -173,7 +174,8 @@ def curve_part(lengths, seeds, jobs, out, method="kbf-iw-nystrom", systems=("rot
             entry["tune_s"], entry["wall_s"] = tune, wall
             entry["params"] = [r["params"][method] for r in rows]
             entry["wins_over_reference"] = summary[reference]["wins"]
-            entry["ratio_to_reference"] = float(np.mean([r["mse"][method] / r["mse"][reference] for r in rows]))
+            entry["run_ratios"] = [r["mse"][method] / r["mse"][reference] for r in rows]
+            entry["ratio_to_reference"] = float(np.mean(entry["run_ratios"]))
             # against the reference's first run alone: what a single-seed curve reports
             entry["ratio_to_first_run"] = float(np.mean([r["mse"][method] / r["mse_per_seed"][reference][0]
                                                          for r in rows]))
@@ -186,6 +188,8 @@ def curve_part(lengths, seeds, jobs, out, method="kbf-iw-nystrom", systems=("rot
                   f"({entry['wins_over_reference']}/{seeds} runs below {reference})   "
                   f"{first_run}"
                   f"tuning {tune:.0f} s a run, {wall:.0f} s wall", flush=True)
+            print(f"{'':<12} per run (from run {first_run}): "
+                  + " ".join(f"{ratio:.4f}" for ratio in entry["run_ratios"]), flush=True)
     _plot(table, lengths, systems, method, reference, out / f"filter_scale_accuracy_{method}.png")
     return table
 
@@ -243,6 +247,9 @@ def main(argv=None):
     parser.add_argument("--curve-filter-seeds", type=int, default=1,
                         help="runs of the reference particle filter on each test run, its MSE their mean (the "
                              "first run is the one a single-seed curve makes)")
+    parser.add_argument("--curve-first-run", type=int, default=0,
+                        help="start at this run of the root seed (5 with --curve-seeds 5: runs 5-9, extending a "
+                             "five-seed curve)")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--blas-threads", type=int, default=None, help="default: the BLAS library's own")
@@ -263,7 +270,7 @@ def main(argv=None):
         if args.part in ("curve", "both"):
             table = curve_part(args.curve_T, args.curve_seeds, args.jobs, args.out, args.curve_method,
                                tuple(args.curve_systems), args.curve_reference, args.curve_support,
-                               args.curve_validation_length, args.curve_filter_seeds)
+                               args.curve_validation_length, args.curve_filter_seeds, args.curve_first_run)
             results["curve"] = [dict(system=s, T=T, **v) for (s, T), v in table.items()]
     path = args.out / f"filter_scale_{args.part}.json"
     path.write_text(json.dumps(results, indent=1, default=float))

@@ -29,6 +29,15 @@ def test_same_seed_gives_identical_tables():
     assert "kbf-iw wins" in format_table(summary, 2)
 
 
+def test_first_run_makes_the_runs_a_longer_call_ends_with():
+    both = run_bench("rotation", seed=7, n_jobs=1, **TINY)
+    second = run_bench("rotation", seed=7, n_jobs=1, first_run=1, **dict(TINY, runs=1))
+    assert strip_times(second) == strip_times(both[1:])
+    assert strip_times(second) != strip_times(both[:1])
+    with pytest.raises(ValueError, match="first_run: expected an integer >= 0"):
+        run_bench("rotation", first_run=-1, **TINY)
+
+
 def test_a_trial_given_the_same_seed_sequence_twice_simulates_the_same_data():
     seed = np.random.SeedSequence(7).spawn(2)[0]
     kwargs = dict(validation_length=20, param_grid=TINY["param_grid"], filter_seeds=2)

@@ -355,7 +355,7 @@ def check_bench_arguments(system, runs=10, train_length=1000, test_length=200, m
 @limited_blas
 def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None, n_jobs=None, seed=0,
               progress=True, validation_length=None, param_grid=None, search="coordinate", n_folds=1,
-              filter_seeds=1, reference=None, system_params=None, grid_axes=None):
+              filter_seeds=1, reference=None, system_params=None, grid_axes=None, first_run=0):
     """Run the benchmark; returns the per-run rows (the first one keeps its test trajectory).
 
     Every run gets its own spawned seed (``numpy.random.SeedSequence.spawn``), so the same ``seed`` gives the same numbers
@@ -397,6 +397,9 @@ def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None,
         Values for one or more grid axes, e.g. ``{"scale": (0.05, 0.1, 0.2)}``: they replace the
         same axis of each tuned method's grid (or add it), for the methods that have that
         parameter; ``kbfilter bench --grid scale=0.05,0.1,0.2``.
+    first_run : int
+        Start at this run: ``first_run=5, runs=5`` makes runs 5 to 9 of the same root seed, the
+        rows a ten-run call would end with, so a study can be extended without repeating it.
 
     Returns
     -------
@@ -407,11 +410,13 @@ def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None,
         :func:`~kbfilter.tune_filter`) and ``mse_per_seed`` by method.
     """
     check_n_jobs(n_jobs)
+    first_run = check_int(first_run, "first_run", minimum=0)
     if not isinstance(system, BenchConfig):
         system = BenchConfig.checked(system, runs, train_length, test_length, methods, validation_length, param_grid,
                                      search, n_folds, seed, filter_seeds, reference, system_params, grid_axes)
     config = system
-    seeds = np.random.SeedSequence(config.seed).spawn(config.runs)
+    # spawned children depend only on their index, so runs first_run... are those of a longer call
+    seeds = np.random.SeedSequence(config.seed).spawn(first_run + config.runs)[first_run:]
     jobs = (delayed(run_trial)(config, s, keep_estimates=(i == 0)) for i, s in enumerate(seeds))
     results = Parallel(n_jobs=n_jobs, return_as="generator")(jobs)
     return list(tqdm(results, total=config.runs, desc=f"bench {config.system}", disable=not progress))
