@@ -202,6 +202,35 @@ def _checked_grid(param_grid):
     return grid
 
 
+def _refusal(filter, params):
+    """The ValueError ``filter.check_params()`` raises with ``params`` set on a clone, or None."""
+    try:
+        clone(filter).set_params(**params).check_params()
+    except ValueError as exc:
+        return exc
+    return None
+
+
+def _check_grid_values(filter, grid):
+    """Refuse, before any fit, a grid value the filter refuses on its own.
+
+    Each value is set alone on the template; a refusal that names the axis itself is the value's
+    (a message that names another parameter may depend on the combination, and is left to the
+    search, which skips a failing setting). The template's own parameters outside the grid are
+    checked with the first value of every axis. A filter without ``check_params`` is not checked.
+    """
+    if not callable(getattr(filter, "check_params", None)):
+        return
+    for name, values in grid.items():
+        for value in values:
+            exc = _refusal(filter, {name: value})
+            if exc is not None and str(exc).startswith(f"{name}:"):
+                raise ValueError(f"param_grid: {type(filter).__name__} refuses {name}={value!r} ({exc})")
+    exc = _refusal(filter, {name: values[0] for name, values in grid.items()})
+    if exc is not None and not any(str(exc).startswith(f"{name}:") for name in grid):
+        raise ValueError(f"filter: {exc}")
+
+
 def _extendable(values):
     """True for an axis :func:`tune_filter` can extend: three or more numbers (not booleans),
     strictly increasing or strictly decreasing."""
@@ -357,8 +386,10 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
     Raises
     ------
     ValueError
-        When every setting fails; the message gives the first failure's cause. When only some
-        fail, a :class:`~kbfilter.NumericalWarning` says how many, with the first cause.
+        Before any fit, for a grid value the filter refuses on its own (its ``check_params``, e.g.
+        a negative ``scale``). When every setting fails; the message gives the first failure's
+        cause. When only some fail (a value the data rule out, or a numerical failure), a
+        :class:`~kbfilter.NumericalWarning` says how many, with the first cause.
 
     Warns
     -----
@@ -382,6 +413,7 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
     for name in grid:
         if name not in valid:
             raise ValueError(f"param_grid: {name!r} is not a parameter of {type(filter).__name__}")
+    _check_grid_values(filter, grid)
     if calibrate not in (True, False):
         raise ValueError(f"calibrate: expected True or False, got {calibrate!r}")
     if calibrate and "covariance_scale" in grid:

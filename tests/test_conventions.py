@@ -4,12 +4,14 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.base import clone
 from sklearn.gaussian_process.kernels import RBF, Matern
 from threadpoolctl import threadpool_info
 
 import kbfilter as kb
 from kbfilter.features import GaussianBlur, LearnedFeatures, RandomFourierFeatures
 from kbfilter.filters import WindowRegressor
+from kbfilter.filters.nearest import NearestNeighbourParticleFilter
 
 RNG = np.random.default_rng(0)
 A = RNG.normal(size=(150, 2))
@@ -148,14 +150,57 @@ def test_entry_points_run_under_the_blas_thread_setting_and_restore_it():
 
 # -- tuning --------------------------------------------------------------------------------------
 def test_tune_filter_reports_why_settings_failed():
+    # a compression larger than the log is refused by fit (it depends on the data), not before
     states, obs = kb.systems.Rotation().simulate(150, rng=0)
-    with pytest.raises(ValueError, match=r"every evaluated setting failed.*n_neighbors.*raised ValueError: "
-                                         r"n_neighbors: expected an integer >= 1, got 0"):
-        kb.tune_filter(kb.KernelBayesFilter(transition="knn"), states, obs, validation_length=50, progress=False,
-                       param_grid={"n_neighbors": (0, -1)})
+    with pytest.raises(ValueError, match=r"every evaluated setting failed.*compress.*raised ValueError: "
+                                         r"compress: expected at most 99 \(the logged transitions\)"):
+        kb.tune_filter(kb.KernelBayesFilter(), states, obs, validation_length=50, progress=False,
+                       param_grid={"compress": (500, 1000)})
     with pytest.warns(kb.NumericalWarning, match="1 of 2 settings failed and were skipped"):
-        kb.tune_filter(kb.KernelBayesFilter(transition="knn"), states, obs, validation_length=50, progress=False,
-                       param_grid={"n_neighbors": (0, 20)})
+        kb.tune_filter(kb.KernelBayesFilter(), states, obs, validation_length=50, progress=False,
+                       param_grid={"compress": (500, 40)})
+
+
+class _CountingFilter(kb.KernelBayesFilter):
+    fits = 0
+
+    def fit(self, *args, **kwargs):
+        type(self).fits += 1
+        return super().fit(*args, **kwargs)
+
+
+@pytest.mark.parametrize("template, name, bad, refusal", [
+    (_CountingFilter(), "scale", -1.0, "scale: expected"),
+    (_CountingFilter(transition="knn"), "n_neighbors", 0, "n_neighbors: expected an integer >= 1"),
+    (_CountingFilter(), "rule", "IW", "rule: expected one of"),
+    (kb.KernelMonteCarloFilter(motion=kb.systems.Rotation()), "n_particles", 1, "n_particles: expected an integer >= 2"),
+    (NearestNeighbourParticleFilter(motion=kb.systems.Rotation()), "scale", 0.0,
+     "scale: expected"),
+])
+def test_tune_filter_refuses_a_grid_value_the_filter_refuses_before_any_fit(template, name, bad, refusal):
+    states, obs = kb.systems.Rotation().simulate(150, rng=0)
+    good = template.get_params()[name]
+    _CountingFilter.fits = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=rf"param_grid: {type(template).__name__} refuses {name}={bad!r} "
+                                             rf"\({refusal}"):
+            kb.tune_filter(template, states, obs, validation_length=50, progress=False, param_grid={name: (good, bad)})
+    assert _CountingFilter.fits == 0
+    # what tuning quotes is the filter's own check, which fit runs first
+    with pytest.raises(ValueError, match=refusal):
+        clone(template).set_params(**{name: bad}).check_params()
+    with pytest.raises(ValueError, match=refusal):
+        clone(template).set_params(**{name: bad}).fit(states, obs)
+
+
+def test_tune_filter_refuses_a_template_the_filter_refuses_before_any_fit():
+    states, obs = kb.systems.Rotation().simulate(150, rng=0)
+    _CountingFilter.fits = 0
+    with pytest.raises(ValueError, match="^filter: estimate: expected one of"):
+        kb.tune_filter(_CountingFilter(estimate="median"), states, obs, validation_length=50, progress=False,
+                       param_grid={"scale": (0.5, 1.0)})
+    assert _CountingFilter.fits == 0
 
 
 def test_tune_filter_warns_when_the_best_value_is_on_the_edge_of_its_grid():

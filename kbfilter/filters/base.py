@@ -498,7 +498,9 @@ class LearnedFilter(CountedFallbacks, Filter, BaseEstimator):
     - ``reset()``: the belief :meth:`fit` starts from, the fallback counts since reset cleared;
     - ``diagnostics``: the fallbacks counted at fit and since the last reset;
     - :meth:`default_grid`: the hyperparameter grid :func:`~kbfilter.tune_filter` searches
-      when given none.
+      when given none;
+    - :meth:`check_params`: the hyperparameters checked without data (what ``fit`` checks
+      first), so that a grid's bad value is refused before any fit.
 
     A new filter is one subclass that composes the components of :mod:`kbfilter.filters`
     (the learned observation model, the particle belief); tuning and the benchmark need nothing
@@ -533,6 +535,25 @@ class LearnedFilter(CountedFallbacks, Filter, BaseEstimator):
             The filter.
         """
         raise NotImplementedError
+
+    def check_params(self):
+        """Check the hyperparameters as :meth:`fit` does before it reads any data.
+
+        :func:`~kbfilter.tune_filter` calls it on every value of a grid before it fits anything.
+        What depends on the data (a ``rank`` above the number of training states, say) is
+        checked by :meth:`fit`.
+
+        Returns
+        -------
+        self
+            The filter, unchanged.
+
+        Raises
+        ------
+        ValueError
+            Naming the first parameter that is not what the filter accepts.
+        """
+        return self
 
     def default_grid(self, observations):
         """The grid :func:`~kbfilter.tune_filter` searches when given none.

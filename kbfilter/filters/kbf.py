@@ -566,20 +566,8 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         self : KernelBayesFilter
             The fitted filter, its belief reset to uniform over the training states.
         """
-        settings = self._settings()
-        check_int(self.support, "support")
+        settings, transition_method = self._checked_settings()
         rng = check_rng(self.random_state)
-        if isinstance(self.transition, ConditionalEmbedding):
-            transition_method = self.transition.method
-        else:
-            check_choice(self.transition, "transition", ("exact", "knn"))
-            transition_method = self.transition
-        check_choice(self.estimate, "estimate", ("mean", "raw_mean", "mode"))
-        check_positive(self.covariance_scale, "covariance_scale")
-        self._neighbours(local=False)  # checked before any work
-        check_choice(self.compression, "compression", ("herding", "random"))
-        if self.compress is not None:
-            check_int(self.compress, "compress", minimum=2)
         if is_dask_array(states) or is_dask_array(observations):
             return self._fit_chunked(states, observations, controls, settings)
         xs, zs, obs_shape = check_sequences(states, observations)
@@ -658,6 +646,28 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
             covariance_scale=self.covariance_scale)
         self.reset()
         return self
+
+    def check_params(self):
+        self._checked_settings()
+        return self
+
+    def _checked_settings(self):
+        """The observation model's settings and the transition's method, every hyperparameter checked."""
+        settings = self._settings()
+        check_int(self.support, "support")
+        check_rng(self.random_state)
+        if isinstance(self.transition, ConditionalEmbedding):
+            transition_method = self.transition.method
+        else:
+            transition_method = check_choice(self.transition, "transition", ("exact", "knn"))
+        check_choice(self.estimate, "estimate", ("mean", "raw_mean", "mode"))
+        check_positive(self.covariance_scale, "covariance_scale")
+        self._neighbours(local=False)
+        self._reg_transition(settings)
+        check_choice(self.compression, "compression", ("herding", "random"))
+        if self.compress is not None:
+            check_int(self.compress, "compress", minimum=2)
+        return settings, transition_method
 
     def _settings(self):
         # the observation model's hyperparameters, checked; this filter adds two approximations

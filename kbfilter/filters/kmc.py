@@ -347,6 +347,11 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, PredictiveLikelihood, L
                                             self.candidates)
         return self.reset()
 
+    def check_params(self):
+        check_motion(motion_of(self))
+        self._checked_settings()
+        return self
+
     def _checked_settings(self):
         """The hyperparameters, checked before any work (at fit, and at load: a file is untrusted)."""
         settings = ObservationSettings.of(self)

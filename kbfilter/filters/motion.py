@@ -495,12 +495,17 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Learned
         self.n_features_in_ = self.states_.shape[1]
         return self.reset()
 
+    def check_params(self):
+        self._checked_settings()
+        return self
+
     def _checked_settings(self):
         # the hyperparameters, checked at fit and again when a file is loaded
         if self.sensor is not None and not callable(getattr(self.sensor, "observation_loglik", None)):
             raise ValueError(f"sensor: expected a sensor model with observation_loglik(z, X) or None, got "
                              f"{type(self.sensor).__name__}")
         check_int(self.n_particles, "n_particles", minimum=2, maximum=MAX_PARTICLES)
+        check_int(self.n_neighbors, "n_neighbors", minimum=1)
         check_int(self.reacquire_window, "reacquire_window", minimum=1)
         check_choice(self.proposal, "proposal", PROPOSALS)
         check_choice(self.local_mean, "local_mean", LOCAL_MEANS)

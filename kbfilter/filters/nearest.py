@@ -36,7 +36,11 @@ class _ImageLookup(LearnedFilter):
         space, Z = ObservationSpace.fitted(self.features, obs_shape, Z, X)
         self.space_ = space.gated(Z, outlier_quantile)
         self.states_ = X
-        self.index_ = NearestNeighbors(n_neighbors=min(check_int(self.n_neighbors, "n_neighbors"), len(X))).fit(Z)
+        self.index_ = NearestNeighbors(n_neighbors=min(self.n_neighbors, len(X))).fit(Z)
+
+    def check_params(self):
+        check_int(self.n_neighbors, "n_neighbors")
+        return self
 
     @property
     def obs_shape_(self):
@@ -97,6 +101,7 @@ class NearestImage(_ImageLookup):
         self : NearestImage
             The fitted baseline.
         """
+        self.check_params()
         self._fit_lookup(states, observations)
         return self.reset()
 
@@ -225,11 +230,18 @@ class NearestNeighbourParticleFilter(HoldsParticles, ParticleWeightsAlias, _Imag
             The fitted filter.
         """
         check_motion(motion_of(self, warn=True))
+        self.check_params()
+        self._fit_lookup(states, observations, self.outlier_quantile)
+        self.width_ = self.scale * median_distance(self.states_)
+        return self.reset()
+
+    def check_params(self):
+        check_motion(motion_of(self))
         check_int(self.n_particles, "n_particles", minimum=2, maximum=MAX_PARTICLES)
         check_fraction(self.ess_threshold, "ess_threshold")
-        self._fit_lookup(states, observations, check_outlier_quantile(self.outlier_quantile))
-        self.width_ = check_positive(self.scale, "scale") * median_distance(self.states_)
-        return self.reset()
+        check_outlier_quantile(self.outlier_quantile)
+        check_positive(self.scale, "scale")
+        return super().check_params()
 
     def _grid_for(self, obs_shape):
         return NEIGHBOUR_GRID
