@@ -150,14 +150,20 @@ def check_real(value, name, *, maximum=None):
     return value
 
 
-def check_positive_values(values, name):
-    """Return ``values`` as a tuple of floats: a non-empty list of positive finite numbers."""
+def check_values(values, name, what="values"):
+    """Return ``values`` as a tuple: a non-empty list (not a string, which is iterable, but "0.5"
+    would be tried as "0", ".", "5"); ``what`` says what its entries are, for the message."""
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        raise ValueError(f"{name}: expected a list of positive numbers, got {values!r}")
+        raise ValueError(f"{name}: expected a list of {what}, got {values!r}")
     values = tuple(values)
     if not values:
-        raise ValueError(f"{name}: expected at least one value, got none")
-    return tuple(check_positive(v, name) for v in values)
+        raise ValueError(f"{name}: expected a list of {what}, got an empty one")
+    return values
+
+
+def check_positive_values(values, name):
+    """Return ``values`` as a tuple of floats: a non-empty list of positive finite numbers."""
+    return tuple(check_positive(v, name) for v in check_values(values, name, "positive numbers"))
 
 
 def check_model_scale(value, name):

@@ -13,14 +13,15 @@ import itertools
 import time
 import warnings
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 from joblib import Parallel, delayed
 from sklearn.base import clone
 from tqdm.auto import tqdm
 
-from ._validation import check_choice, check_controls, check_int, check_n_jobs, check_rng, check_sequences
+from ._validation import (check_choice, check_controls, check_int, check_n_jobs, check_rng, check_sequences,
+                          check_values)
 from ._warnings import warn_user
 from .filters.grids import (BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, MONTE_CARLO_IMAGE_GRID,
                             MONTE_CARLO_SCALABLE_IMAGE_GRID, NEIGHBOUR_GRID, SCALABLE_BLUR_GRID, SCALABLE_GRID)
@@ -191,15 +192,8 @@ def _checked_grid(param_grid):
     if not isinstance(param_grid, Mapping) or not param_grid:
         raise ValueError(f"param_grid: expected a dict of parameter names and non-empty value lists, got "
                          f"{param_grid!r}")
-    grid = {}
-    for name, values in param_grid.items():
-        # a string is iterable, but "0.5" would be tried as "0", ".", "5"
-        if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-            raise ValueError(f"param_grid: expected a list of candidate values for {name!r}, got {values!r}")
-        grid[name] = tuple(values)
-        if not grid[name]:
-            raise ValueError(f"param_grid: expected at least one candidate value for {name!r}, got none")
-    return grid
+    return {name: check_values(values, f"param_grid[{name!r}]", "candidate values")
+            for name, values in param_grid.items()}
 
 
 def _refusal(filter, params):

@@ -141,7 +141,7 @@ def test_grid_selection_prefers_sensible_parameters():
     assert cme.reg == 1e-3 and cme.kernel_in_.bandwidth_ == pytest.approx(cme.kernel_in.fit(A).bandwidth_)
     # the candidate lists are checked before any fit: a lone value (a TypeError), none, a bad value
     for kwargs, expected in [(dict(scales=0.5), "scales: expected a list of positive numbers, got 0.5"),
-                             (dict(regs=()), "regs: expected at least one value"),
+                             (dict(regs=()), "regs: expected a list of positive numbers, got an empty one"),
                              (dict(regs=(1e-3, -1.0)), "regs: expected a positive finite number, got -1.0")]:
         with pytest.raises(ValueError, match=re.escape(expected)):
             select_conditional_embedding(A, B, **kwargs)
