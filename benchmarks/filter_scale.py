@@ -180,13 +180,13 @@ def curve_part(lengths, seeds, jobs, out, method="kbf-iw-nystrom", systems=("rot
             entry["ratio_to_first_run"] = float(np.mean([r["mse"][method] / r["mse_per_seed"][reference][0]
                                                          for r in rows]))
             table[(system, T)] = entry
-            first_run = ("" if filter_seeds == 1 else
-                         f"(against the first {reference} run alone: {entry['ratio_to_first_run']:.3f})   ")
+            against_first = ("" if filter_seeds == 1 else
+                             f"(against the first {reference} run alone: {entry['ratio_to_first_run']:.3f})   ")
             print(f"{system:<12} T={T:>7}  {method} {entry[method]['mean']:.4f} "
                   f"± {entry[method]['std']:.4f}   {reference} {entry[reference]['mean']:.4f} "
                   f"± {entry[reference]['std']:.4f}   mean ratio {entry['ratio_to_reference']:.3f}   "
                   f"({entry['wins_over_reference']}/{seeds} runs below {reference})   "
-                  f"{first_run}"
+                  f"{against_first}"
                   f"tuning {tune:.0f} s a run, {wall:.0f} s wall", flush=True)
             print(f"{'':<12} per run (from run {first_run}): "
                   + " ".join(f"{ratio:.4f}" for ratio in entry["run_ratios"]), flush=True)
