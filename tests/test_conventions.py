@@ -161,32 +161,40 @@ def test_tune_filter_reports_why_settings_failed():
                        param_grid={"compress": (500, 40)})
 
 
-class _CountingFilter(kb.KernelBayesFilter):
-    fits = 0
+def _count_fits(monkeypatch, cls):
+    """Count the calls of ``cls.fit`` (clones included) until the monkeypatch is undone."""
+    calls = []
+    fit = cls.fit
 
-    def fit(self, *args, **kwargs):
-        type(self).fits += 1
-        return super().fit(*args, **kwargs)
+    def counted(self, *args, **kwargs):
+        calls.append(type(self))
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(cls, "fit", counted)
+    return calls
 
 
 @pytest.mark.parametrize("template, name, bad, refusal", [
-    (_CountingFilter(), "scale", -1.0, "scale: expected"),
-    (_CountingFilter(transition="knn"), "n_neighbors", 0, "n_neighbors: expected an integer >= 1"),
-    (_CountingFilter(), "rule", "IW", "rule: expected one of"),
-    (kb.KernelMonteCarloFilter(motion=kb.systems.Rotation()), "n_particles", 1, "n_particles: expected an integer >= 2"),
+    (kb.KernelBayesFilter(), "scale", -1.0, "scale: expected"),
+    (kb.KernelBayesFilter(transition="knn"), "n_neighbors", 0, "n_neighbors: expected an integer >= 1"),
+    (kb.KernelBayesFilter(), "rule", "IW", "rule: expected one of"),
+    (kb.KernelMonteCarloFilter(motion=kb.systems.Rotation()), "n_particles", 1,
+     "n_particles: expected an integer >= 2"),
     (NearestNeighbourParticleFilter(motion=kb.systems.Rotation()), "scale", 0.0,
      "scale: expected"),
 ])
-def test_tune_filter_refuses_a_grid_value_the_filter_refuses_before_any_fit(template, name, bad, refusal):
+def test_tune_filter_refuses_a_grid_value_the_filter_refuses_before_any_fit(monkeypatch, template, name, bad,
+                                                                            refusal):
     states, obs = kb.systems.Rotation().simulate(150, rng=0)
     good = template.get_params()[name]
-    _CountingFilter.fits = 0
+    fits = _count_fits(monkeypatch, type(template))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with pytest.raises(ValueError, match=rf"param_grid: {type(template).__name__} refuses {name}={bad!r} "
                                              rf"\({refusal}"):
             kb.tune_filter(template, states, obs, validation_length=50, progress=False, param_grid={name: (good, bad)})
-    assert _CountingFilter.fits == 0
+    assert fits == []
+    monkeypatch.undo()
     # what tuning quotes is the filter's own check, which fit runs first
     with pytest.raises(ValueError, match=refusal):
         clone(template).set_params(**{name: bad}).check_params()
@@ -194,13 +202,13 @@ def test_tune_filter_refuses_a_grid_value_the_filter_refuses_before_any_fit(temp
         clone(template).set_params(**{name: bad}).fit(states, obs)
 
 
-def test_tune_filter_refuses_a_template_the_filter_refuses_before_any_fit():
+def test_tune_filter_refuses_a_template_the_filter_refuses_before_any_fit(monkeypatch):
     states, obs = kb.systems.Rotation().simulate(150, rng=0)
-    _CountingFilter.fits = 0
+    fits = _count_fits(monkeypatch, kb.KernelBayesFilter)
     with pytest.raises(ValueError, match="^filter: estimate: expected one of"):
-        kb.tune_filter(_CountingFilter(estimate="median"), states, obs, validation_length=50, progress=False,
+        kb.tune_filter(kb.KernelBayesFilter(estimate="median"), states, obs, validation_length=50, progress=False,
                        param_grid={"scale": (0.5, 1.0)})
-    assert _CountingFilter.fits == 0
+    assert fits == []
 
 
 def test_tune_filter_warns_when_the_best_value_is_on_the_edge_of_its_grid():
