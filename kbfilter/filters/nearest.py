@@ -229,7 +229,7 @@ class NearestNeighbourParticleFilter(HoldsParticles, ParticleWeightsAlias, _Imag
         self : NearestNeighbourParticleFilter
             The fitted filter.
         """
-        check_motion(motion_of(self, warn=True))
+        motion_of(self, warn=True)  # the deprecated name warns once a fit; check_params checks the motion
         self.check_params()
         self._fit_lookup(states, observations, self.outlier_quantile)
         self.width_ = self.scale * median_distance(self.states_)
