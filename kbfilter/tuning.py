@@ -14,9 +14,10 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Mapping
+from numbers import Real
 
 import numpy as np
-from joblib import Parallel, delayed
+from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.base import clone
 from tqdm.auto import tqdm
 
@@ -107,22 +108,52 @@ def validation_split(states, observations, validation_length, fold=0, controls=N
     return tuple(train), tuple(seqs[-1][start:stop] for seqs in pieces)
 
 
-def _validation_score(estimator, params, train, validation):
-    """``(mse, None, mean NEES)``, or ``(inf, "ErrorType: message", None)`` for a setting that
-    fails; the mean NEES is None when the filter reports no positive definite covariance."""
+def _same(a, b):
+    # grid values are numbers, strings or objects (a feature map): objects are the same only as themselves
+    return a is b or (isinstance(a, (str, Real)) and isinstance(b, (str, Real)) and type(a) is type(b) and a == b)
+
+
+def _reused(fitted, fitted_with, params):
+    """``fitted`` (fitted with ``fitted_with``) with ``params`` set by its ``with_params``, or None."""
+    with_params = getattr(fitted, "with_params", None)  # a filter outside the library may not have it
+    if not callable(with_params):
+        return None
+    return with_params(**{k: v for k, v in params.items() if not _same(v, fitted_with.get(k))})
+
+
+def _validation_scores(estimator, settings, train, validation):
+    """For each of ``settings`` in turn, ``(mse, None, mean NEES)`` on the validation block, or
+    ``(inf, "ErrorType: message", None)`` for a setting that fails (the mean NEES is None when the
+    filter reports no positive definite covariance). One fit serves the settings that differ from
+    the last one fitted only in what the filter takes without a new fit (its ``with_params``)."""
     x_val, z_val, *u_val = validation
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", NumericalWarning)
-        try:
-            kbf = clone(estimator).set_params(**params).fit(*train)
-            result = tuple(kbf.batch_filter(z_val, us=u_val[0] if u_val else None))
-            means, covs = result[0], (result[1] if len(result) > 1 else None)
-        except (ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:
-            return np.inf, f"{type(exc).__name__}: {exc}", None
-    mse = float(np.mean(np.sum((means - x_val) ** 2, axis=1)))
-    if not np.isfinite(mse):
-        return np.inf, "the filter's estimates were not finite", None
-    return mse, None, mean_nees(x_val, means, covs)
+    scores, fitted, fitted_with = [], None, None
+    for params in settings:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NumericalWarning)
+            try:
+                kbf = _reused(fitted, fitted_with, params)
+                if kbf is None:
+                    fitted = None  # the last fit is let go before the next is made
+                    kbf = fitted = clone(estimator).set_params(**params).fit(*train)
+                    fitted_with = params
+                result = tuple(kbf.batch_filter(z_val, us=u_val[0] if u_val else None))
+                means, covs = result[0], (result[1] if len(result) > 1 else None)
+            except (ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:
+                scores.append((np.inf, f"{type(exc).__name__}: {exc}", None))
+                continue
+            finally:
+                kbf = None
+        mse = float(np.mean(np.sum((means - x_val) ** 2, axis=1)))
+        scores.append((np.inf, "the filter's estimates were not finite", None) if not np.isfinite(mse)
+                      else (mse, None, mean_nees(x_val, means, covs)))
+    return scores
+
+
+def _chunks(items, n):
+    """``items`` in at most ``n`` consecutive runs of about equal length."""
+    bounds = np.linspace(0, len(items), min(n, len(items)) + 1).round().astype(int)
+    return [items[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 def _repeat_seeds(filter, n_repeats):
@@ -158,7 +189,7 @@ def validation_mse(estimator, params, train, validation):
         The mean squared state error; ``inf`` for a setting that fails numerically (a
         ``ValueError``, ``LinAlgError`` or ``FloatingPointError``, recorded rather than raised).
     """
-    return _validation_score(estimator, params, train, validation)[0]
+    return _validation_scores(estimator, [params], train, validation)[0][0]
 
 
 def default_grid(filter, observations):
@@ -426,11 +457,16 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
 
     def evaluate(points):
         todo = [p for p in dict.fromkeys(points) if p not in scores]
+        # consecutive points go to one worker, which fits once for those a fitted filter can take
+        # without a new fit (with_params: a sweep along such a parameter); one run of points a worker
+        chunks = _chunks(todo, max(1, effective_n_jobs(n_jobs) // len(runs)))
         results = Parallel(n_jobs=n_jobs)(
-            delayed(_validation_score)(filter, dict(zip(grid, p), **seed), train, validation)
-            for p in todo for (train, validation), seed in runs)
-        for i, p in enumerate(todo):
-            mine = results[i * len(runs):(i + 1) * len(runs)]
+            delayed(_validation_scores)(filter, [dict(zip(grid, p), **seed) for p in chunk], train, validation)
+            for chunk in chunks for (train, validation), seed in runs)
+        # results[c * len(runs) + r][j]: the j-th point of chunk c on run r
+        per_point = [[results[c * len(runs) + r][j] for r in range(len(runs))]
+                     for c, chunk in enumerate(chunks) for j in range(len(chunk))]
+        for p, mine in zip(todo, per_point):
             scores[p] = float(np.mean([mse for mse, _, _ in mine]))
             consistency[p] = [c for _, _, c in mine]
             message = next((m for _, m, _ in mine if m is not None), None)

@@ -246,3 +246,57 @@ def test_a_fitted_kernel_handed_to_another_filter_is_not_rescaled_behind_its_own
     np.testing.assert_array_equal(owner.reset().batch_filter(Zt)[0], expected)
     # with a multiplier of 1 it is used as it is
     assert kb.KernelBayesFilter(kernel_x=kernel).fit(X, Z).kernel_x_.bandwidth_ == kernel.bandwidth_
+
+
+def test_with_params_answers_as_a_fresh_fit_and_leaves_the_filter_alone(oscillation, tmp_path):
+    (X, Z), (_, Zt) = oscillation
+    fitted = kb.KernelBayesFilter(approximation="local", support=64, reg_update=1e-2).fit(X, Z)
+    before = fitted.batch_filter(Zt)
+    changed = dict(reg_update=0.1, support=32, estimate="raw_mean", covariance_scale=2.0)
+    copy = fitted.with_params(**changed)
+    fresh = kb.KernelBayesFilter(**{**fitted.get_params(), **changed}).fit(X, Z)
+    for got, expected in zip(copy.batch_filter(Zt), fresh.batch_filter(Zt)):
+        np.testing.assert_array_equal(got, expected)
+    assert copy.get_params() == fresh.get_params()
+    # the original keeps its parameters and answers
+    assert fitted.reg_update == 1e-2
+    for got, expected in zip(fitted.reset().batch_filter(Zt), before):
+        np.testing.assert_array_equal(got, expected)
+    # a copy is a filter like any other: saved, loaded and run on
+    save(copy.reset(), tmp_path / "copy.npz")
+    np.testing.assert_array_equal(load(tmp_path / "copy.npz").batch_filter(Zt)[0], fresh.reset().batch_filter(Zt)[0])
+
+
+def test_with_params_needs_a_fit_for_what_the_fit_learns_and_refuses_bad_values(oscillation):
+    (X, Z), _ = oscillation
+    local = kb.KernelBayesFilter(approximation="local", support=64).fit(X, Z)
+    assert local.with_params(scale=0.5) is None
+    assert local.with_params(reg_prior=1e-3, reg_update=0.1) is None
+    assert kb.KernelBayesFilter().fit(X, Z).with_params(reg_update=0.1) is None
+    with pytest.raises(ValueError, match="reg_update: expected"):
+        local.with_params(reg_update=-1.0)
+    with pytest.raises(ValueError, match="support: expected"):
+        local.with_params(support=0)
+
+
+def test_tuning_sweeps_the_update_on_one_fit_and_scores_as_fresh_fits(oscillation, monkeypatch):
+    (X, Z), _ = oscillation
+    template = kb.KernelBayesFilter(approximation="local", support=64)
+    grid = {"scale": (0.5, 1.0), "reg_update": (1e-3, 1e-2, 1e-1)}
+    fits = []
+    fit = kb.KernelBayesFilter.fit
+
+    def counted(self, *args, **kwargs):
+        fits.append(self.get_params()["scale"])
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(kb.KernelBayesFilter, "fit", counted)
+    tuned = kb.tune_filter(template, X, Z, param_grid=grid, search="grid", validation_length=100, progress=False)
+    # one fit per scale, and the refit on all the data
+    assert len(fits) == 3
+    monkeypatch.undo()
+    train, validation = kb.tuning.validation_split(X, Z, 100)
+    assert len(tuned.search_table_) == 6
+    for row in tuned.search_table_:
+        point = {name: row[name] for name in grid}
+        assert row["mse"] == kb.tuning.validation_mse(template, point, train, validation)

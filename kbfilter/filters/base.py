@@ -500,7 +500,9 @@ class LearnedFilter(CountedFallbacks, Filter, BaseEstimator):
     - :meth:`default_grid`: the hyperparameter grid :func:`~kbfilter.tune_filter` searches
       when given none;
     - :meth:`check_params`: the hyperparameters checked without data (what ``fit`` checks
-      first), so that a grid's bad value is refused before any fit.
+      first), so that a grid's bad value is refused before any fit;
+    - :meth:`with_params`: a fitted filter with hyperparameters its fit does not depend on set
+      anew, without a new fit (``tune_filter`` sweeps such a parameter on one fit).
 
     A new filter is one subclass that composes the components of :mod:`kbfilter.filters`
     (the learned observation model, the particle belief); tuning and the benchmark need nothing
@@ -554,6 +556,27 @@ class LearnedFilter(CountedFallbacks, Filter, BaseEstimator):
             Naming the first parameter that is not what the filter accepts.
         """
         return self
+
+    def with_params(self, **params):
+        """This fitted filter with ``params`` set, without a new fit, where the fit does not
+        depend on them.
+
+        :func:`~kbfilter.tune_filter` asks for it when two candidate settings differ only in
+        such parameters, so that a sweep along one of them costs one fit. A filter returns a copy
+        whose answers equal those of a fresh fit with ``params`` set, or None when ``params``
+        need a new fit; this base class returns None.
+
+        Parameters
+        ----------
+        **params
+            Hyperparameters, as :meth:`set_params` takes them.
+
+        Returns
+        -------
+        LearnedFilter or None
+            A copy with a fresh belief (this filter is not changed), or None.
+        """
+        return None
 
     def default_grid(self, observations):
         """The grid :func:`~kbfilter.tune_filter` searches when given none.

@@ -5,6 +5,7 @@ Learns the transition (kernel sum rule on the training transitions) and the obse
 observations alone. The belief is a weight vector over the training states.
 """
 
+import copy
 from collections import Counter
 
 import numpy as np
@@ -650,6 +651,48 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
     def check_params(self):
         self._checked_settings()
         return self
+
+    def with_params(self, **params):
+        """This fitted filter with ``params`` set, sharing its fit where the fit does not depend on them.
+
+        With ``approximation="local"`` (or ``"auto"`` above its threshold) the fit learns nothing
+        from ``reg_update``, ``support``, ``estimate`` and ``covariance_scale``: a step reads them.
+        A copy with any of those set anew answers as a fresh fit with them would, without the
+        fit. :func:`~kbfilter.tune_filter` sweeps such a parameter on one fit.
+
+        Parameters
+        ----------
+        **params
+            Hyperparameters, as :meth:`set_params` takes them.
+
+        Returns
+        -------
+        KernelBayesFilter or None
+            A copy with the uniform belief (this filter is not changed), or None when ``params``
+            need a new fit (any other parameter, or another approximation).
+
+        Raises
+        ------
+        ValueError
+            A value the filter refuses, as :meth:`fit` would.
+
+        Examples
+        --------
+        >>> import kbfilter as kb
+        >>> kbf = kb.KernelBayesFilter(approximation="local").fit(*kb.systems.Rotation().simulate(300, rng=0))
+        >>> kbf.with_params(reg_update=0.1).reg_update
+        0.1
+        >>> kbf.with_params(scale=0.5) is None
+        True
+        """
+        check_is_fitted(self, "model_")
+        if not (isinstance(self.model_, LocalFilterModel) and set(params) <= set(LocalFilterModel.UPDATE_SETTINGS)):
+            return None
+        copied = copy.deepcopy(self).set_params(**params)
+        settings, _ = copied._checked_settings()
+        copied.model_ = self.model_.with_update(reg_update=settings.reg_update, support=copied.support,
+                                                estimate=copied.estimate, covariance_scale=copied.covariance_scale)
+        return copied.reset()
 
     def _checked_settings(self):
         """The observation model's settings and the transition's method, every hyperparameter checked."""

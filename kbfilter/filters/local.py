@@ -360,6 +360,38 @@ class LocalFilterModel(SharedModel):
             covariance_scale=self.covariance_scale, predecessors=pred_all, reach=reach,
             reg_transition=self.reg_transition)
 
+    #: the settings only a step reads: a model with others is this one's data, kernels and transition
+    UPDATE_SETTINGS = ("reg_update", "support", "estimate", "covariance_scale")
+
+    def with_update(self, **settings):
+        """This model with other settings of the step, sharing everything learned at fit.
+
+        The training pairs, the kernels and the transition do not depend on them, so the result
+        equals :meth:`learned` with the new settings.
+
+        Parameters
+        ----------
+        **settings
+            Any of :data:`UPDATE_SETTINGS`.
+
+        Returns
+        -------
+        LocalFilterModel
+            A new model; this one is not changed.
+        """
+        unknown = sorted(set(settings) - set(self.UPDATE_SETTINGS))
+        if unknown:
+            raise ValueError(f"{unknown[0]}: not a setting of the step; expected one of {list(self.UPDATE_SETTINGS)}")
+        fields = {name: getattr(self, name) for name in (
+            "states", "observations", "kernel_x", "kernel_z", "space", "successors", "rule", "reg_prior",
+            "fit_diagnostics", "predecessors", "reach", "reg_transition", *self.UPDATE_SETTINGS)}
+        model = LocalFilterModel(**{**fields, **settings})
+        # what the step caches from the training pairs and kernels holds for the new model too
+        for name in ("_state_gram", "_observation_gram", "density"):
+            if name in self.__dict__:
+                model.__dict__[name] = self.__dict__[name]
+        return model
+
     @property
     def n(self):
         """The number of training states, ``T``."""
