@@ -142,8 +142,6 @@ def _validation_scores(estimator, settings, train, validation):
             except (ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:
                 scores.append((np.inf, f"{type(exc).__name__}: {exc}", None))
                 continue
-            finally:
-                kbf = None
         mse = float(np.mean(np.sum((means - x_val) ** 2, axis=1)))
         scores.append((np.inf, "the filter's estimates were not finite", None) if not np.isfinite(mse)
                       else (mse, None, mean_nees(x_val, means, covs)))

@@ -161,19 +161,6 @@ def test_tune_filter_reports_why_settings_failed():
                        param_grid={"compress": (500, 40)})
 
 
-def _count_fits(monkeypatch, cls):
-    """Count the calls of ``cls.fit`` (clones included) until the monkeypatch is undone."""
-    calls = []
-    fit = cls.fit
-
-    def counted(self, *args, **kwargs):
-        calls.append(type(self))
-        return fit(self, *args, **kwargs)
-
-    monkeypatch.setattr(cls, "fit", counted)
-    return calls
-
-
 @pytest.mark.parametrize("template, name, bad, refusal", [
     (kb.KernelBayesFilter(), "scale", -1.0, "scale: expected"),
     (kb.KernelBayesFilter(transition="knn"), "n_neighbors", 0, "n_neighbors: expected an integer >= 1"),
@@ -183,11 +170,11 @@ def _count_fits(monkeypatch, cls):
     (NearestNeighbourParticleFilter(motion=kb.systems.Rotation()), "scale", 0.0,
      "scale: expected"),
 ])
-def test_tune_filter_refuses_a_grid_value_the_filter_refuses_before_any_fit(monkeypatch, template, name, bad,
-                                                                            refusal):
+def test_tune_filter_refuses_a_grid_value_the_filter_refuses_before_any_fit(monkeypatch, count_fits, template, name,
+                                                                            bad, refusal):
     states, obs = kb.systems.Rotation().simulate(150, rng=0)
     good = template.get_params()[name]
-    fits = _count_fits(monkeypatch, type(template))
+    fits = count_fits(type(template))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with pytest.raises(ValueError, match=rf"param_grid: {type(template).__name__} refuses {name}={bad!r} "
@@ -202,9 +189,9 @@ def test_tune_filter_refuses_a_grid_value_the_filter_refuses_before_any_fit(monk
         clone(template).set_params(**{name: bad}).fit(states, obs)
 
 
-def test_tune_filter_refuses_a_template_the_filter_refuses_before_any_fit(monkeypatch):
+def test_tune_filter_refuses_a_template_the_filter_refuses_before_any_fit(count_fits):
     states, obs = kb.systems.Rotation().simulate(150, rng=0)
-    fits = _count_fits(monkeypatch, kb.KernelBayesFilter)
+    fits = count_fits(kb.KernelBayesFilter)
     with pytest.raises(ValueError, match="^filter: estimate: expected one of"):
         kb.tune_filter(kb.KernelBayesFilter(estimate="median"), states, obs, validation_length=50, progress=False,
                        param_grid={"scale": (0.5, 1.0)})

@@ -279,18 +279,11 @@ def test_with_params_needs_a_fit_for_what_the_fit_learns_and_refuses_bad_values(
         local.with_params(support=0)
 
 
-def test_tuning_sweeps_the_update_on_one_fit_and_scores_as_fresh_fits(oscillation, monkeypatch):
+def test_tuning_sweeps_the_update_on_one_fit_and_scores_as_fresh_fits(oscillation, monkeypatch, count_fits):
     (X, Z), _ = oscillation
     template = kb.KernelBayesFilter(approximation="local", support=64)
     grid = {"scale": (0.5, 1.0), "reg_update": (1e-3, 1e-2, 1e-1)}
-    fits = []
-    fit = kb.KernelBayesFilter.fit
-
-    def counted(self, *args, **kwargs):
-        fits.append(self.get_params()["scale"])
-        return fit(self, *args, **kwargs)
-
-    monkeypatch.setattr(kb.KernelBayesFilter, "fit", counted)
+    fits = count_fits(kb.KernelBayesFilter)
     tuned = kb.tune_filter(template, X, Z, param_grid=grid, search="grid", validation_length=100, progress=False)
     # one fit per scale, and the refit on all the data
     assert len(fits) == 3

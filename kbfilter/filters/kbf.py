@@ -690,8 +690,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
             return None
         copied = copy.deepcopy(self).set_params(**params)
         settings, _ = copied._checked_settings()
-        copied.model_ = self.model_.with_update(reg_update=settings.reg_update, support=copied.support,
-                                                estimate=copied.estimate, covariance_scale=copied.covariance_scale)
+        copied.model_ = self.model_.with_update(**copied._step_settings(settings))
         return copied.reset()
 
     def _checked_settings(self):
@@ -757,8 +756,12 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         return LocalFilterModel.learned(
             X, Z, pred, kernels, space.gated(Z, settings.outlier_quantile), self._neighbours(local=True), reg_transition,
             data_found=found, transition=transition, rule=settings.rule, reg_prior=settings.reg_prior,
-            reg_update=settings.reg_update, support=self.support, estimate=self.estimate,
-            covariance_scale=self.covariance_scale)
+            **self._step_settings(settings))
+
+    def _step_settings(self, settings):
+        # what a local model's step reads (LocalFilterModel.UPDATE_SETTINGS): at fit, and in with_params
+        return dict(reg_update=settings.reg_update, support=self.support, estimate=self.estimate,
+                    covariance_scale=self.covariance_scale)
 
     @limited_blas
     def partial_fit(self, states, observations):

@@ -179,9 +179,13 @@ def _rows(successors, weights, T):
     return SparseOperator(matrix)
 
 
-@persistent("states", "observations", "kernel_x", "kernel_z", "space", "successors", "rule", "reg_prior",
-            "reg_update", "support", "estimate", "fit_diagnostics", "covariance_scale", "predecessors", "reach",
-            "reg_transition", holds={"kernel_x": "Kernel", "kernel_z": "Kernel", "space": "ObservationSpace",
+#: what a local model is made of: its constructor's arguments, what a saved file holds, and what
+#: :meth:`LocalFilterModel.with_update` carries over
+_FIELDS = ("states", "observations", "kernel_x", "kernel_z", "space", "successors", "rule", "reg_prior", "reg_update",
+           "support", "estimate", "fit_diagnostics", "covariance_scale", "predecessors", "reach", "reg_transition")
+
+
+@persistent(*_FIELDS, holds={"kernel_x": "Kernel", "kernel_z": "Kernel", "space": "ObservationSpace",
                                      "successors": "SparseOperator"})
 class LocalFilterModel(SharedModel):
     """What :meth:`KernelBayesFilter.fit` learns with ``approximation="local"``: the training
@@ -382,10 +386,7 @@ class LocalFilterModel(SharedModel):
         unknown = sorted(set(settings) - set(self.UPDATE_SETTINGS))
         if unknown:
             raise ValueError(f"{unknown[0]}: not a setting of the step; expected one of {list(self.UPDATE_SETTINGS)}")
-        fields = {name: getattr(self, name) for name in (
-            "states", "observations", "kernel_x", "kernel_z", "space", "successors", "rule", "reg_prior",
-            "fit_diagnostics", "predecessors", "reach", "reg_transition", *self.UPDATE_SETTINGS)}
-        model = LocalFilterModel(**{**fields, **settings})
+        model = LocalFilterModel(**{**{name: getattr(self, name) for name in _FIELDS}, **settings})
         # what the step caches from the training pairs and kernels holds for the new model too
         for name in ("_state_gram", "_observation_gram", "density"):
             if name in self.__dict__:
