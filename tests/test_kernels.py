@@ -110,3 +110,22 @@ def test_points_far_apart_get_exact_values_never_nan(kernel):
     got = kernel(A, B)
     assert np.all(np.isfinite(got)) and np.allclose(got, expected, rtol=1e-12, atol=0)
     assert got[1, 0] == 1.0 and got[0, 1] == 1.0  # a far point is itself
+
+
+def test_gram_matrices_are_scikit_learns_to_the_bit():
+    from sklearn.metrics.pairwise import euclidean_distances, linear_kernel, rbf_kernel
+
+    from kbfilter.kernels import squared_distances
+
+    rng = np.random.default_rng(5)
+    for shift in (0.0, 1e4):
+        A, B = rng.normal(size=(300, 3)) + shift, rng.normal(size=(7, 3)) + shift
+        np.testing.assert_array_equal(squared_distances(A, B), euclidean_distances(A, B, squared=True))
+    A, B = rng.normal(size=(300, 3)), rng.normal(size=(7, 3))
+    # the kernels measure in bandwidths from the first point (see Kernel.__call__): scikit-learn on
+    # the same coordinates gives the same bits
+    gauss, laplace = GaussianKernel(bandwidth=0.7).fit(A), LaplaceKernel(bandwidth=0.7).fit(A)
+    a, b = (A - A[0]) / 0.7, (B - A[0]) / 0.7
+    np.testing.assert_array_equal(gauss(A, B), rbf_kernel(a, b, gamma=0.5))
+    np.testing.assert_array_equal(laplace(A, B), np.exp(-euclidean_distances(a, b)))
+    np.testing.assert_array_equal(LinearKernel()(A, B), linear_kernel(A, B))

@@ -19,10 +19,9 @@ import sys
 
 import numpy as np
 from scipy.special import logsumexp
-from sklearn.metrics.pairwise import euclidean_distances
 
 from ..embedding import clipped_weights
-from ..kernels import GaussianKernel, fitted_kernel
+from ..kernels import GaussianKernel, fitted_kernel, squared_distances
 
 __all__ = ["ObservationDensity", "PredictiveLikelihood"]
 
@@ -159,7 +158,7 @@ class ObservationDensity:
 
     def _log_components(self, scaled, rows):
         # measured from the training observations' centre: no cancellation for data far from 0
-        sq = euclidean_distances(scaled - self._centre, rows / self.bandwidths - self._centre, squared=True)
+        sq = squared_distances(scaled - self._centre, rows / self.bandwidths - self._centre)
         return self._log_norm - 0.5 * sq
 
     def log_predictive(self, weights, rows):
