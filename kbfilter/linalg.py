@@ -140,13 +140,24 @@ def spd_factor(A, name="matrix", warn=True):
     array([1., 1.])
     """
     A = np.asarray(A, dtype=np.float64)
-    A = 0.5 * (A + A.T)
+    return _factor_symmetric(0.5 * (A + A.T), name, warn)
+
+
+def _factor_symmetric(A, name, warn):
+    """:func:`spd_factor` of an exactly symmetric array that may be overwritten."""
     if not np.all(np.isfinite(A)):
         raise FloatingPointError(f"{name}: contains NaN or infinite values; cannot factor")
-    # LAPACK's potrf directly: what cho_factor calls, without its per-call overhead
-    factor, info = potrf(A, lower=1, clean=0)
+    # LAPACK's potrf directly: what cho_factor calls, without its per-call overhead. A.T is the same
+    # matrix in Fortran order, which potrf factors in place without another copy (at T = 1,000 a
+    # filter step spends as long copying T x T arrays as factoring them); it overwrites A's upper
+    # triangle and diagonal only, which the fallbacks below restore
+    diagonal = A.diagonal().copy()
+    factor, info = potrf(A.T, lower=1, clean=0, overwrite_a=1)
     if info == 0:
         return SPDFactor("cholesky", factor)
+    A = np.tril(A, -1)
+    A += A.T
+    A[np.diag_indices(A.shape[0])] = diagonal
     base = max(float(np.mean(np.abs(np.diag(A)))), np.finfo(float).tiny)
     for rel in JITTER_LADDER:
         try:
@@ -188,8 +199,11 @@ def ridge_factor(G, ridge, name="matrix", warn=True):
     >>> ridge_factor(np.array([[3.0, 2.0], [2.0, 2.0]]), 1.0).solve(np.array([6.0, 5.0]))
     array([1., 1.])
     """
+    G = np.asarray(G, dtype=np.float64)
     G[np.diag_indices(G.shape[0])] += ridge
-    return spd_factor(G, name=name, warn=warn)
+    G += G.T  # symmetrised in place, as spd_factor would into a new array (numpy buffers the transpose)
+    G *= 0.5
+    return _factor_symmetric(G, name, warn)
 
 
 def solve_spd(A, B, name="matrix"):

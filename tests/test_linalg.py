@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+from scipy.linalg import cho_factor, lu_factor
 
 from kbfilter.linalg import NumericalWarning, Woodbury, pivoted_cholesky, solve_spd, spd_factor
 from kbfilter import GaussianKernel
@@ -31,6 +32,39 @@ def test_indefinite_matrix_falls_back_to_lu():
         f = spd_factor(A)
     assert f.method == "lu"
     np.testing.assert_allclose(A @ f.solve(np.array([2.0, 3.0])), [2.0, 3.0])
+
+
+def test_the_factor_is_scipys_and_the_callers_matrix_is_left_alone():
+    rng = np.random.default_rng(1)
+    M = rng.normal(size=(40, 40))
+    A = M @ M.T + 40 * np.eye(40) + 0.1 * rng.normal(size=(40, 40))  # not quite symmetric: the factor is of the symmetric part
+    before = A.copy()
+    f = spd_factor(A)
+    np.testing.assert_array_equal(A, before)
+    expected = cho_factor(0.5 * (A + A.T), lower=True)[0]
+    np.testing.assert_array_equal(np.tril(f.factor), np.tril(expected))
+
+
+@pytest.mark.parametrize("last", [0.0, -1.0])
+def test_a_cholesky_that_fails_late_leaves_the_fallbacks_the_whole_matrix(last):
+    # the factorisation gets through 39 of 40 columns before it fails; the jitter (a zero pivot)
+    # and LU (a negative one) rules must see the matrix as it was, not as the failed attempt left it
+    rng = np.random.default_rng(2)
+    M = rng.normal(size=(40, 39))
+    A = M @ M.T
+    A[-1, :] = A[:, -1] = 0.0
+    A[-1, -1] = last
+    with pytest.warns(NumericalWarning):
+        f = spd_factor(A)
+    if last == 0.0:
+        assert f.method == "cholesky" and f.jitter > 0
+        expected = cho_factor(A + f.jitter * np.eye(40), lower=True)[0]
+        np.testing.assert_array_equal(np.tril(f.factor), np.tril(expected))
+    else:
+        assert f.method == "lu"
+        lu, pivots = lu_factor(A)
+        np.testing.assert_array_equal(f.factor, lu)
+        np.testing.assert_array_equal(f.pivots, pivots)
 
 
 def test_woodbury_matches_direct_solve():

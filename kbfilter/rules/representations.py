@@ -99,8 +99,15 @@ def _scaled_inner(F, sq, nlam, name, info):
     return F, factor_recorded(F.T @ F, nlam, name, info)
 
 
-def _dense_iw(G_S, obs_S, sq, nlam, info):
-    M = sq * G_S * sq.T
+def _dense_iw(G_S, obs_S, sq, nlam, info, fresh=False):
+    """The iw weights through ``sqrt(D) G_S sqrt(D) + n lam I``; ``G_S`` is scaled in place when it is
+    ``fresh`` (built for this call), else copied."""
+    if fresh:
+        G_S *= sq
+        M = G_S
+    else:
+        M = sq * G_S
+    M *= sq.T
     return sq * factor_recorded(M, nlam, "sqrt(D) G_z sqrt(D) + n lam I", info).solve(sq * obs_S)
 
 
@@ -141,9 +148,10 @@ class DenseObservations:
 
     def iw(self, r, S, sq, nlam, obs, info):
         """The iw weights on the support ``S`` of the ratio ``r`` (``sq = sqrt(r[S])``)."""
-        # a support holding every state needs no copy of the Gram matrix
-        G_S = self.gram if S.size == self.gram.shape[0] else self.gram[np.ix_(S, S)]
-        return _dense_iw(G_S, obs[S], sq, nlam, info)
+        if S.size == self.gram.shape[0]:
+            return _dense_iw(self.gram, obs, sq, nlam, info)
+        # rows, then columns: about a quarter faster than one open-mesh (np.ix_) gather of the same entries
+        return _dense_iw(self.gram[S][:, S], obs[S], sq, nlam, info, fresh=True)
 
     def original(self, mu, obs, delta):
         return _dense_original(mu, self.gram, obs, delta)
@@ -211,7 +219,7 @@ class FeatureObservations:
             # push-through form: an r x r solve, cheaper when there are fewer features than support
             Ls, C = _scaled_inner(self.Phi[S], sq, nlam, "Phi^T D Phi + n lam I", info)
             return sq * (Ls @ C.solve(obs))
-        return _dense_iw(self.Phi[S] @ self.Phi[S].T, self.Phi[S] @ obs, sq, nlam, info)
+        return _dense_iw(self.Phi[S] @ self.Phi[S].T, self.Phi[S] @ obs, sq, nlam, info, fresh=True)
 
     def original(self, mu, obs, delta):
         K = self.Phi @ obs
