@@ -148,3 +148,18 @@ def test_herd_over_its_own_points_is_herd_over_them_as_candidates():
     points = rng.normal(size=(60, 2))
     km = kb.KernelMean(points, rng.dirichlet(np.ones(60)), kb.GaussianKernel(0.8))
     np.testing.assert_array_equal(km.herd(15).points, km.herd(15, candidates=points).points)
+
+
+def test_herding_among_training_states_and_particles_is_herding_over_both_stacked():
+    from kbfilter.embedding import herd
+    from kbfilter.filters.kmc import herd_with_particles
+
+    rng = np.random.default_rng(5)
+    states, particles = rng.normal(size=(50, 2)), rng.normal(size=(30, 2))  # n != N: a transposed block shows
+    kernel = kb.GaussianKernel(0.7)
+    S, C, P = kernel(states), kernel(states, particles), kernel(particles)
+    p = rng.dirichlet(np.ones(50))
+    stacked = np.block([[S, C], [C.T, P]])
+    expected = herd(np.concatenate([S @ p, C.T @ p]), lambda j: stacked[:, j], 40)
+    np.testing.assert_array_equal(herd_with_particles(S, C, P, p, 40), expected)
+    assert np.any(expected >= 50) and np.any(expected < 50)  # both kinds of candidate were picked

@@ -50,7 +50,8 @@ class _ExactStates:
 
     def herd(self, p, cross, particles, n, training):
         if training:
-            return self.states[herd(self.gram @ p, lambda j: self.gram[:, j], n)]
+            columns = np.asfortranarray(self.gram)  # contiguous columns, as in herd_with_particles
+            return self.states[herd(self.gram @ p, lambda j: columns[:, j], n)]
         picked = herd_with_particles(self.gram, cross, self.rule.kernel_x_(particles, check_input=False), p, n)
         return np.vstack([self.states, particles])[picked]
 
@@ -512,10 +513,8 @@ def herd_with_particles(state_gram, cross, particle_gram, p, m):
     """
     n = state_gram.shape[0]
     target = np.concatenate([state_gram @ p, cross.T @ p])
-
-    def column(j):
-        if j < n:
-            return np.concatenate([state_gram[:, j], cross[j]])
-        return np.concatenate([cross[:, j - n], particle_gram[:, j - n]])
-
-    return herd(target, column, m)
+    # the candidates' Gram matrix in Fortran order, so that each pick reads one contiguous column:
+    # assembling it costs less than reading the C-ordered blocks' columns (one cache line an entry)
+    K = np.empty((target.size, target.size), order="F")
+    K[:n, :n], K[n:, :n], K[:n, n:], K[n:, n:] = state_gram, cross.T, cross, particle_gram
+    return herd(target, lambda j: K[:, j], m)
