@@ -37,7 +37,8 @@ def test_indefinite_matrix_falls_back_to_lu():
 def test_the_factor_is_scipys_and_the_callers_matrix_is_left_alone():
     rng = np.random.default_rng(1)
     M = rng.normal(size=(40, 40))
-    A = M @ M.T + 40 * np.eye(40) + 0.1 * rng.normal(size=(40, 40))  # not quite symmetric: the factor is of the symmetric part
+    # not quite symmetric: the factor is of the symmetric part
+    A = M @ M.T + 40 * np.eye(40) + 0.1 * rng.normal(size=(40, 40))
     before = A.copy()
     f = spd_factor(A)
     np.testing.assert_array_equal(A, before)
