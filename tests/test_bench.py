@@ -66,9 +66,9 @@ def test_dask_local_cluster_gives_the_same_table_as_a_local_run():
     from joblib import parallel_config
 
     local = run_bench("oscillation", seed=3, n_jobs=1, **TINY)
-    # no dashboard: it serves nothing here and wants port 8787, which something else may hold
+    # the dashboard on any free port: the default, 8787, may be another test's (None means the default)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster, \
+                                  dashboard_address=":0") as cluster, \
             distributed.Client(cluster), parallel_config(backend="dask"):
         remote = run_bench("oscillation", seed=3, **TINY)
     assert strip_times(local) == strip_times(remote)

@@ -23,7 +23,7 @@ def client():
     no_relief = {"distributed.worker.memory.target": False, "distributed.worker.memory.spill": False,
                  "distributed.worker.memory.pause": False}
     with dask.config.set(no_relief), LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                                  memory_limit="320MiB", dashboard_address=None) as cluster, \
+                                                  memory_limit="320MiB", dashboard_address=":0") as cluster, \
             Client(cluster) as client:
         yield client
 
