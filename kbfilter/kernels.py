@@ -37,7 +37,9 @@ __all__ = ["Kernel", "GaussianKernel", "LaplaceKernel", "LinearKernel", "median_
 def squared_distances(A, B):
     """Squared Euclidean distances, as :func:`sklearn.metrics.pairwise.euclidean_distances`
     computes them for float64 arrays (``-2 A B^T + ||a||^2 + ||b||^2``, clipped at 0, in that
-    order, so the bits are the same), for arrays already checked.
+    order, so the bits are the same), for arrays already checked. Unlike scikit-learn, it leaves the
+    diagonal as computed when ``B`` is ``A`` (scikit-learn sets it to 0); the kernels never pass one
+    array twice, so their Gram matrices are scikit-learn's to the bit.
 
     scikit-learn checks and converts both arrays, and looks up their array namespace, on every
     call: on the few hundred points of a filter step that costs ten times the arithmetic

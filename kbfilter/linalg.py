@@ -148,9 +148,9 @@ def _factor_symmetric(A, name, warn):
     if not np.all(np.isfinite(A)):
         raise FloatingPointError(f"{name}: contains NaN or infinite values; cannot factor")
     # LAPACK's potrf directly: what cho_factor calls, without its per-call overhead. A.T is the same
-    # matrix in Fortran order, which potrf factors in place without another copy (at T = 1,000 a
-    # filter step spends as long copying T x T arrays as factoring them); it overwrites A's upper
-    # triangle and diagonal only, which the fallbacks below restore
+    # matrix in Fortran order, which potrf factors in place without another copy (in a filter step
+    # at T = 1,000, copying T x T arrays had taken as long as factoring them); it overwrites A's
+    # upper triangle and diagonal only, which the fallbacks below restore
     diagonal = A.diagonal().copy()
     factor, info = potrf(A.T, lower=1, clean=0, overwrite_a=1)
     if info == 0:
