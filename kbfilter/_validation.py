@@ -25,8 +25,8 @@ def _as_float(X, name, what):
         raise ValueError(f"{name}: expected {what} ({exc})") from exc
 
 
-def check_matrix(X, name, *, n_features=None, min_samples=1, allow_1d=True):
-    """Return ``X`` as a finite float64 array of shape (n_samples, n_features).
+def check_matrix(X, name, *, n_features=None, min_samples=1, allow_1d=True, finite=True):
+    """Return ``X`` as a float64 array of shape (n_samples, n_features), finite when ``finite``.
 
     A 1-D array is read as ``n`` one-dimensional points when ``allow_1d`` is true.
     """
@@ -43,7 +43,7 @@ def check_matrix(X, name, *, n_features=None, min_samples=1, allow_1d=True):
         raise ValueError(
             f"{name}: expected {n_features} features per sample (as in training), got {arr.shape[1]}"
         )
-    if not np.all(np.isfinite(arr)):
+    if finite and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name}: contains NaN or infinite values")
     return arr
 

@@ -27,27 +27,39 @@ from ._validation import check_fraction, check_int, check_matrix
 __all__ = ["nees", "nis", "mean_nees", "chi2_band"]
 
 
+class _NoStatistic(ValueError):
+    """The arguments fit together but the statistic does not exist: an estimate or a covariance is
+    not finite, or a covariance is not positive definite (what :func:`mean_nees` reports as None)."""
+
+
+def _errors(values, estimates, value_name, estimate_name):
+    """``values - estimates``, of one shape; the shapes are checked before the estimates' values."""
+    values = check_matrix(values, value_name)
+    estimates = check_matrix(estimates, estimate_name, finite=False)
+    if estimates.shape != values.shape:
+        raise ValueError(f"{estimate_name}: expected shape {values.shape} ({value_name}'s), got {estimates.shape}")
+    if not np.all(np.isfinite(estimates)):
+        raise _NoStatistic(f"{estimate_name}: contains NaN or infinite values")
+    return values - estimates
+
+
 def _normalised_squares(values, estimates, covs, names):
     """``e^T C^{-1} e`` per step for ``e = values - estimates``; ``names`` are the three arguments'."""
     value_name, estimate_name, cov_name = names
-    values = check_matrix(values, value_name)
-    estimates = check_matrix(estimates, estimate_name, n_features=values.shape[1])
-    if estimates.shape != values.shape:
-        raise ValueError(f"{estimate_name}: expected shape {values.shape} ({value_name}'s), got {estimates.shape}")
-    n, d = values.shape
+    errors = _errors(values, estimates, value_name, estimate_name)
+    n, d = errors.shape
     covs = np.asarray(covs, dtype=np.float64)
     if covs.shape != (n, d, d):
         raise ValueError(f"{cov_name}: expected shape ({n}, {d}, {d}), one covariance a step, got {covs.shape}")
     if not np.all(np.isfinite(covs)):
-        raise ValueError(f"{cov_name}: expected finite covariances")
-    errors = values - estimates
+        raise _NoStatistic(f"{cov_name}: expected finite covariances")
     out = np.empty(n)
     for t in range(n):
         try:
             # a Cholesky solve: every covariance must be positive definite for the statistic to exist
             c = np.linalg.cholesky(0.5 * (covs[t] + covs[t].T))
         except np.linalg.LinAlgError:
-            raise ValueError(f"{cov_name}[{t}]: expected a positive definite covariance") from None
+            raise _NoStatistic(f"{cov_name}[{t}]: expected a positive definite covariance") from None
         y = np.linalg.solve(c, errors[t])
         out[t] = y @ y
     return out
@@ -108,13 +120,22 @@ def mean_nees(truth, means, covs):
     Returns
     -------
     float or None
-        The mean of :func:`nees` over the steps; None when a covariance is missing, not finite
-        or not positive definite (e.g. a point estimate that reports ``P = 0``), so a benchmark
-        can report "no covariance" instead of failing.
+        The mean of :func:`nees` over the steps; None when ``covs`` is None, an estimate or a
+        covariance is not finite, or a covariance is not positive definite (e.g. a point estimate
+        that reports ``P = 0``), so a benchmark can report "no covariance" instead of failing.
+
+    Raises
+    ------
+    ValueError
+        If ``truth`` is not a finite 2-D array or the shapes do not match: those are mistakes in
+        the call, not a filter without a covariance.
     """
+    if covs is None:
+        _errors(truth, means, "truth", "means")  # a mistake there is not hidden by a missing covariance
+        return None
     try:
         return float(np.mean(nees(truth, means, covs)))
-    except ValueError:
+    except _NoStatistic:
         return None
 
 

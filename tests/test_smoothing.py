@@ -396,6 +396,18 @@ def test_mean_nees_is_none_for_a_method_without_a_covariance():
     assert kb.stats.mean_nees(truth, truth + 1.0, np.zeros((3, 2, 2))) is None
     assert kb.stats.mean_nees(truth, truth + 1.0, None) is None
     assert kb.stats.mean_nees(truth, truth + 1.0, np.tile(np.eye(2), (3, 1, 1))) == pytest.approx(2.0)
+    assert kb.stats.mean_nees(truth, np.full((3, 2), np.nan), np.tile(np.eye(2), (3, 1, 1))) is None
+
+
+@pytest.mark.parametrize("means, covs, message", [
+    (np.ones((2, 2)), np.tile(np.eye(2), (2, 1, 1)), r"means: expected shape \(3, 2\)"),
+    (np.ones((2, 2)), None, r"means: expected shape \(3, 2\)"),
+    (np.ones((3, 1)), np.zeros((3, 1, 1)), r"means: expected shape \(3, 2\)"),
+    (np.ones((3, 2)), np.zeros((3, 3, 3)), r"covs: expected shape \(3, 2, 2\)"),
+])
+def test_mean_nees_reports_mismatched_shapes_instead_of_no_covariance(means, covs, message):
+    with pytest.raises(ValueError, match=message):
+        kb.stats.mean_nees(np.zeros((3, 2)), means, covs)
 
 
 def test_the_particle_filters_learned_from_data_report_a_likelihood_too():
