@@ -33,7 +33,7 @@ from .threads import limited_blas
 __all__ = ["DEFAULT_GRID", "SCALABLE_GRID", "IMAGE_GRID", "FEATURE_GRID", "BLUR_GRID", "MONTE_CARLO_IMAGE_GRID",
            "MONTE_CARLO_SCALABLE_IMAGE_GRID", "SCALABLE_BLUR_GRID",
            "NEIGHBOUR_GRID", "tune_filter", "validation_split",
-           "validation_mse", "check_validation_length", "default_grid", "MAX_EXTENSIONS"]
+           "validation_mse", "check_validation_length", "check_param_grid", "default_grid", "MAX_EXTENSIONS"]
 
 def check_validation_length(n_steps, validation_length, n_folds=1, name="train_length"):
     """Check that ``n_steps`` training steps leave room for ``n_folds`` validation blocks.
@@ -216,13 +216,61 @@ def default_grid(filter, observations):
 MAX_EXTENSIONS = 3
 
 
-def _checked_grid(param_grid):
-    """``param_grid`` as ``{name: tuple of values}``: a dict whose every value is a non-empty list."""
+def check_param_grid(filter, param_grid, name="param_grid"):
+    """Check a grid of hyperparameters against the filter it is for, before any fit.
+
+    Parameters
+    ----------
+    filter : estimator
+        The template the grid's settings are set on.
+    param_grid : dict
+        ``{parameter name: non-empty list of candidate values}``.
+    name : str, default="param_grid"
+        The argument's name, for the messages.
+
+    Returns
+    -------
+    dict
+        ``{parameter name: tuple of values}``.
+
+    Raises
+    ------
+    ValueError
+        If ``param_grid`` is not such a dict, names a parameter ``filter`` does not have, or holds
+        a value the filter's own ``check_params`` refuses. Each value is set alone on a clone of
+        the template; a refusal that names the axis itself is the value's (one that names another
+        parameter may depend on the combination, and is left to the search, which skips a failing
+        setting). The template's own parameters outside the grid are checked with the first value
+        of every axis. A filter without ``check_params`` is checked for the names only.
+
+    Examples
+    --------
+    >>> import kbfilter as kb
+    >>> kb.tuning.check_param_grid(kb.KernelBayesFilter(), {"scale": [0.5, 1.0]})
+    {'scale': (0.5, 1.0)}
+    >>> kb.tuning.check_param_grid(kb.KernelBayesFilter(), {"scale": [0.5, -1.0]})
+    Traceback (most recent call last):
+    ...
+    ValueError: param_grid: KernelBayesFilter refuses scale=-1.0 (scale: expected a positive finite number, got -1.0)
+    """
     if not isinstance(param_grid, Mapping) or not param_grid:
-        raise ValueError(f"param_grid: expected a dict of parameter names and non-empty value lists, got "
-                         f"{param_grid!r}")
-    return {name: check_values(values, f"param_grid[{name!r}]", "candidate values")
-            for name, values in param_grid.items()}
+        raise ValueError(f"{name}: expected a dict of parameter names and non-empty value lists, got {param_grid!r}")
+    grid = {axis: check_values(values, f"{name}[{axis!r}]", "candidate values") for axis, values in param_grid.items()}
+    valid = filter.get_params()
+    for axis in grid:
+        if axis not in valid:
+            raise ValueError(f"{name}: {axis!r} is not a parameter of {type(filter).__name__}")
+    if not callable(getattr(filter, "check_params", None)):
+        return grid
+    for axis, values in grid.items():
+        for value in values:
+            exc = _refusal(filter, {axis: value})
+            if exc is not None and str(exc).startswith(f"{axis}:"):
+                raise ValueError(f"{name}: {type(filter).__name__} refuses {axis}={value!r} ({exc})")
+    exc = _refusal(filter, {axis: values[0] for axis, values in grid.items()})
+    if exc is not None and not any(str(exc).startswith(f"{axis}:") for axis in grid):
+        raise ValueError(f"filter: {exc}")
+    return grid
 
 
 def _refusal(filter, params):
@@ -232,26 +280,6 @@ def _refusal(filter, params):
     except ValueError as exc:
         return exc
     return None
-
-
-def _check_grid_values(filter, grid):
-    """Refuse, before any fit, a grid value the filter refuses on its own.
-
-    Each value is set alone on the template; a refusal that names the axis itself is the value's
-    (a message that names another parameter may depend on the combination, and is left to the
-    search, which skips a failing setting). The template's own parameters outside the grid are
-    checked with the first value of every axis. A filter without ``check_params`` is not checked.
-    """
-    if not callable(getattr(filter, "check_params", None)):
-        return
-    for name, values in grid.items():
-        for value in values:
-            exc = _refusal(filter, {name: value})
-            if exc is not None and str(exc).startswith(f"{name}:"):
-                raise ValueError(f"param_grid: {type(filter).__name__} refuses {name}={value!r} ({exc})")
-    exc = _refusal(filter, {name: values[0] for name, values in grid.items()})
-    if exc is not None and not any(str(exc).startswith(f"{name}:") for name in grid):
-        raise ValueError(f"filter: {exc}")
 
 
 def _extendable(values):
@@ -431,12 +459,8 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
     """
     check_choice(search, "search", ("coordinate", "grid"))
     check_n_jobs(n_jobs)
-    grid = _checked_grid(default_grid(filter, observations) if param_grid is None else param_grid)
+    grid = check_param_grid(filter, default_grid(filter, observations) if param_grid is None else param_grid)
     valid = filter.get_params()
-    for name in grid:
-        if name not in valid:
-            raise ValueError(f"param_grid: {name!r} is not a parameter of {type(filter).__name__}")
-    _check_grid_values(filter, grid)
     if calibrate not in (True, False):
         raise ValueError(f"calibrate: expected True or False, got {calibrate!r}")
     if calibrate and "covariance_scale" in grid:

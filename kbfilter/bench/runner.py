@@ -22,7 +22,7 @@ from .._validation import check_choice, check_int, check_n_jobs
 from ..linalg import NumericalWarning
 from ..stats import mean_nees
 from ..threads import limited_blas
-from ..tuning import check_validation_length, tune_filter
+from ..tuning import check_param_grid, check_validation_length, tune_filter
 from .catalogue import CATALOGUE, DEFAULT_METHODS, make_system, reference_method
 
 __all__ = ["BenchConfig", "run_trial", "run_bench", "check_bench_arguments"]
@@ -125,23 +125,26 @@ def _checked_axes(grid_axes, system, methods):
         raise ValueError(f"grid_axes: expected a dict of parameter names and value lists, got {grid_axes!r}")
     rng = np.random.default_rng(0)
     tuned = [name for name in methods if CATALOGUE[name].kind == "tuned"]
-    defaults = [CATALOGUE[name].build(system, rng).get_params() for name in tuned]
+    templates = [CATALOGUE[name].build(system, rng) for name in tuned]
+    defaults = [template.get_params() for template in templates]
     checked = {}
     for name, values in grid_axes.items():
         if not any(name in d for d in defaults):
             raise ValueError(f"grid_axes: {name!r} is not a parameter of any tuned method "
                              f"({', '.join(tuned) or 'none among the methods'})")
         values = tuple(values) if isinstance(values, (list, tuple)) else (values,)
-        # every hyperparameter the library tunes is a positive number (a bandwidth scale, a
-        # regulariser, a count): anything else would fail at every grid point, after the data are made
-        if not values or not all(isinstance(v, Real) and not isinstance(v, bool) and np.isfinite(v) and v > 0
-                                 for v in values):
-            raise ValueError(f"grid_axes: expected {name}'s values to be positive finite numbers, got {values!r}")
         counts = [d[name] for d in defaults if isinstance(d.get(name), Integral) and not isinstance(d[name], bool)]
-        if counts and not all(float(v).is_integer() for v in values):
-            raise ValueError(f"grid_axes: {name} is a count (default {counts[0]}); expected whole numbers, got "
-                             f"{values!r}")
-        checked[name] = tuple(int(v) for v in values) if counts else values
+        if counts:
+            # 256.0 is taken as 256, the type the filter checks for
+            if not all(isinstance(v, Real) and not isinstance(v, bool) and float(v).is_integer() for v in values):
+                raise ValueError(f"grid_axes: {name} is a count (default {counts[0]}); expected whole numbers, got "
+                                 f"{values!r}")
+            values = tuple(int(v) for v in values)
+        # each method's own check, as tune_filter runs it, before the data are made
+        for template, params in zip(templates, defaults):
+            if name in params:
+                check_param_grid(template, {name: values}, name="grid_axes")
+        checked[name] = values
     return checked
 
 
