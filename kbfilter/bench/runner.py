@@ -361,8 +361,8 @@ def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None,
               filter_seeds=1, reference=None, system_params=None, grid_axes=None, first_run=0):
     """Run the benchmark; returns the per-run rows (the first one keeps its test trajectory).
 
-    Every run gets its own spawned seed (``numpy.random.SeedSequence.spawn``), so the same ``seed`` gives the same numbers
-    whatever the number of workers or the backend.
+    Every run gets its own spawned seed (``numpy.random.SeedSequence.spawn``), so the same ``seed``
+    gives the same numbers whatever the number of workers or the backend.
 
     Parameters
     ----------
