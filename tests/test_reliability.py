@@ -306,6 +306,37 @@ def test_bad_observations_are_rejected_with_a_message(data, bad):
         kbf.update(bad)
 
 
+def _every_filter(states, obs):
+    system = kb.systems.Oscillation()
+    fitted = [KernelBayesFilter(), KernelBayesFilter(approximation="local"),
+              kb.KernelMonteCarloFilter(system, n_particles=30, random_state=0),
+              kb.filters.NearestNeighbourParticleFilter(motion=system, n_particles=30, random_state=0),
+              kb.filters.WindowRegressor()]
+    given = [kb.filters.ExtendedKalman(system), kb.filters.UnscentedKalman(system),
+             kb.filters.ParticleFilter(system, n_particles=50, rng=0),
+             kb.filters.InteractingMultipleModel([system, system], 0.1)]
+    return [f.fit(states, obs) for f in fitted] + given
+
+
+@pytest.mark.parametrize("bad, message", [(np.zeros(3), r"zs\[3\]: expected length 2"),
+                                          (np.array([np.nan, 0.0]), r"zs\[3\]: contains NaN")])
+def test_a_bad_observation_late_in_a_run_is_refused_before_the_first_step(data, bad, message):
+    (states, obs), (_, test_obs) = data
+    for filt in _every_filter(states, obs):
+        name = type(filt).__name__
+        filt.batch_filter(test_obs[:5])  # a belief to keep (the Kalman filters start from their first observation)
+        before = (filt.x.copy(), filt.P.copy())
+        zs = [test_obs[5], None, test_obs[6], bad, test_obs[7]]
+        with pytest.raises(ValueError, match=message):
+            filt.batch_filter(zs)
+        np.testing.assert_array_equal(filt.x, before[0], err_msg=name)
+        np.testing.assert_array_equal(filt.P, before[1], err_msg=name)
+        if hasattr(filt, "smooth") and getattr(filt, "approximation", None) != "local":
+            with pytest.raises(ValueError, match=message):
+                filt.smooth(zs)
+            np.testing.assert_array_equal(filt.x, before[0], err_msg=name)
+
+
 def _numeric_parameters(cls):
     return [(cls, p.name) for p in inspect.signature(cls).parameters.values()
             if isinstance(p.default, (int, float)) and not isinstance(p.default, bool)]

@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_int, check_sequences
+from .._validation import check_int, check_observation, check_sequences
 from .._warnings import warn_user
 from ..linalg import NumericalWarning
 from ..threads import limited_blas
@@ -395,6 +395,11 @@ class Filter:
     def _start_batch(self, zs):
         return 0, []
 
+    def _observation_shape(self):
+        """The shape of one observation, which :meth:`batch_filter` checks every observation
+        against before the first step; None (not known yet, e.g. before fit) leaves it to ``update``."""
+        return getattr(self, "obs_shape_", None)
+
     def _run(self, zs, us):
         """Filter ``zs`` (checked by :func:`checked_run`), yielding ``(x_post, P_post, x_prior,
         P_prior)`` after each step: the loop of :meth:`batch_filter` and of the smoothers."""
@@ -430,7 +435,7 @@ class Filter:
         means_p, covs_p : same shapes
             Predicted estimates ``x_prior``, ``P_prior`` at each step.
         """
-        rows = list(self._run(*checked_run(zs, us)))
+        rows = list(self._run(*checked_run(zs, us, self._observation_shape())))
         if not rows:
             raise ValueError("zs: expected at least one observation")
         means, covs, means_p, covs_p = (np.array(col) for col in zip(*rows))
@@ -606,7 +611,7 @@ class LearnedFilter(CountedFallbacks, Filter, BaseEstimator):
         return None
 
 
-def checked_run(zs, us=None):
+def checked_run(zs, us=None, obs_shape=None):
     """The observations and controls of a run, as lists, checked before any step.
 
     Parameters
@@ -615,6 +620,10 @@ def checked_run(zs, us=None):
         The observations (at least one).
     us : iterable of array-like, optional
         One control per observation.
+    obs_shape : tuple of int, optional
+        The shape of one observation; when given, every observation but the missing ones (None)
+        is checked against it and for finite values, so that a bad one late in the run is
+        refused before the first step has moved the belief.
 
     Returns
     -------
@@ -626,6 +635,10 @@ def checked_run(zs, us=None):
     zs = list(zs)
     if not zs:
         raise ValueError("zs: expected at least one observation")
+    if obs_shape is not None:
+        for t, z in enumerate(zs):
+            if z is not None:
+                check_observation(z, obs_shape, f"zs[{t}]")
     if us is not None:
         us = list(us)
         if len(us) != len(zs):

@@ -35,10 +35,13 @@ class _StartsFromFirstObservation(Filter):
     t = 0 (so ``z_0`` is not used twice), or, for systems with no belief from one observation
     (images), from :meth:`_start_without_belief`."""
 
+    def _observation_shape(self):
+        return self.system.obs_shape or (self.system.dim_z,)
+
     def _start_batch(self, zs):
         if self.initialized:
             return 0, []
-        shape = self.system.obs_shape or (self.system.dim_z,)
+        shape = self._observation_shape()
         z0 = check_observation(zs[0], shape, "zs[0]").reshape(shape)
         try:
             belief = self.system.initial_belief(z0)
@@ -477,7 +480,7 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, _StartsFromFirstObser
             Their covariances.
         """
         _gaussian_transition(self.system)  # before any work
-        zs, us = checked_run(zs, us)
+        zs, us = checked_run(zs, us, self._observation_shape())
         particles, weights = [], []
         for _ in self._run(zs, us):
             particles.append(self.belief.particles.copy())

@@ -1118,7 +1118,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         if not self.model_.smoothable:
             raise ValueError("smooth: the backward pass needs the whole transition; not available with "
                              "approximation='local' (fit with 'exact' or 'nystrom' to smooth)")
-        zs, us = checked_run(zs, us)
+        zs, us = checked_run(zs, us, self.obs_shape_)
         weights = [self.weights.copy() for _ in self._run(zs, us)]
         means, covs, _ = kernel_smoother(self, np.array(weights), zs, us)
         return means, covs

@@ -397,6 +397,11 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, PredictiveLikelihood, L
         return self.model_.observation.rule
 
     @property
+    def obs_shape_(self):
+        """Shape of one training observation."""
+        return self.model_.observation.space.obs_shape
+
+    @property
     def features_(self):
         """The fitted observation feature map, or None."""
         return self.model_.observation.space.features

@@ -563,7 +563,7 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Learned
         start = getattr(self.sensor_, "initial_belief", None)
         if self._started or zs[0] is None or not callable(start):
             return 0, []
-        z0 = np.asarray(zs[0], dtype=np.float64).reshape(self.obs_shape_)
+        z0 = check_observation(zs[0], self.obs_shape_, "zs[0]").reshape(self.obs_shape_)
         try:
             belief = start(z0)
         except NotImplementedError:
