@@ -303,6 +303,20 @@ def test_window_regressor_is_reproducible_and_works_on_low_dimensional_observati
     assert WindowRegressor(max_iter=20).fit(states, obs).batch_filter(obs[:10])[0].shape == (10, 2)
 
 
+def test_window_regressor_on_a_one_dimensional_state_reports_its_residual_variance():
+    from kbfilter.filters import WindowRegressor
+
+    system = kb.systems.LinearGaussian(F=[[0.9]], H=[[1.0]], Q=[[0.1]], R=[[0.2]])
+    states, obs = system.simulate(200, rng=0)
+    reg = WindowRegressor(window=1, max_iter=100).fit(states, obs)
+    # with a window of one frame, filtering the training run regresses each training input again
+    means, covs, _, _ = reg.batch_filter(obs)
+    assert means.shape == (200, 1) and covs.shape == (200, 1, 1)
+    np.testing.assert_allclose(covs[-1], [[np.var(states[:, 0] - means[:, 0], ddof=1)]], rtol=1e-10)
+    with pytest.raises(ValueError, match=r"us\[0\]: this filter takes no control"):
+        reg.batch_filter(obs[:3], us=[[1.0]] * 3)
+
+
 def test_saver_records_200_steps_without_copying_the_fitted_model():
     import tracemalloc
 

@@ -337,6 +337,31 @@ def test_a_bad_observation_late_in_a_run_is_refused_before_the_first_step(data, 
             np.testing.assert_array_equal(filt.x, before[0], err_msg=name)
 
 
+@pytest.mark.parametrize("bad, message", [(np.zeros(2), r"us\[3\]: expected length 1"),
+                                          (np.array([np.inf]), r"us\[3\]: contains NaN"),
+                                          (None, r"us\[3\]: expected a control of shape \(1,\), got None"),
+                                          ("all missing", r"us: this filter takes a control of shape \(1,\) at every")])
+def test_a_bad_control_late_in_a_run_is_refused_before_the_first_step(bad, message):
+    system = kb.systems.ControlledLinearGaussian(F=[[0.8]], B=[[1.0]], H=[[1.0]], Q=[[0.05]], R=[[0.2]])
+    states, controls, obs = system.simulate(150, rng=0)
+    _, test_controls, test_obs = system.simulate(10, rng=1)
+    filters = [KernelBayesFilter().fit(states, obs, controls=controls),
+               kb.KernelMonteCarloFilter(system, n_particles=30, random_state=0).fit(states, obs),
+               kb.filters.ExtendedKalman(system), kb.filters.ParticleFilter(system, n_particles=50, rng=0)]
+    for filt in filters:
+        filt.batch_filter(test_obs[:3], us=test_controls[:3])
+        before = (filt.x.copy(), filt.P.copy())
+        us = None if isinstance(bad, str) else [*test_controls[3:6], bad, test_controls[6]]
+        with pytest.raises(ValueError, match=message):
+            filt.batch_filter(test_obs[3:8], us=us)
+        np.testing.assert_array_equal(filt.x, before[0], err_msg=type(filt).__name__)
+        np.testing.assert_array_equal(filt.P, before[1], err_msg=type(filt).__name__)
+    # a filter without controls refuses one before its first step, by the control's index
+    kbf = KernelBayesFilter().fit(states, obs)
+    with pytest.raises(ValueError, match=r"us\[2\]: this filter takes no control; expected None"):
+        kbf.batch_filter(test_obs[:4], us=[None, None, test_controls[2], None])
+
+
 def _numeric_parameters(cls):
     return [(cls, p.name) for p in inspect.signature(cls).parameters.values()
             if isinstance(p.default, (int, float)) and not isinstance(p.default, bool)]

@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_int, check_observation, check_sequences
+from .._validation import check_int, check_observation, check_sequences, check_vector
 from .._warnings import warn_user
 from ..linalg import NumericalWarning
 from ..threads import limited_blas
@@ -91,6 +91,24 @@ def system_control(system, u):
     if u.shape != (dim_u,):
         raise ValueError(f"u: expected a control of shape ({dim_u},), got shape {u.shape}")
     return u
+
+
+def motion_control_dimension(motion):
+    """The dimension of the control ``motion`` takes (0: none), as :func:`sample_next` calls it, or
+    None for a callable, whose controls only it knows.
+
+    Parameters
+    ----------
+    motion : System or callable
+        A motion model :func:`check_motion` accepts.
+
+    Returns
+    -------
+    int or None
+    """
+    if not callable(getattr(motion, "sample_transition", None)):
+        return None
+    return getattr(motion, "dim_u", None) or 0
 
 
 def sample_next(motion, X, u, rng, name="motion"):
@@ -400,6 +418,12 @@ class Filter:
         against before the first step; None (not known yet, e.g. before fit) leaves it to ``update``."""
         return getattr(self, "obs_shape_", None)
 
+    def _control_dimension(self):
+        """The control's dimension, 0 for a filter that takes none, which :meth:`batch_filter`
+        checks every control against before the first step; None (not known, e.g. before fit or
+        for a motion given as a callable) leaves it to ``predict``."""
+        return None
+
     def _run(self, zs, us):
         """Filter ``zs`` (checked by :func:`checked_run`), yielding ``(x_post, P_post, x_prior,
         P_prior)`` after each step: the loop of :meth:`batch_filter` and of the smoothers."""
@@ -435,7 +459,7 @@ class Filter:
         means_p, covs_p : same shapes
             Predicted estimates ``x_prior``, ``P_prior`` at each step.
         """
-        rows = list(self._run(*checked_run(zs, us, self._observation_shape())))
+        rows = list(self._run(*checked_run(zs, us, self._observation_shape(), self._control_dimension())))
         if not rows:
             raise ValueError("zs: expected at least one observation")
         means, covs, means_p, covs_p = (np.array(col) for col in zip(*rows))
@@ -611,7 +635,7 @@ class LearnedFilter(CountedFallbacks, Filter, BaseEstimator):
         return None
 
 
-def checked_run(zs, us=None, obs_shape=None):
+def checked_run(zs, us=None, obs_shape=None, dim_u=None):
     """The observations and controls of a run, as lists, checked before any step.
 
     Parameters
@@ -624,6 +648,9 @@ def checked_run(zs, us=None, obs_shape=None):
         The shape of one observation; when given, every observation but the missing ones (None)
         is checked against it and for finite values, so that a bad one late in the run is
         refused before the first step has moved the belief.
+    dim_u : int, optional
+        The control's dimension, 0 for a filter that takes none; when given, the controls are
+        checked the same way (a control at every step of the right length, or none at all).
 
     Returns
     -------
@@ -643,6 +670,17 @@ def checked_run(zs, us=None, obs_shape=None):
         us = list(us)
         if len(us) != len(zs):
             raise ValueError(f"us: expected one control per observation ({len(zs)}), got {len(us)}")
+    if dim_u == 0:
+        given = [t for t, u in enumerate(us or ()) if u is not None]
+        if given:
+            raise ValueError(f"us[{given[0]}]: this filter takes no control; expected None")
+    elif dim_u is not None:
+        if us is None:
+            raise ValueError(f"us: this filter takes a control of shape ({dim_u},) at every step; got none")
+        for t, u in enumerate(us):
+            if u is None:
+                raise ValueError(f"us[{t}]: expected a control of shape ({dim_u},), got None")
+            check_vector(u, f"us[{t}]", length=dim_u)
     return zs, us
 
 

@@ -38,6 +38,9 @@ class _StartsFromFirstObservation(Filter):
     def _observation_shape(self):
         return self.system.obs_shape or (self.system.dim_z,)
 
+    def _control_dimension(self):
+        return getattr(self.system, "dim_u", None) or 0
+
     def _start_batch(self, zs):
         if self.initialized:
             return 0, []
@@ -480,7 +483,7 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, _StartsFromFirstObser
             Their covariances.
         """
         _gaussian_transition(self.system)  # before any work
-        zs, us = checked_run(zs, us, self._observation_shape())
+        zs, us = checked_run(zs, us, self._observation_shape(), self._control_dimension())
         particles, weights = [], []
         for _ in self._run(zs, us):
             particles.append(self.belief.particles.copy())

@@ -843,6 +843,10 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         """Shape of one training observation."""
         return self.model_.observer.space.obs_shape
 
+    def _control_dimension(self):
+        model = getattr(self, "model_", None)
+        return None if model is None else (model.dim_u or 0)
+
     @property
     def features_(self):
         """The fitted observation feature map, or None."""
@@ -1118,7 +1122,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         if not self.model_.smoothable:
             raise ValueError("smooth: the backward pass needs the whole transition; not available with "
                              "approximation='local' (fit with 'exact' or 'nystrom' to smooth)")
-        zs, us = checked_run(zs, us, self.obs_shape_)
+        zs, us = checked_run(zs, us, self.obs_shape_, self._control_dimension())
         weights = [self.weights.copy() for _ in self._run(zs, us)]
         means, covs, _ = kernel_smoother(self, np.array(weights), zs, us)
         return means, covs

@@ -15,7 +15,8 @@ from .._validation import check_choice, check_fraction, check_int, check_matrix,
 from ..embedding import KernelMean, clipped_weights, herd, normalise_weights, weighted_covariance
 from ..persistence import Persistent, persistent
 from ..threads import limited_blas
-from .base import LearnedFilter, SharedModel, check_motion, motion_of, probe_loaded, sample_next, training_pairs
+from .base import (LearnedFilter, SharedModel, check_motion, motion_control_dimension, motion_of, probe_loaded,
+                   sample_next, training_pairs)
 from .grids import MONTE_CARLO_IMAGE_GRID, MONTE_CARLO_SCALABLE_IMAGE_GRID
 from .likelihood import PredictiveLikelihood
 from .observation import ObservationSettings, ObservationSpace, observation_grid, report_rank_cap
@@ -400,6 +401,9 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, PredictiveLikelihood, L
     def obs_shape_(self):
         """Shape of one training observation."""
         return self.model_.observation.space.obs_shape
+
+    def _control_dimension(self):
+        return motion_control_dimension(motion_of(self))
 
     @property
     def features_(self):

@@ -705,6 +705,9 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Learned
                 pass
         return tuple(self.sensor_.initial_belief(Z[-1]))
 
+    def _control_dimension(self):
+        return 0
+
     @limited_blas
     def predict(self, u=None):
         """Move every particle by a draw of the learned motion.

@@ -18,7 +18,7 @@ from .._validation import check_fraction, check_int, check_positive, check_rng
 from ..embedding import weighted_covariance
 from ..kernels import median_distance
 from ..threads import limited_blas
-from .base import LearnedFilter, check_motion, motion_of, sample_next, training_pairs
+from .base import LearnedFilter, check_motion, motion_control_dimension, motion_of, sample_next, training_pairs
 from .grids import NEIGHBOUR_GRID
 from .observation import ObservationSpace
 from .outliers import check_outlier_quantile
@@ -265,6 +265,9 @@ class NearestNeighbourParticleFilter(HoldsParticles, ParticleWeightsAlias, _Imag
         self.belief = ParticleBelief.drawn_from(self.states_, self.n_particles, self._rng)
         self._estimate_particles("prior", "post")
         return self
+
+    def _control_dimension(self):
+        return motion_control_dimension(motion_of(self))
 
     def predict(self, u=None):
         """Move every particle by a draw of the motion model.

@@ -132,7 +132,7 @@ def kernel_smoother(filt, weights, zs, us=None):
         count.
     """
     model = filt.model_
-    zs, us = checked_run(zs, us, filt.obs_shape_)
+    zs, us = checked_run(zs, us, filt.obs_shape_, model.dim_u or 0)
     weights = check_matrix(weights, "weights", n_features=len(model.states), allow_1d=False)
     if weights.shape[0] != len(zs):
         raise ValueError(f"weights: expected one row per observation ({len(zs)}), got {weights.shape[0]}")

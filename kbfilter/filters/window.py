@@ -11,7 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_int, check_observation, check_sequences
 from ..threads import limited_blas
-from .base import Filter
+from .base import Filter, no_control
 
 __all__ = ["WindowRegressor"]
 
@@ -89,11 +89,13 @@ class WindowRegressor(Filter, BaseEstimator):
         self.scale_ = inputs.std(axis=0) + 1e-12
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
+            # a one-dimensional state as scikit-learn wants a single target: a vector (a column warns)
             self.mlp_ = MLPRegressor(hidden_layer_sizes=tuple(self.hidden_layer_sizes), alpha=self.alpha,
-                                     max_iter=self.max_iter, random_state=self.random_state).fit(inputs / self.scale_, X)
-        residual = X - self.mlp_.predict(inputs / self.scale_)
-        self.residual_cov_ = np.atleast_2d(np.cov(residual.T))
+                                     max_iter=self.max_iter, random_state=self.random_state).fit(
+                inputs / self.scale_, X if X.shape[1] > 1 else X[:, 0])
         self.dim_x_ = X.shape[1]
+        residual = X - self._regressed(inputs)
+        self.residual_cov_ = np.atleast_2d(np.cov(residual.T))
         return self.reset()
 
     def reset(self):
@@ -110,9 +112,19 @@ class WindowRegressor(Filter, BaseEstimator):
         self.P = self.P_prior = self.P_post = self.residual_cov_.copy()
         return self
 
-    def predict(self):
-        """Carry the estimate over: the regressor has no dynamics."""
+    def predict(self, u=None):
+        """Carry the estimate over: the regressor has no dynamics.
+
+        Parameters
+        ----------
+        u : None
+            No control is taken (:meth:`batch_filter` checks a run's controls before it starts).
+        """
+        no_control(u)
         self.x_prior, self.P_prior = self.x.copy(), self.P.copy()
+
+    def _control_dimension(self):
+        return 0
 
     def update(self, z):
         """Add a frame to the window and regress the state from it.
@@ -129,5 +141,10 @@ class WindowRegressor(Filter, BaseEstimator):
         self._frames = (self._frames + [self.features_.transform(z)[0]])[-self.window:]
         F = np.array(self._frames)
         window = self._windows(F)[-1:]
-        self.x = self.x_post = self.mlp_.predict(window / self.scale_)[0]
+        self.x = self.x_post = self._regressed(window)[0]
         self.P = self.P_post = self.residual_cov_.copy()
+
+    def _regressed(self, windows):
+        """The network's states for rows of windowed features, as (n, dim_x) (it answers a single
+        target with a vector)."""
+        return self.mlp_.predict(windows / self.scale_).reshape(len(windows), self.dim_x_)
