@@ -231,9 +231,13 @@ class KernelMean:
         ndarray
             The weighted sum of ``f``'s rows (a float array of ``f``'s trailing shape).
         """
+        if not callable(f):
+            raise ValueError(f"f: expected a callable of the (n, d) points, got {type(f).__name__}")
         values = np.asarray(f(self.points), dtype=np.float64)
         if values.shape[:1] != (len(self),):
             raise ValueError(f"f: expected an output with {len(self)} rows, got shape {values.shape}")
+        if not np.all(np.isfinite(values)):
+            raise ValueError("f: returned values that are not finite at some of the points")
         return np.tensordot(self.weights, values, axes=(0, 0))
 
     def norm(self):

@@ -132,6 +132,17 @@ def test_closed_form_loo_equals_brute_force():
     assert loo_loss(kin(A), kout(B), reg) == pytest.approx(np.mean(brute), rel=1e-8)
 
 
+@pytest.mark.parametrize("G_in, G_out, message", [
+    (np.eye(3), np.eye(4), r"G_out: expected shape \(3, 3\) \(G_in's"),
+    (np.ones((3, 4)), np.eye(3), r"G_in: expected a square Gram matrix, got shape \(3, 4\)"),
+    (np.full((3, 3), np.nan), np.eye(3), "G_in: contains NaN"),
+    (np.eye(3), np.ones(3), "G_out: expected a 2-D array"),
+])
+def test_loo_loss_refuses_gram_matrices_that_do_not_fit_by_name(G_in, G_out, message):
+    with pytest.raises(ValueError, match=message):
+        loo_loss(G_in, G_out, 0.1)
+
+
 def test_grid_selection_prefers_sensible_parameters():
     A, B, Q = linear_data(200, seed=6)
     cme, table = select_conditional_embedding(A, B, scales=(0.02, 1.0), regs=(1e-3, 1e3))

@@ -90,6 +90,11 @@ def test_bad_input():
         KernelMean([[np.nan], [1.0]])
     with pytest.raises(ValueError, match="kernel"):
         KernelMean([[0.0], [1.0]], kernel="rbf")
+    m = KernelMean([[0.0], [1.0]])
+    with pytest.raises(ValueError, match="f: expected a callable"):
+        m.expect("x")
+    with pytest.raises(ValueError, match="f: returned values that are not finite"):
+        m.expect(lambda x: np.where(x[:, 0] > 0, 1.0, np.inf))
 
 
 def test_an_unfitted_kernel_is_cloned_not_changed_and_each_embedding_gets_its_own_bandwidth():

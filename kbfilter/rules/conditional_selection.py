@@ -51,8 +51,12 @@ def loo_loss(G_in, G_out, reg):
     >>> round(loo_loss(G, G, 1.0 / 3), 6)  # H = I/2: residual 1/2 each, divided by (1/2)^2
     1.0
     """
-    G_in = np.asarray(G_in, dtype=np.float64)
-    G_out = np.asarray(G_out, dtype=np.float64)
+    G_in = check_matrix(G_in, "G_in", allow_1d=False)
+    if G_in.shape[0] != G_in.shape[1]:
+        raise ValueError(f"G_in: expected a square Gram matrix, got shape {G_in.shape}")
+    G_out = check_matrix(G_out, "G_out", allow_1d=False)
+    if G_out.shape != G_in.shape:
+        raise ValueError(f"G_out: expected shape {G_in.shape} (G_in's: one row per pair), got {G_out.shape}")
     reg = check_positive(reg, "reg")
     lam, U = eigh(0.5 * (G_in + G_in.T))
     lam = np.maximum(lam, 0.0)
