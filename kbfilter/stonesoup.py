@@ -139,6 +139,9 @@ def _steps(step, prior, timestamp):
 
 def _gaussian_of(state, dim):
     """The mean and covariance of a Stone Soup Gaussian state of dimension ``dim``."""
+    if not hasattr(state, "covar"):
+        raise ValueError(f"prior: expected a GaussianState (a mean and a covariance) or a state this adapter made, "
+                         f"got {type(state).__name__}")
     mean = np.asarray(state.state_vector, dtype=np.float64).ravel()
     if mean.shape != (dim,):
         raise ValueError(f"prior: expected a state vector of length {dim}, got shape {mean.shape}")
@@ -229,7 +232,11 @@ class KernelBayesPredictor(_FilterPredictor):
     filter : KernelBayesFilter
         The fitted filter (not changed).
     step : datetime.timedelta or None
-        The time between two steps of the training log; None: one step a prediction.
+        The time between two steps of the training log; None: one step a prediction. The time
+        from the prior to ``timestamp`` is taken as the nearest whole number of steps (a
+        measurement 14 s after the prior with 10 s steps is predicted one step ahead, 16 s two);
+        resample irregular reports to the log's step to avoid that rounding (as
+        :func:`~kbfilter.datasets.load_tracks_csv` does).
     seed : int
         Seeds the samples that project a Gaussian prior.
     transition_model : None
@@ -408,7 +415,11 @@ class LearnedMotionPredictor(_FilterPredictor):
     filter : LearnedMotionFilter
         The fitted filter (not changed).
     step : datetime.timedelta or None
-        The time between two steps of the training log; None: one step a prediction.
+        The time between two steps of the training log; None: one step a prediction. The time
+        from the prior to ``timestamp`` is taken as the nearest whole number of steps (a
+        measurement 14 s after the prior with 10 s steps is predicted one step ahead, 16 s two);
+        resample irregular reports to the log's step to avoid that rounding (as
+        :func:`~kbfilter.datasets.load_tracks_csv` does).
     transition_model : None
         Not used: the motion is the filter's (Stone Soup asks every predictor for one).
     control_model : None

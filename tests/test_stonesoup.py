@@ -11,7 +11,7 @@ pytest.importorskip("stonesoup")
 
 from stonesoup.types.detection import Detection, MissedDetection  # noqa: E402
 from stonesoup.types.hypothesis import SingleHypothesis  # noqa: E402
-from stonesoup.types.state import GaussianState  # noqa: E402
+from stonesoup.types.state import GaussianState, State  # noqa: E402
 from sklearn.exceptions import NotFittedError  # noqa: E402
 
 import kbfilter as kb  # noqa: E402
@@ -86,6 +86,15 @@ def test_a_gaussian_prior_is_projected_through_seeded_samples_and_steps_follow_t
         KernelBayesPredictor(kbf).predict(GaussianState(np.zeros((2, 1)), -np.eye(2), timestamp=START))
     with pytest.raises(ValueError, match="prior.state_vector: contains NaN"):
         KernelBayesPredictor(kbf).predict(GaussianState(np.full((2, 1), np.nan), np.eye(2), timestamp=START))
+    with pytest.raises(ValueError, match="prior: expected a GaussianState .* got State"):
+        KernelBayesPredictor(kbf).predict(State(mean[:, None], timestamp=START))
+    # a time between two steps of the log is taken as the nearest whole number of steps
+    predictor = KernelBayesPredictor(kbf, step=SECOND, seed=3)
+    two = predictor.predict(prior, timestamp=START + 2 * SECOND)
+    for seconds, same in ((1.6, two), (2.4, two)):
+        later = predictor.predict(prior, timestamp=START + seconds * SECOND)
+        np.testing.assert_array_equal(later.weights, same.weights)
+    assert not np.array_equal(predictor.predict(prior, timestamp=START + 1.4 * SECOND).weights, two.weights)
 
 
 def test_the_predicted_measurement_is_the_learned_observation_densitys(fitted):
