@@ -141,6 +141,10 @@ def test_the_split_is_by_vehicle_and_reproducible():
         tracks.subset(["nosuch"])
     with pytest.raises(ValueError, match="vehicles: expected a list of identifiers, got the string"):
         tracks.subset(tracks.vehicles[0])
+    with pytest.raises(ValueError, match="vehicles: expected at least one identifier, got none"):
+        tracks.subset([])
+    with pytest.raises(ValueError, match=r"vehicles: \[1, 'nosuch'\] are not in this recording"):
+        tracks.subset([1, "nosuch"])
     with pytest.raises(ValueError, match="test_size"):
         tracks.split(test_size=1.5)
 

@@ -205,7 +205,9 @@ class TrackSet:
             raise ValueError(f"vehicles: expected a list of identifiers, got the string {vehicles!r} (pass "
                              f"[{vehicles!r}] for one vehicle)")
         keep = set(vehicles)
-        unknown = sorted(keep - set(self.vehicles))
+        if not keep:
+            raise ValueError("vehicles: expected at least one identifier, got none")
+        unknown = sorted(keep - set(self.vehicles), key=str)
         if unknown:
             raise ValueError(f"vehicles: {unknown[:5]}{' ...' if len(unknown) > 5 else ''} are not in this recording")
         index = [i for i, v in enumerate(self.vehicles) if v in keep]
