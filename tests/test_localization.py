@@ -131,6 +131,22 @@ def test_kmc_herded_particles_approach_the_posterior_embedding(candidates):
     assert distances[2] < distances[1] < distances[0]
 
 
+def test_kmc_reset_draws_its_particles_from_a_gaussian_prior_with_its_own_random_numbers():
+    states, obs = SCALAR.simulate(300, rng=0)
+    kmc = kb.KernelMonteCarloFilter(SCALAR, n_particles=30, random_state=5).fit(states, obs)
+    kmc.reset(prior=(np.array([1.0]), np.array([[0.25]])))
+    expected = np.random.default_rng(5).multivariate_normal([1.0], [[0.25]], size=30)
+    np.testing.assert_array_equal(kmc.particles, expected)
+    with pytest.raises(ValueError, match=r"prior\[0\]: expected length 1"):
+        kmc.reset(prior=(np.zeros(2), np.eye(2)))
+    with pytest.raises(ValueError, match=r"prior\[1\]: expected a positive semi-definite"):
+        kmc.reset(prior=(np.zeros(1), -np.eye(1)))
+    # the kernel Bayes filter has no random numbers to draw with: it says what to pass instead
+    kbf = kb.KernelBayesFilter().fit(states, obs)
+    with pytest.raises(ValueError, match=r"prior: expected samples .* for a Gaussian \(mean, cov\), pass samples"):
+        kbf.reset(prior=(np.array([1.0]), np.array([[0.25]])))
+
+
 def test_kmc_reset_herds_its_particles_from_a_prior_sample():
     states, obs = SCALAR.simulate(300, rng=0)
     prior = np.random.default_rng(2).normal(1.0, 0.5, size=(400, 1))

@@ -926,6 +926,11 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
             if model.observation is None:
                 raise ValueError("prior: approximation='local' starts from uniform weights or from weights; "
                                  "pass weights=")
+            if isinstance(prior, tuple) and len(prior) == 2:
+                # the belief has no random numbers of its own to draw from a Gaussian with
+                raise ValueError("prior: expected samples of the initial state, an (n, dim_x) array, or a KernelMean; "
+                                 "for a Gaussian (mean, cov), pass samples of it, e.g. "
+                                 "np.random.default_rng(0).multivariate_normal(mean, cov, size=500)")
             if not isinstance(prior, KernelMean):
                 prior = KernelMean(check_matrix(prior, "prior", n_features=self.states_.shape[1]),
                                    kernel=self.rule_.kernel_x_)

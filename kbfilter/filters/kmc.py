@@ -422,9 +422,10 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, PredictiveLikelihood, L
 
         Parameters
         ----------
-        prior : array-like of shape (m, dim_x), optional
-            Samples of the initial state; ``n_particles`` of them are picked by herding. By
-            default the particles are drawn uniformly from the training states.
+        prior : (mean, cov) or array-like of shape (m, dim_x), optional
+            A Gaussian to draw the particles from (with the filter's random numbers), or samples
+            of the initial state, of which ``n_particles`` are picked by herding. By default the
+            particles are drawn uniformly from the training states.
 
         Returns
         -------
@@ -437,6 +438,8 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, PredictiveLikelihood, L
         X, N = self.states_, self.n_particles
         if prior is None:
             self.belief = ParticleBelief.drawn_from(X, N, self._rng)
+        elif isinstance(prior, tuple) and len(prior) == 2:
+            self.belief = ParticleBelief.drawn_from_gaussian(prior, X.shape[1], N, self._rng)
         else:
             samples = check_matrix(prior, "prior", n_features=X.shape[1])
             if len(samples) != N:

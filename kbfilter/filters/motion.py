@@ -41,8 +41,8 @@ from sklearn.neighbors import NearestNeighbors
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_choice, check_covariance, check_fraction, check_int, check_matrix, check_observation, \
-    check_positive, check_rng, check_sequences, check_state_sequences, check_training_magnitude, check_vector
+from .._validation import check_choice, check_fraction, check_int, check_matrix, check_observation, check_positive, \
+    check_rng, check_sequences, check_state_sequences, check_training_magnitude
 from ..embedding import weighted_covariance
 from ..persistence import Persistent, persistent
 from ..systems.base import sensor_residual
@@ -553,9 +553,7 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Learned
         if prior is None:
             return ParticleBelief.drawn_from(self.states_, N, self._rng)
         if isinstance(prior, tuple) and len(prior) == 2:
-            mean = check_vector(prior[0], "prior[0]", length=d)
-            cov = check_covariance(prior[1], "prior[1]", d)
-            return ParticleBelief(self._rng.multivariate_normal(mean, cov, size=N))
+            return ParticleBelief.drawn_from_gaussian(prior, d, N, self._rng)
         return ParticleBelief(check_matrix(prior, "prior", n_features=d))
 
     def _start_batch(self, zs):

@@ -8,7 +8,7 @@ nearest-neighbour particle filter and the Kernel Monte Carlo filter) holds its b
 import numpy as np
 from scipy.special import logsumexp
 
-from .._validation import check_matrix
+from .._validation import check_covariance, check_matrix, check_vector
 from .._warnings import warn_user
 from ..embedding import weighted_covariance
 from ..persistence import persistent
@@ -119,6 +119,33 @@ class ParticleBelief:
         """
         m = states.shape[0]
         return cls(states[rng.choice(m, size=n, replace=m < n)])
+
+    @classmethod
+    def drawn_from_gaussian(cls, prior, dim, n, rng, name="prior"):
+        """``n`` equally weighted particles drawn from a Gaussian given as ``(mean, cov)``.
+
+        Parameters
+        ----------
+        prior : tuple (mean, cov)
+            The mean, of shape (dim,), and the covariance, of shape (dim, dim) (symmetric
+            positive semi-definite); checked as ``name[0]`` and ``name[1]``.
+        dim : int
+            The state's dimension.
+        n : int
+            The number of particles.
+        rng : numpy.random.Generator
+            The random numbers.
+        name : str, default="prior"
+            The argument's name, for the messages.
+
+        Returns
+        -------
+        ParticleBelief
+            The belief.
+        """
+        mean = check_vector(prior[0], f"{name}[0]", length=dim)
+        cov = check_covariance(prior[1], f"{name}[1]", dim)
+        return cls(rng.multivariate_normal(mean, cov, size=n))
 
     @property
     def ess(self):
