@@ -1,10 +1,15 @@
 """Every class kbfilter can save comes back bit for bit (its behaviour, compared with array_equal)."""
 
+import zipfile
+
 import numpy as np
 import pytest
+from sklearn.base import clone
 from sklearn.decomposition import PCA
+from sklearn.exceptions import NotFittedError
 from sklearn.kernel_approximation import Nystroem, RBFSampler
 from sklearn.preprocessing import StandardScaler
+from sklearn.utils.validation import check_is_fitted
 
 import kbfilter as kb
 from kbfilter.features import GaussianBlur, LearnedFeatures, RandomFourierFeatures
@@ -174,6 +179,28 @@ def test_round_trip_is_bit_identical(tmp_path, name, obj, compute):
     assert np.array_equal(compute(back), compute(obj))
     if hasattr(obj, "get_params"):
         assert back.get_params().keys() == obj.get_params().keys()
+
+
+@pytest.mark.parametrize("name, obj", [(name, cases[0][0]) for name, cases in CASES.items()
+                                       if hasattr(cases[0][0], "get_params")])
+def test_an_estimator_saved_before_fit_loads_as_it_was(tmp_path, name, obj):
+    unfitted = clone(obj)
+    back = load(save(unfitted, tmp_path / "first.npz"))
+    assert type(back) is type(unfitted)
+    # the same object: saved again, it makes the same file, member for member
+    save(back, tmp_path / "again.npz")
+    with zipfile.ZipFile(tmp_path / "first.npz") as first, zipfile.ZipFile(tmp_path / "again.npz") as again:
+        assert first.namelist() == again.namelist()
+        assert all(first.read(member) == again.read(member) for member in first.namelist())
+    assert _is_fitted(back) == _is_fitted(unfitted)  # (a kernel given its bandwidth counts as fitted)
+
+
+def _is_fitted(estimator):
+    try:
+        check_is_fitted(estimator)
+    except NotFittedError:
+        return False
+    return True
 
 
 @pytest.mark.parametrize("obj, field", [

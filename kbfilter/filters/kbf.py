@@ -1032,6 +1032,8 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
 
     def _after_load(self):
         super()._after_load()
+        if not hasattr(self, "model_"):  # saved before fit: no model, no belief
+            return
         # a saved file is untrusted: its belief must fit its model, and one step must run, so that a
         # file that would fail at first use (a tampered value deep in the model) fails here instead
         n, d = self.model_.states.shape

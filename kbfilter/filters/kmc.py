@@ -366,8 +366,10 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, PredictiveLikelihood, L
 
     def _after_load(self):
         super()._after_load()
-        check_motion(motion_of(self))
         self._checked_settings()
+        if not hasattr(self, "model_"):  # saved before fit, which checks the motion
+            return
+        check_motion(motion_of(self))
         probe_loaded(self, self._probe)
 
     @staticmethod
