@@ -68,6 +68,19 @@ def test_default_jacobians_are_central_differences_of_the_means():
             np.array(x)), rtol=1e-7, atol=1e-8)
     J = finite_difference_jacobian(lambda X: np.column_stack([X[:, 0] ** 3, np.exp(X[:, 1])]), [2.0, -1.0])
     np.testing.assert_allclose(J, [[12.0, 0.0], [0.0, np.exp(-1.0)]], rtol=1e-9, atol=1e-12)
+    with pytest.raises(ValueError, match="x: contains NaN"):
+        finite_difference_jacobian(lambda X: X, [np.nan, 0.0])
+
+
+@pytest.mark.parametrize("F, Q, R, message", [
+    ([[0.5, 0.1]], [[0.1]], [[0.2]], r"F: expected a square transition matrix, got shape \(1, 2\)"),
+    ([[0.5]], [[-0.1]], [[0.2]], "Q: expected a positive semi-definite covariance"),
+    ([[0.5]], [[0.1], [0.1]], [[0.2]], r"Q: expected a covariance of shape \(1, 1\)"),
+    ([[0.5]], [[0.1]], [[0.2, 0.0], [0.0, 0.2]], "R: expected 1 features"),
+])
+def test_a_linear_gaussian_system_refuses_matrices_that_are_not_its_model_by_name(F, Q, R, message):
+    with pytest.raises(ValueError, match=message):
+        LinearGaussian(F=F, H=[[1.0]], Q=Q, R=R)
 
 
 def test_ekf_jacobian_matches_finite_differences():

@@ -353,6 +353,10 @@ def test_dropouts_keep_the_first_fix_and_last_as_long_as_asked():
     np.testing.assert_array_equal(missing, again)
     with pytest.raises(ValueError, match="length"):
         dropouts(np.zeros((10, 2)), length=(5, 2))
+    with pytest.raises(ValueError, match="rate: expected a fraction"):
+        dropouts(np.zeros((10, 2)), rate=2.0)
+    with pytest.raises(ValueError, match=r"length: expected \(shortest, longest\), got 5"):
+        dropouts(np.zeros((10, 2)), length=5)
 
 
 def test_a_lost_track_is_reacquired_from_the_sensor_and_counted(cv_data):

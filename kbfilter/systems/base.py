@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .._validation import check_int, check_rng
+from .._validation import check_int, check_rng, check_vector
 
 
 def pixel_loglik(z, renders, pixel_noise):
@@ -187,7 +187,7 @@ def finite_difference_jacobian(mean, x):
     >>> np.round(J, 8)
     array([[2., 0.]])
     """
-    x = np.asarray(x, dtype=np.float64).ravel()
+    x = check_vector(np.ravel(x), "x")
     h = np.finfo(np.float64).eps ** (1 / 3) * np.maximum(1.0, np.abs(x))
     steps = np.diag(h)
     values = np.asarray(mean(np.vstack([x + steps, x - steps])), dtype=np.float64)

@@ -46,11 +46,13 @@ class LinearGaussian(System):
     def __init__(self, F, H, Q, R):
         self.F = check_matrix(F, "F", allow_1d=False)
         self.dim_x = self.F.shape[0]
+        if self.F.shape != (self.dim_x, self.dim_x):
+            raise ValueError(f"F: expected a square transition matrix, got shape {self.F.shape}")
         self.H = check_matrix(H, "H", n_features=self.dim_x, allow_1d=False)
         self.dim_z = self.H.shape[0]
         self.obs_shape = (self.dim_z,)
-        self.Q = check_matrix(Q, "Q", n_features=self.dim_x, allow_1d=False)
-        self.R = check_matrix(R, "R", n_features=self.dim_z, allow_1d=False)
+        self.Q = check_covariance(Q, "Q", self.dim_x)
+        self.R = check_covariance(R, "R", self.dim_z)
         if np.max(np.abs(np.linalg.eigvals(self.F))) >= 1:
             raise ValueError("F: expected a stable transition (spectral radius < 1)")
 

@@ -14,7 +14,8 @@ wants them.
 
 import numpy as np
 
-from .._validation import check_int, check_matrix, check_model_scale, check_positive, check_rng, check_vector
+from .._validation import check_fraction, check_int, check_matrix, check_model_scale, check_positive, check_rng, \
+    check_vector
 from ..persistence import persistent
 from .base import System
 from .robot import wrapped_angle
@@ -623,7 +624,7 @@ def dropouts(observations, rng=None, rate=0.05, length=(1, 20)):
         The observations.
     rng : int, Generator or None
         The random numbers.
-    rate : float, default=0.05
+    rate : float in (0, 1], default=0.05
         The chance that a dropout starts at a step (outside a dropout).
     length : (int, int), default=(1, 20)
         The shortest and longest dropout, in steps; each length is drawn uniformly between them.
@@ -643,7 +644,9 @@ def dropouts(observations, rng=None, rate=0.05, length=(1, 20)):
     """
     obs = check_matrix(observations, "observations")
     rng = check_rng(rng)
-    rate = check_positive(rate, "rate")
+    rate = check_fraction(rate, "rate")
+    if isinstance(length, (str, bytes)) or np.ndim(length) != 1 or len(length) != 2:
+        raise ValueError(f"length: expected (shortest, longest), got {length!r}")
     low, high = (check_int(v, "length") for v in length)
     if high < low:
         raise ValueError(f"length: expected (shortest, longest), got {length!r}")
