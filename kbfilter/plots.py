@@ -1,9 +1,39 @@
 """Figures. Each ``plot_*`` draws on ``ax`` (a new figure when None) and returns it; pyplot is
 imported only when a figure is made, and nothing is ever shown."""
 
+from collections.abc import Mapping
+
 import numpy as np
 
+from ._validation import check_int, check_matrix
+
 __all__ = ["plot_mse_box", "plot_trajectory", "plot_frames", "plot_map", "plot_tracks", "save_figure"]
+
+
+def _checked_methods(estimates, name, n_rows, dim):
+    """``{method: (n_rows, >= dim) float array}``: each method's estimates, one row a step of the
+    truth (a method's NaN rows are drawn as gaps, not refused)."""
+    if not isinstance(estimates, Mapping):
+        raise ValueError(f"{name}: expected a dict of method names and estimates, got {type(estimates).__name__}")
+    checked = {}
+    for method, values in estimates.items():
+        values = check_matrix(values, f"{name}[{method!r}]", finite=False)
+        if values.shape[0] != n_rows or values.shape[1] < dim:
+            raise ValueError(f"{name}[{method!r}]: expected {n_rows} rows (one a true state) of at least {dim} "
+                             f"columns, got shape {values.shape}")
+        checked[method] = values
+    return checked
+
+
+def _checked_per_item(values, name, n, item="track"):
+    """``values`` as a list of ``n`` entries, one an ``item``, or None."""
+    if values is None:
+        return None
+    if isinstance(values, (str, bytes, Mapping)) or not hasattr(values, "__len__"):
+        raise ValueError(f"{name}: expected a list with one entry a {item} ({n}), got {type(values).__name__}")
+    if len(values) != n:
+        raise ValueError(f"{name}: expected one entry a {item} ({n}), got {len(values)}")
+    return list(values)
 
 
 def _axes(ax, figsize=(7, 4.5)):
@@ -29,9 +59,13 @@ def plot_mse_box(mse_by_method, ax=None):
     matplotlib.axes.Axes
         The axes drawn on.
     """
+    if not isinstance(mse_by_method, Mapping) or not mse_by_method:
+        raise ValueError(f"mse_by_method: expected a dict of method names and per-run MSEs, got {mse_by_method!r:.80}")
+    runs = {name: check_matrix(values, f"mse_by_method[{name!r}]", finite=False).ravel()
+            for name, values in mse_by_method.items()}
     ax = _axes(ax)
-    names = list(mse_by_method)
-    ax.boxplot([np.asarray(mse_by_method[n]) for n in names], showmeans=True)
+    names = list(runs)
+    ax.boxplot([runs[n] for n in names], showmeans=True)
     ax.set_xticks(range(1, len(names) + 1), names, rotation=20)
     ax.set_yscale("log")
     ax.set_ylabel("test MSE")
@@ -65,8 +99,11 @@ def plot_trajectory(states, estimates, steps=100, axes=None):
     Axes
         The first panel (``ax.figure`` is the whole figure).
     """
-    states = np.asarray(states, dtype=float)[:steps]
-    names = list(estimates)
+    states = check_matrix(states, "states")
+    shown = {name: est[:check_int(steps, "steps")]
+             for name, est in _checked_methods(estimates, "estimates", len(states), states.shape[1]).items()}
+    states = states[:steps]
+    names = list(shown)
     if axes is None:
         import matplotlib.pyplot as plt
 
@@ -78,7 +115,6 @@ def plot_trajectory(states, estimates, steps=100, axes=None):
     axes = list(np.ravel(axes))
     t = np.arange(len(states))
     phase = states.shape[1] >= 2
-    shown = {name: np.asarray(estimates[name], dtype=float)[:steps] for name in names}
     errors = {name: np.sum((est - states) ** 2, axis=1) for name, est in shown.items()}
     for k, (name, ax) in enumerate(zip(names, axes)):
         est = shown[name]
@@ -128,12 +164,20 @@ def plot_frames(frames, titles, marks=None, axes=None):
     matplotlib.axes.Axes
         The first frame's axes (its legend names the marks).
     """
+    frames = [np.asarray(frame) for frame in frames]
+    for i, frame in enumerate(frames):
+        if not (frame.ndim == 2 or (frame.ndim == 3 and frame.shape[2] == 3)) or frame.dtype.kind not in "biuf":
+            raise ValueError(f"frames[{i}]: expected a numeric image of shape (rows, columns) or (rows, columns, 3), "
+                             f"got shape {frame.shape} of {frame.dtype}")
+    if not frames:
+        raise ValueError("frames: expected at least one image")
+    titles = _checked_per_item(titles, "titles", len(frames), "frame")
+    marks = [{}] * len(frames) if marks is None else _checked_per_item(marks, "marks", len(frames), "frame")
     if axes is None:
         import matplotlib.pyplot as plt
 
         _, axes = plt.subplots(1, len(frames), figsize=(2.6 * len(frames), 3.6))
     axes = np.atleast_1d(axes)
-    marks = [{}] * len(frames) if marks is None else marks
     for ax, frame, title, frame_marks in zip(axes, frames, titles, marks):
         frame = np.clip(np.asarray(frame), 0, 1)
         ax.imshow(frame, cmap="gray" if frame.ndim == 2 else None, vmin=0, vmax=1)
@@ -180,12 +224,14 @@ def plot_map(system, states, estimates, particles=None, ax=None, weights=None):
     matplotlib.axes.Axes
         The axes drawn on.
     """
+    if not callable(getattr(system, "top_down", None)):
+        raise ValueError(f"system: expected a system that draws its map (top_down(ax)), got {type(system).__name__}")
+    states = check_matrix(states, "states")
+    estimates = _checked_methods(estimates, "estimates", len(states), 2)
     ax = _axes(ax, figsize=(6, 6))
     system.top_down(ax)
-    states = np.asarray(states)
     ax.plot(states[:, 0], states[:, 1], color="black", lw=2, label="true path")
     for name, means in estimates.items():
-        means = np.asarray(means)
         ax.plot(means[:, 0], means[:, 1], lw=1, alpha=0.8, label=name)
     for name, by_step in (particles or {}).items():
         for step, cloud in by_step.items():
@@ -231,6 +277,12 @@ def plot_tracks(truths, estimates, observations=None, missing=None, titles=None,
     n = len(truths)
     if n == 0:
         raise ValueError("truths: expected at least one track to draw")
+    truths = [check_matrix(truth, f"truths[{i}]") for i, truth in enumerate(truths)]
+    estimates = [_checked_methods(by_method, f"estimates[{i}]", len(truth), 2)
+                 for i, (truth, by_method) in enumerate(zip(truths, _checked_per_item(estimates, "estimates", n)))]
+    observations = _checked_per_item(observations, "observations", n)
+    missing = _checked_per_item(missing, "missing", n)
+    titles = _checked_per_item(titles, "titles", n)
     if axes is None:
         import matplotlib.pyplot as plt
 
@@ -242,7 +294,7 @@ def plot_tracks(truths, estimates, observations=None, missing=None, titles=None,
             ax.set_visible(False)
     for i in range(n):
         ax = axes[i]
-        truth = np.asarray(truths[i], float)
+        truth = truths[i]
         origin = truth[0, :2]
 
         def km(points):

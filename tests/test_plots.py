@@ -1,0 +1,43 @@
+"""The figure helpers: what they draw, and arguments that do not fit refused by name before a figure is made."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from kbfilter.plots import plot_frames, plot_mse_box, plot_tracks, plot_trajectory  # noqa: E402
+
+STATES = np.column_stack([np.linspace(0.0, 1.0, 20), np.linspace(1.0, 0.0, 20)])
+
+
+def test_the_trajectory_panels_draw_each_method_and_title_its_mse():
+    ax = plot_trajectory(STATES, {"m": STATES + 0.1}, steps=10)
+    assert "MSE 0.02 (10 steps, all 2 coordinates)" in ax.get_title()
+    np.testing.assert_allclose(ax.get_lines()[1].get_xydata(), STATES[:10] + 0.1)
+    # a method that failed (NaN) is drawn with gaps, not refused
+    plot_trajectory(STATES, {"m": np.full_like(STATES, np.nan)})
+    plt.close("all")
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: plot_trajectory(STATES, {"m": STATES[:5]}), r"estimates\['m'\]: expected 20 rows"),
+    (lambda: plot_trajectory(STATES, STATES), "estimates: expected a dict of method names"),
+    (lambda: plot_trajectory(STATES, {"m": STATES}, steps=0), "steps: expected an integer >= 1"),
+    (lambda: plot_trajectory(np.full((3, 2), np.nan), {}), "states: contains NaN"),
+    (lambda: plot_mse_box({}), "mse_by_method: expected a dict"),
+    (lambda: plot_mse_box({"a": ["x"]}), r"mse_by_method\['a'\]: expected a numeric array"),
+    (lambda: plot_frames([np.zeros((4, 4))] * 3, ["a"]), r"titles: expected one entry a frame \(3\), got 1"),
+    (lambda: plot_frames([np.zeros(3)], ["a"]), r"frames\[0\]: expected a numeric image"),
+    (lambda: plot_frames([], []), "frames: expected at least one image"),
+    (lambda: plot_tracks([STATES], [{"cv": STATES}, {"cv": STATES}]), r"estimates: expected one entry a track \(1\)"),
+    (lambda: plot_tracks([STATES], [{"cv": STATES[:3]}]), r"estimates\[0\]\['cv'\]: expected 20 rows"),
+    (lambda: plot_tracks([STATES], [{"cv": STATES}], titles="a"), "titles: expected a list with one entry a track"),
+])
+def test_arguments_that_do_not_fit_are_refused_by_name_before_a_figure_is_made(call, message):
+    before = plt.get_fignums()
+    with pytest.raises(ValueError, match=message):
+        call()
+    assert plt.get_fignums() == before
