@@ -140,6 +140,8 @@ def spd_factor(A, name="matrix", warn=True):
     array([1., 1.])
     """
     A = np.asarray(A, dtype=np.float64)
+    if A.ndim != 2 or A.shape[0] != A.shape[1]:
+        raise ValueError(f"{name}: expected a square matrix, got shape {A.shape}")
     return _factor_symmetric(0.5 * (A + A.T), name, warn)
 
 
@@ -243,6 +245,10 @@ class Woodbury:
 
     def solve(self, B):
         """Solve ``(L L^T + c I) X = B`` for ``B`` of shape (n,) or (n, k)."""
+        B = np.asarray(B, dtype=np.float64)
+        if B.ndim not in (1, 2) or B.shape[0] != self.L.shape[0]:
+            raise ValueError(f"Woodbury.solve: expected a right-hand side of {self.L.shape[0]} rows, got shape "
+                             f"{B.shape}")
         return (B - self.L @ self.inner.solve(self.L.T @ B)) / self.c
 
 

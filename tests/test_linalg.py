@@ -76,6 +76,12 @@ def test_woodbury_matches_direct_solve():
     np.testing.assert_allclose(Woodbury(L, 0.3).solve(B), direct, atol=1e-10)
     with pytest.raises(ValueError, match="c:"):
         Woodbury(L, 0.0)
+    with pytest.raises(ValueError, match=r"Woodbury.solve: expected a right-hand side of 50 rows, got shape \(49, 3\)"):
+        Woodbury(L, 0.3).solve(B[:49])
+    with pytest.raises(ValueError, match=r"G: expected a square matrix, got shape \(50, 5\)"):
+        spd_factor(L, name="G")
+    with pytest.raises(ValueError, match=r"matrix: expected a square matrix, got shape \(3,\)"):
+        spd_factor(np.ones(3))
 
 
 def test_pivoted_cholesky_exact_at_full_rank_and_improves_with_rank():
