@@ -50,8 +50,8 @@ from sklearn.preprocessing import StandardScaler
 FORMAT = "kbfilter"
 VERSION = 13
 
-__all__ = ["FORMAT", "VERSION", "MAX_BYTES", "MAX_DEPTH", "MAX_NODES", "Persistent", "persistent", "registered", "save",
-           "load"]
+__all__ = ["FORMAT", "VERSION", "MAX_BYTES", "MAX_DEPTH", "MAX_NODES", "Persistent", "persistent", "registered",
+           "saved_before_fit", "save", "load"]
 
 #: the most array data :func:`load` reads from one file, in bytes (``load(path, max_bytes=...)`` raises it)
 MAX_BYTES = 4 * 2**30
@@ -101,6 +101,33 @@ def registered():
         The class names, sorted.
     """
     return sorted(_REGISTRY) + sorted(_SKLEARN)
+
+
+def saved_before_fit(obj, fitted):
+    """Whether a loaded ``obj`` was saved before fit: its declared field ``fitted`` is absent.
+
+    A class calls this first in ``_after_load`` and returns early when it is true. A file without
+    ``fitted`` that holds any other field the class declares is refused: fitted state without the
+    fitted part it belongs to is a damaged or crafted file.
+
+    Parameters
+    ----------
+    obj : object
+        A loaded instance of a registered class.
+    fitted : str
+        The field that fit always sets (e.g. ``"model_"``).
+
+    Returns
+    -------
+    bool
+    """
+    if hasattr(obj, fitted):
+        return False
+    present = sorted(name for name in _REGISTRY[type(obj).__name__][1] if name in vars(obj))
+    if present:
+        raise ValueError(f"{type(obj).__name__}: the file holds {present} but not {fitted}, the fitted part they "
+                         f"belong to")
+    return True
 
 
 def _admitted(cls, allowed):

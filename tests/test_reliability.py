@@ -120,6 +120,23 @@ def test_load_checks_the_class_the_versions_and_damage(tmp_path, data):
         load(tmp_path / "text.npz")
 
 
+@pytest.mark.parametrize("make, fitted", [
+    (lambda states, obs: KernelBayesFilter().fit(states, obs), "model_"),
+    (lambda states, obs: kb.KernelMonteCarloFilter(kb.systems.Oscillation(), n_particles=20).fit(states, obs),
+     "model_"),
+    (lambda states, obs: KernelBayesRule().fit(states, obs), "states_"),
+    (lambda states, obs: kb.ConditionalEmbedding().fit(states, obs), "weights_"),
+])
+def test_fitted_state_without_the_fitted_part_it_belongs_to_is_refused(tmp_path, data, make, fitted):
+    # an object saved before fit loads as it was, but a file whose fitted part was taken out while
+    # the rest of what fit sets stays (a belief, a Gram matrix) is damaged, not unfitted
+    (states, obs), _ = data
+    arrays, meta = _arrays_and_meta(make(states, obs).save(tmp_path / "fitted.npz"))
+    del meta["root"]["fields"][fitted]
+    with pytest.raises(ValueError, match=rf"the file holds \[.*\] but not {fitted}, the fitted part"):
+        load(_rewrite(tmp_path / "cut.npz", arrays, meta))
+
+
 def test_scikit_learn_parts_need_the_scikit_learn_minor_version_that_wrote_them(tmp_path, data):
     import sklearn
     from sklearn.decomposition import PCA

@@ -17,7 +17,7 @@ from .._validation import check_choice, check_controls, check_int, check_matrix,
 from ..embedding import KernelMean, clipped_weights, normalise_weights, weighted_covariance
 from ..kernels import fitted_kernel
 from ..operators import Operator
-from ..persistence import Persistent, persistent
+from ..persistence import Persistent, persistent, saved_before_fit
 from ..rules.conditional import ConditionalEmbedding
 from ..threads import limited_blas
 from .base import (OUTSIDE_MARGIN, LearnedFilter, SharedModel, TrainingBox, checked_run, probe_loaded,
@@ -1032,7 +1032,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
 
     def _after_load(self):
         super()._after_load()
-        if not hasattr(self, "model_"):  # saved before fit: no model, no belief
+        if saved_before_fit(self, "model_"):
             return
         # a saved file is untrusted: its belief must fit its model, and one step must run, so that a
         # file that would fail at first use (a tampered value deep in the model) fails here instead

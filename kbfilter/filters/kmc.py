@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_choice, check_fraction, check_int, check_matrix, check_rng
 from ..embedding import KernelMean, clipped_weights, herd, normalise_weights, weighted_covariance
-from ..persistence import Persistent, persistent
+from ..persistence import Persistent, persistent, saved_before_fit
 from ..threads import limited_blas
 from .base import (LearnedFilter, SharedModel, check_motion, motion_control_dimension, motion_of, probe_loaded,
                    sample_next, training_pairs)
@@ -367,7 +367,7 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, PredictiveLikelihood, L
     def _after_load(self):
         super()._after_load()
         self._checked_settings()
-        if not hasattr(self, "model_"):  # saved before fit, which checks the motion
+        if saved_before_fit(self, "model_"):  # fit checks the motion
             return
         check_motion(motion_of(self))
         probe_loaded(self, self._probe)

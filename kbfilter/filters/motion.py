@@ -44,7 +44,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._validation import check_choice, check_fraction, check_int, check_matrix, check_observation, check_positive, \
     check_rng, check_sequences, check_state_sequences, check_training_magnitude
 from ..embedding import weighted_covariance
-from ..persistence import Persistent, persistent
+from ..persistence import Persistent, persistent, saved_before_fit
 from ..systems.base import sensor_residual
 from ..systems.linear import LinearGaussianSensor
 from ..threads import limited_blas
@@ -197,7 +197,7 @@ class LearnedMotion(Persistent, BaseEstimator):
         self.index_ = NearestNeighbors(n_neighbors=self.n_neighbors_).fit(self.scaler_.transform(self.inputs_))
 
     def _after_load(self):
-        if not hasattr(self, "steps_"):  # saved before fit
+        if saved_before_fit(self, "steps_"):
             return
         # a file's fields must agree, and hold values fit could have learned, before the index is
         # built on them
@@ -573,7 +573,7 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Learned
     def _after_load(self):
         super()._after_load()
         self._checked_settings()
-        if not hasattr(self, "motion_"):  # saved before fit
+        if saved_before_fit(self, "motion_"):
             return
         d = self.n_features_in_
         check_matrix(self.states_, "states_", n_features=d)

@@ -23,7 +23,7 @@ from .._warnings import warn_user
 from ..embedding import KernelMean
 from ..kernels import fitted_kernel
 from ..linalg import NumericalWarning, Woodbury, pivoted_cholesky, ridge_factor
-from ..persistence import Persistent, persistent
+from ..persistence import Persistent, persistent, saved_before_fit
 from ..threads import limited_blas
 from ._checks import check_prior
 from .representations import (LOW_RANK_RTOL, DenseObservations, DenseStates, FeatureObservations, FeatureStates,
@@ -287,8 +287,8 @@ class KernelBayesRule(Persistent, BaseEstimator):
 
     def _after_load(self):
         check_choice(self.method, "method", ("iw", "original"))
-        if not any(name.endswith("_") and not name.startswith("_") for name in vars(self)):
-            return  # saved before fit (scikit-learn's test: no public fitted attribute)
+        if saved_before_fit(self, "states_"):
+            return
         # a saved file is untrusted: the fitted values must be ones fit could have produced
         states = check_saved_matrix(getattr(self, "states_", None), "states_")
         observations = check_saved_matrix(getattr(self, "observations_", None), "observations_")

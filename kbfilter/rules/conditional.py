@@ -17,7 +17,7 @@ from .._validation import check_choice, check_matrix, check_positive, check_same
 from ..embedding import KernelMean
 from ..kernels import fitted_kernel
 from ..linalg import column_entries
-from ..persistence import Persistent, persistent
+from ..persistence import Persistent, persistent, saved_before_fit
 from ..threads import limited_blas
 from .conditional_weights import BLOCK_ENTRIES, WEIGHT_METHODS, LocalWeights, chunks
 
@@ -219,7 +219,7 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
     def _after_load(self):
         # a saved file is untrusted: the training pairs must be ones fit could have taken, and the
         # embedding must predict (a tampered part may fail, or give NaN, only when used)
-        if not hasattr(self, "weights_"):
+        if saved_before_fit(self, "weights_"):
             return
         check_choice(self.method, "method", METHODS)
         A = check_saved_matrix(getattr(self, "A_", None), "A_", min_samples=2, allow_1d=False)
