@@ -29,6 +29,20 @@ def test_same_seed_gives_identical_tables():
     assert "kbf-iw wins" in format_table(summary, 2)
 
 
+def test_the_report_refuses_rows_and_summaries_that_are_not_the_benchs_by_name():
+    row = {"mse": {"a": 1.0, "b": 2.0}, "ms_per_step": {"a": 1.0, "b": 1.0}, "fit_s": {"a": 0.0, "b": 0.0},
+           "tune_s": {"a": 0.0, "b": 0.0}}
+    assert summarise([row, row], reference="a")["b"]["wins"] == 2
+    with pytest.raises(ValueError, match="rows: expected the non-empty list of rows run_bench returns"):
+        summarise([])
+    with pytest.raises(ValueError, match=r"rows\[1\]\['fit_s'\]: expected a value for every method .* \['b'\]"):
+        summarise([row, dict(row, fit_s={"a": 0.0})])
+    with pytest.raises(ValueError, match="summary: expected what summarise returns"):
+        format_table({"a": {"mse_mean": 1.0}}, 1)
+    with pytest.raises(ValueError, match="runs: expected an integer >= 1"):
+        format_table(summarise([row]), 0)
+
+
 def test_first_run_makes_the_runs_a_longer_call_ends_with():
     both = run_bench("rotation", seed=7, n_jobs=1, **TINY)
     second = run_bench("rotation", seed=7, n_jobs=1, first_run=1, **dict(TINY, runs=1))

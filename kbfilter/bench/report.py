@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import wilcoxon
 
-from .._validation import check_n_jobs
+from .._validation import check_int, check_n_jobs
 from ..stats import chi2_band
 from .catalogue import BENCH_SYSTEMS, REFERENCE, make_system
 from .runner import BenchConfig, run_bench
@@ -148,6 +148,30 @@ def provenance(system, command=None):
     return record
 
 
+#: what every row of run_bench holds for each method, and what summarise needs of it
+_ROW_FIELDS = ("mse", "ms_per_step", "fit_s", "tune_s")
+#: what every method's entry of a summary holds, and what format_table needs of it
+_SUMMARY_FIELDS = ("mse_mean", "mse_std", "mse_median", "ms_per_step", "fit_s", "tune_s", "p_value", "wins")
+
+
+def _checked_rows(rows):
+    """``rows`` as a list: run_bench's rows, each with every field of :data:`_ROW_FIELDS` for
+    the first row's methods."""
+    rows = list(rows) if isinstance(rows, (list, tuple)) else None
+    if not rows or not all(isinstance(row, dict) and all(isinstance(row.get(f), dict) for f in _ROW_FIELDS)
+                           for row in rows):
+        raise ValueError(f"rows: expected the non-empty list of rows run_bench returns, each a dict with "
+                         f"{', '.join(_ROW_FIELDS)} per method")
+    methods = list(rows[0]["mse"])
+    for i, row in enumerate(rows):
+        for field in _ROW_FIELDS:
+            missing = [m for m in methods if m not in row[field]]
+            if missing:
+                raise ValueError(f"rows[{i}][{field!r}]: expected a value for every method of the first row, "
+                                 f"missing {missing}")
+    return rows
+
+
 def summarise(rows, reference=REFERENCE):
     """Per method: MSE mean, std, median; ms per step; fit and tune time; Wilcoxon p and wins
     of ``reference`` against the method (paired over runs).
@@ -164,6 +188,7 @@ def summarise(rows, reference=REFERENCE):
     dict
         Method name -> statistics.
     """
+    rows = _checked_rows(rows)
     methods = list(rows[0]["mse"])
     summary = {}
     for m in methods:
@@ -207,6 +232,11 @@ def format_table(summary, runs, reference=REFERENCE):
     str
         The table, one line per method.
     """
+    if not (isinstance(summary, dict) and summary
+            and all(isinstance(s, dict) and all(f in s for f in _SUMMARY_FIELDS) for s in summary.values())):
+        raise ValueError(f"summary: expected what summarise returns, a non-empty dict of methods with "
+                         f"{', '.join(_SUMMARY_FIELDS)}")
+    runs = check_int(runs, "runs")
     w = max(14, *(len(m) + 2 for m in summary))
     wins_w = max(14, len(reference) + 6)
     extra = [key for key in next(iter(summary.values())) if key.endswith("_mean") and key != "mse_mean"]
