@@ -4,6 +4,7 @@ Every public entry point converts and checks its inputs here, so that a bad argu
 reported once, with the argument's name and what was expected, before any numerics run.
 """
 
+import math
 from collections.abc import Iterable
 from numbers import Integral, Real
 
@@ -224,13 +225,13 @@ def check_observation(z, sample_shape, name="z"):
     """
     z = _as_float(z, name, "a numeric array")
     shape = tuple(sample_shape)
-    size = int(np.prod(shape))
+    size = math.prod(shape)  # (numpy's prod costs more than the rest of this check on a small vector)
     if z.ndim == 0 and size == 1:  # a scalar observation, as fit took them (shape (T,))
         z = z.reshape(1)
     if z.shape != shape and z.shape != (size,):
         expected = f"shape {shape} (or {size} values flattened)" if len(shape) > 1 else f"length {size}"
         raise ValueError(f"{name}: expected {expected}, got shape {z.shape}")
-    if not np.all(np.isfinite(z)):
+    if not np.isfinite(z).all():
         raise ValueError(f"{name}: contains NaN or infinite values; pass None for a missing measurement")
     return z.reshape(size)
 
