@@ -120,6 +120,8 @@ def saved_before_fit(obj, fitted):
     Returns
     -------
     bool
+        True when the object holds none of its fitted fields (it loads as it was saved, its
+        parameters only); False when it holds ``fitted``.
     """
     if hasattr(obj, fitted):
         return False

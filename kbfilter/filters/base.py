@@ -105,6 +105,7 @@ def motion_control_dimension(motion):
     Returns
     -------
     int or None
+        The system's ``dim_u``, 0 for a system without controls, None for a callable.
     """
     if not callable(getattr(motion, "sample_transition", None)):
         return None
