@@ -49,6 +49,14 @@ def check_matrix(X, name, *, n_features=None, min_samples=1, allow_1d=True, fini
     return arr
 
 
+def check_square(A, name, what="matrix"):
+    """Return ``A`` as a float64 array of shape (n, n); its values are the caller's to check."""
+    A = _as_float(A, name, "a numeric array")
+    if A.ndim != 2 or A.shape[0] != A.shape[1]:
+        raise ValueError(f"{name}: expected a square {what}, got shape {A.shape}")
+    return A
+
+
 def check_saved_matrix(X, name, **kwargs):
     """A fitted array read from a file: a float64 ndarray, as ``fit`` stores it (no conversion may
     hide another dtype), then checked as :func:`check_matrix` checks it (``kwargs``)."""

@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from scipy.linalg import LinAlgError, cho_factor, lu_factor
 from scipy.linalg.lapack import dgetrs as getrs, dpotrf as potrf, dpotrs as potrs
 
-from ._validation import check_matrix
+from ._validation import check_matrix, check_square
 from ._warnings import warn_user
 from .persistence import persistent
 
@@ -139,9 +139,7 @@ def spd_factor(A, name="matrix", warn=True):
     >>> f.solve(np.array([6.0, 5.0]))
     array([1., 1.])
     """
-    A = np.asarray(A, dtype=np.float64)
-    if A.ndim != 2 or A.shape[0] != A.shape[1]:
-        raise ValueError(f"{name}: expected a square matrix, got shape {A.shape}")
+    A = check_square(A, name)
     return _factor_symmetric(0.5 * (A + A.T), name, warn)
 
 

@@ -4,7 +4,7 @@ import numpy as np
 from scipy.linalg import eigh
 from sklearn.base import clone
 
-from .._validation import check_matrix, check_positive, check_positive_values, check_same_length
+from .._validation import check_matrix, check_positive, check_positive_values, check_same_length, check_square
 from ..kernels import GaussianKernel
 from .conditional import ConditionalEmbedding
 from ..threads import limited_blas
@@ -51,9 +51,7 @@ def loo_loss(G_in, G_out, reg):
     >>> round(loo_loss(G, G, 1.0 / 3), 6)  # H = I/2: residual 1/2 each, divided by (1/2)^2
     1.0
     """
-    G_in = check_matrix(G_in, "G_in", allow_1d=False)
-    if G_in.shape[0] != G_in.shape[1]:
-        raise ValueError(f"G_in: expected a square Gram matrix, got shape {G_in.shape}")
+    G_in = check_square(check_matrix(G_in, "G_in", allow_1d=False), "G_in", "Gram matrix")
     G_out = check_matrix(G_out, "G_out", allow_1d=False)
     if G_out.shape != G_in.shape:
         raise ValueError(f"G_out: expected shape {G_in.shape} (G_in's: one row per pair), got {G_out.shape}")

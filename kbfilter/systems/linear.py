@@ -5,7 +5,8 @@ from functools import cached_property
 import numpy as np
 from scipy.linalg import solve_discrete_lyapunov
 
-from .._validation import check_covariance, check_matrix, check_positive, check_rng, check_sequences, check_vector
+from .._validation import check_covariance, check_matrix, check_positive, check_rng, check_sequences, check_square, \
+    check_vector
 from ..persistence import persistent
 from .base import System, check_control, controlled_run, gaussian_loglik
 
@@ -44,10 +45,8 @@ class LinearGaussian(System):
     """
 
     def __init__(self, F, H, Q, R):
-        self.F = check_matrix(F, "F", allow_1d=False)
+        self.F = check_square(check_matrix(F, "F", allow_1d=False), "F", "transition matrix")
         self.dim_x = self.F.shape[0]
-        if self.F.shape != (self.dim_x, self.dim_x):
-            raise ValueError(f"F: expected a square transition matrix, got shape {self.F.shape}")
         self.H = check_matrix(H, "H", n_features=self.dim_x, allow_1d=False)
         self.dim_z = self.H.shape[0]
         self.obs_shape = (self.dim_z,)
