@@ -225,6 +225,18 @@ def check_n_jobs(n_jobs):
     return n_jobs
 
 
+def as_steps(values):
+    """A run of observations or controls as a list, one item a step.
+
+    One array-like (a numpy array, a pandas DataFrame, a dask array) is a run of its rows: a
+    DataFrame iterates over its column labels, so it is converted first. Anything else (a list, a
+    generator) is taken item by item, so that ``None`` can mark a missing observation.
+    """
+    if isinstance(values, (list, tuple)) or not hasattr(values, "__array__"):
+        return list(values)
+    return list(np.asarray(values))
+
+
 def check_observation(z, sample_shape, name="z"):
     """Return one observation as a finite float64 1-D array (flattened).
 

@@ -1,5 +1,6 @@
 """Hostile inputs, fallbacks with their diagnostics, and persistence without pickle."""
 
+import copy
 import inspect
 import json
 import warnings
@@ -352,6 +353,39 @@ def test_a_bad_observation_late_in_a_run_is_refused_before_the_first_step(data, 
             with pytest.raises(ValueError, match=message):
                 filt.smooth(zs)
             np.testing.assert_array_equal(filt.x, before[0], err_msg=name)
+
+
+def test_a_run_given_as_a_dataframe_is_a_run_of_its_rows(data):
+    # a DataFrame iterates over its column labels: a run read with pandas was refused as scalars
+    pd = pytest.importorskip("pandas")
+    (states, obs), (_, test_obs) = data
+    for filt in _every_filter(states, obs):
+        name = type(filt).__name__
+        frame = pd.DataFrame(test_obs[:6], columns=["range", "bearing"])
+        expected = copy.deepcopy(filt).batch_filter(test_obs[:6])
+        for got, want in zip(filt.batch_filter(frame), expected):
+            np.testing.assert_array_equal(got, want, err_msg=name)
+        if hasattr(filt, "smooth") and getattr(filt, "approximation", None) != "local":
+            twin = copy.deepcopy(filt)
+            for got, want in zip(filt.smooth(frame), twin.smooth(test_obs[:6])):
+                np.testing.assert_array_equal(got, want, err_msg=name)
+    kbf = KernelBayesFilter().fit(states, obs)
+    kbf.predict()
+    np.testing.assert_array_equal(kbf.log_likelihood_of(pd.DataFrame(test_obs[:4])), kbf.log_likelihood_of(test_obs[:4]))
+
+
+def test_controls_given_as_a_dataframe_are_a_run_of_their_rows():
+    pd = pytest.importorskip("pandas")
+    system = kb.systems.ControlledLinearGaussian(F=[[0.8]], B=[[1.0]], H=[[1.0]], Q=[[0.05]], R=[[0.2]])
+    states, controls, obs = system.simulate(150, rng=0)
+    _, test_controls, test_obs = system.simulate(10, rng=1)
+    kbf = KernelBayesFilter().fit(states, obs, controls=controls)
+    frame = pd.DataFrame(test_controls, columns=["u"])
+    for got, want in zip(copy.deepcopy(kbf).batch_filter(pd.DataFrame(test_obs), us=frame),
+                         copy.deepcopy(kbf).batch_filter(test_obs, us=test_controls)):
+        np.testing.assert_array_equal(got, want)
+    for got, want in zip(kbf.forecast(3, us=frame[:3]), kbf.forecast(3, us=test_controls[:3])):
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("bad, message", [(np.zeros(2), r"us\[3\]: expected length 1"),

@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_int, check_observation, check_sequences, check_vector
+from .._validation import as_steps, check_int, check_observation, check_sequences, check_vector
 from .._warnings import warn_user
 from ..linalg import NumericalWarning
 from ..threads import limited_blas
@@ -447,8 +447,9 @@ class Filter:
 
         Parameters
         ----------
-        zs : iterable of array-like or None
-            The observations in time order; a ``None`` entry is a missing measurement.
+        zs : iterable of array-like or None, or array-like
+            The observations in time order; a ``None`` entry is a missing measurement. An array
+            (or a pandas DataFrame) is a run of its rows.
         us : iterable of array-like, optional
             The controls, one per observation: ``us[t]`` is what ``predict(u)`` takes before
             ``update(zs[t])`` (the control that moved the system to the state of step ``t``).
@@ -489,7 +490,7 @@ class Filter:
         """
         k = check_int(k, "k")
         if us is not None:
-            us = list(us)
+            us = as_steps(us)
             if len(us) != k:
                 raise ValueError(f"us: expected one control per step ahead ({k}), got {len(us)}")
         ahead = copy.deepcopy(self)
@@ -641,9 +642,9 @@ def checked_run(zs, us=None, obs_shape=None, dim_u=None):
 
     Parameters
     ----------
-    zs : iterable of array-like or None
-        The observations (at least one).
-    us : iterable of array-like, optional
+    zs : iterable of array-like or None, or array-like
+        The observations (at least one); an array or DataFrame is a run of its rows.
+    us : iterable of array-like, or array-like, optional
         One control per observation.
     obs_shape : tuple of int, optional
         The shape of one observation; when given, every observation but the missing ones (None)
@@ -660,7 +661,7 @@ def checked_run(zs, us=None, obs_shape=None, dim_u=None):
     us : list or None
         The controls, one per observation.
     """
-    zs = list(zs)
+    zs = as_steps(zs)
     if not zs:
         raise ValueError("zs: expected at least one observation")
     if obs_shape is not None:
@@ -668,7 +669,7 @@ def checked_run(zs, us=None, obs_shape=None, dim_u=None):
             if z is not None:
                 check_observation(z, obs_shape, f"zs[{t}]")
     if us is not None:
-        us = list(us)
+        us = as_steps(us)
         if len(us) != len(zs):
             raise ValueError(f"us: expected one control per observation ({len(zs)}), got {len(us)}")
     if dim_u == 0:

@@ -12,7 +12,7 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_choice, check_controls, check_int, check_matrix, check_positive, check_rng, \
+from .._validation import as_steps, check_choice, check_controls, check_int, check_matrix, check_positive, check_rng, \
     check_sequences, check_vector
 from ..embedding import KernelMean, clipped_weights, normalise_weights, weighted_covariance
 from ..kernels import fitted_kernel
@@ -1082,7 +1082,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         check_is_fitted(self, "model_")
         space = self.model_.observer.space
         single = np.ndim(zs) == len(space.obs_shape) or (len(space.obs_shape) == 1 and np.ndim(zs) == 0)
-        rows = np.vstack([space.map(z) for z in ([zs] if single else zs)])
+        rows = np.vstack([space.map(z) for z in ([zs] if single else as_steps(zs))])
         out = self.model_.observer.density.log_predictive(self.weights_prior, rows)
         return float(out[0]) if single else out
 
