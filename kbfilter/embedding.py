@@ -12,11 +12,15 @@ from ._warnings import warn_user
 from .kernels import GaussianKernel, Kernel
 from .linalg import NumericalWarning
 
-__all__ = ["KernelMean", "herd", "normalise_weights", "clipped_weights", "weighted_covariance", "HERD_GRAM_ENTRIES"]
+__all__ = ["KernelMean", "herd", "normalise_weights", "clipped_weights", "weighted_covariance", "HERD_GRAM_ENTRIES",
+           "MAX_HERD_PICKS"]
 
 #: :meth:`KernelMean.herd` computes the candidates' Gram matrix at once up to this many entries
 #: (32 MB), and one column per pick beyond
 HERD_GRAM_ENTRIES = 4_000_000
+#: the most points herding picks (as many as a particle filter holds): each pick is a pass over the
+#: candidates, so a larger ``m`` would run for hours
+MAX_HERD_PICKS = 10**6
 
 
 def herd(target, column, m, distinct=False):
@@ -32,7 +36,7 @@ def herd(target, column, m, distinct=False):
     column : callable
         ``column(j)`` returns ``k(c_i, c_j)`` for every candidate ``i``, an array of shape (c,).
     m : int
-        The number of picks.
+        The number of picks (at most :data:`MAX_HERD_PICKS`).
     distinct : bool, default=False
         Pick each candidate at most once (then ``m`` is at most the number of candidates), as
         when choosing a subset of a sample; otherwise a candidate may be picked again.
@@ -49,6 +53,7 @@ def herd(target, column, m, distinct=False):
     >>> herd(np.array([0.6, 0.4]), lambda j: G[:, j], 3).tolist()
     [0, 1, 0]
     """
+    m = check_int(m, "m", maximum=MAX_HERD_PICKS)
     target = np.asarray(target, dtype=np.float64)
     if distinct and m > target.shape[0]:
         raise ValueError(f"m: expected at most {target.shape[0]} distinct picks (the candidates), got {m}")
@@ -385,7 +390,8 @@ class KernelMean:
         Parameters
         ----------
         m : int
-            The number of points to pick (a candidate may be picked more than once).
+            The number of points to pick (a candidate may be picked more than once; at most
+            :data:`MAX_HERD_PICKS`).
         candidates : array-like of shape (c, d), optional
             Where the points are picked from; the embedding's own points by default.
 
@@ -394,7 +400,7 @@ class KernelMean:
         KernelMean
             ``m`` points with weight ``sum_i w_i / m`` each, so the total mass is kept.
         """
-        m = check_int(m, "m")
+        m = check_int(m, "m", maximum=MAX_HERD_PICKS)
         own = candidates is None
         candidates = self.points if own else check_matrix(candidates, "candidates", n_features=self.points.shape[1])
         gram = self.kernel(candidates) if candidates.shape[0] ** 2 <= HERD_GRAM_ENTRIES else None

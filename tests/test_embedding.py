@@ -155,6 +155,18 @@ def test_herd_over_its_own_points_is_herd_over_them_as_candidates():
     np.testing.assert_array_equal(km.herd(15).points, km.herd(15, candidates=points).points)
 
 
+def test_herding_refuses_more_picks_than_it_can_make_before_any_work():
+    # herd(10**9) ran a loop of 10^9 passes and claimed an 8 GB index array
+    from kbfilter.embedding import MAX_HERD_PICKS, herd
+    km = kb.KernelMean(np.zeros((3, 1)), np.full(3, 1 / 3), kb.GaussianKernel(1.0))
+    for call in (lambda m: km.herd(m), lambda m: herd(np.ones(3) / 3, lambda j: np.ones(3), m)):
+        with pytest.raises(ValueError, match=f"m: expected an integer <= {MAX_HERD_PICKS}"):
+            call(MAX_HERD_PICKS + 1)
+        with pytest.raises(ValueError, match="m: expected an integer"):
+            call(2.5)
+    assert len(herd(np.ones(3) / 3, lambda j: np.eye(3)[j], 4)) == 4
+
+
 def test_herding_among_training_states_and_particles_is_herding_over_both_stacked():
     from kbfilter.embedding import herd
     from kbfilter.filters.kmc import herd_with_particles
