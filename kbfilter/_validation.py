@@ -200,6 +200,14 @@ def check_int(value, name, *, minimum=1, maximum=None):
     return value
 
 
+def check_bool(value, name):
+    """``value`` as a bool: True or False (numpy's included); anything else, even a truthy string
+    such as ``"no"``, is refused."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name}: expected True or False, got {value!r}")
+    return bool(value)
+
+
 def check_choice(value, name, choices):
     if value not in choices:
         raise ValueError(f"{name}: expected one of {sorted(choices)}, got {value!r}")

@@ -26,7 +26,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
-from ._validation import check_int, check_matrix, check_positive, check_vector
+from ._validation import check_bool, check_int, check_matrix, check_positive, check_vector
 from .bandwidth_learning import bayesian_bandwidth
 from .persistence import persistent
 
@@ -386,8 +386,7 @@ class _RadialKernel(Kernel):
 
     def _check_params(self):
         check_positive(self.scale, "scale")
-        if not isinstance(self.standardise, (bool, np.bool_)):
-            raise ValueError(f"standardise: expected True or False, got {self.standardise!r}")
+        check_bool(self.standardise, "standardise")
 
     def _resolve_bandwidth(self, median):
         scale = check_positive(self.scale, "scale")
@@ -418,8 +417,7 @@ class _RadialKernel(Kernel):
 
     def _after_load(self):
         # a saved file is untrusted: its fitted values must be ones fit could have produced
-        if not isinstance(self.standardise, (bool, np.bool_)):
-            raise ValueError(f"standardise: expected True or False, got {self.standardise!r}")
+        check_bool(self.standardise, "standardise")
         if hasattr(self, "bandwidth_"):
             b = self.bandwidth_
             if not (isinstance(b, float) and _SMALLEST_BANDWIDTH <= b <= 1 / _SMALLEST_BANDWIDTH):

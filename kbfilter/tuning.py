@@ -21,7 +21,7 @@ from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.base import clone
 from tqdm.auto import tqdm
 
-from ._validation import (check_choice, check_controls, check_int, check_n_jobs, check_rng, check_sequences,
+from ._validation import (check_bool, check_choice, check_controls, check_int, check_n_jobs, check_rng, check_sequences,
                           check_values)
 from ._warnings import warn_user
 from .filters.grids import (BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, MONTE_CARLO_IMAGE_GRID,
@@ -461,8 +461,8 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
     check_n_jobs(n_jobs)
     grid = check_param_grid(filter, default_grid(filter, observations) if param_grid is None else param_grid)
     valid = filter.get_params()
-    if calibrate not in (True, False):
-        raise ValueError(f"calibrate: expected True or False, got {calibrate!r}")
+    calibrate = check_bool(calibrate, "calibrate")
+    progress = check_bool(progress, "progress")
     if calibrate and "covariance_scale" in grid:
         raise ValueError("param_grid: covariance_scale does not change the estimates, so the MSE cannot choose it; "
                          "calibrate=True sets it from the validation NEES (or pass calibrate=False)")

@@ -50,6 +50,9 @@ def test_first_run_makes_the_runs_a_longer_call_ends_with():
     assert strip_times(second) != strip_times(both[:1])
     with pytest.raises(ValueError, match="first_run: expected an integer >= 0"):
         run_bench("rotation", first_run=-1, **TINY)
+    # a truthy string showed a progress bar the caller had asked to hide
+    with pytest.raises(ValueError, match="progress: expected True or False, got 'no'"):
+        run_bench("rotation", **dict(TINY, progress="no"))
 
 
 def test_a_trial_given_the_same_seed_sequence_twice_simulates_the_same_data():

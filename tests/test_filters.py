@@ -238,6 +238,8 @@ def test_tune_filter_picks_the_best_validation_point_and_never_sees_test_data(ro
             kb.tune_filter(KernelBayesFilter(), states, obs, param_grid=grid, progress=False)
     with pytest.raises(ValueError, match="validation_length"):
         kb.tune_filter(KernelBayesFilter(), states, obs, validation_length=299, progress=False)
+    with pytest.raises(ValueError, match="progress: expected True or False, got 'no'"):
+        kb.tune_filter(KernelBayesFilter(), states, obs, progress="no")
 
 
 def test_blocked_validation_folds_hold_out_consecutive_blocks(rotation_data):

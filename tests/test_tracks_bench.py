@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import wilcoxon
 
-from kbfilter.bench.tracks import TracksConfig, format_tracks_table, summarise_tracks
+from kbfilter.bench.tracks import TracksConfig, format_tracks_table, run_tracks_bench, summarise_tracks
 from kbfilter.cli import main, tracks_scenario_main
 from kbfilter.filters.motion import PROPOSALS
 from kbfilter.plots import plot_tracks
@@ -157,12 +157,15 @@ def test_the_scenario_script_is_the_same_benchmark_with_the_recording_as_an_opti
     assert stop.value.code == 2 and "real_tracks.py: error: argument --splits" in capsys.readouterr().err
 
 
-def test_settings_are_checked_by_name():
+def test_settings_are_checked_by_name(tmp_path):
     with pytest.raises(ValueError, match="colour: not a setting"):
         TracksConfig.checked(colour="red")
     with pytest.raises(ValueError, match="data: expected one of"):
         TracksConfig.checked(data="atlantic")
     assert TracksConfig.checked(methods="cv").methods == ("cv",)
+    with pytest.raises(ValueError, match="progress: expected True or False, got 'no'"):
+        run_tracks_bench(TracksConfig.checked(splits=1), tmp_path, progress="no")
+    assert not any(tmp_path.iterdir())  # refused before any work
 
 
 def test_the_map_draws_one_panel_a_track_in_kilometres_from_its_start():

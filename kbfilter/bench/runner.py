@@ -18,7 +18,7 @@ from joblib import Parallel, delayed
 from sklearn.base import clone
 from tqdm.auto import tqdm
 
-from .._validation import check_choice, check_int, check_n_jobs
+from .._validation import check_bool, check_choice, check_int, check_n_jobs
 from ..linalg import NumericalWarning
 from ..stats import mean_nees
 from ..threads import limited_blas
@@ -413,6 +413,7 @@ def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None,
         :func:`~kbfilter.tune_filter`) and ``mse_per_seed`` by method.
     """
     check_n_jobs(n_jobs)
+    progress = check_bool(progress, "progress")
     first_run = check_int(first_run, "first_run", minimum=0)
     if not isinstance(system, BenchConfig):
         system = BenchConfig.checked(system, runs, train_length, test_length, methods, validation_length, param_grid,

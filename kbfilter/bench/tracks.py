@@ -44,7 +44,7 @@ import numpy as np
 from joblib import Parallel, delayed
 from scipy.stats import wilcoxon
 
-from .._validation import check_choice, check_int, check_n_jobs, check_positive
+from .._validation import check_bool, check_choice, check_int, check_n_jobs, check_positive
 from ..datasets import load_opensky, load_solent
 from ..filters import ExtendedKalman, InteractingMultipleModel, KernelBayesFilter, LearnedMotionFilter, ParticleFilter
 from ..filters.motion import LOCAL_MEANS, PROPOSALS
@@ -512,6 +512,7 @@ def run_tracks_bench(config, out, n_jobs=None, progress=True, print_fn=print, co
     if not isinstance(config, TracksConfig):
         raise ValueError(f"config: expected a TracksConfig (TracksConfig.checked(...)), got {type(config).__name__}")
     check_n_jobs(n_jobs)
+    progress = check_bool(progress, "progress")
     out = writable_folder(out)  # before the run, so that its results cannot be lost at the end
     tracks = RECORDINGS[config.data]()
     print_fn(config.describe(tracks))

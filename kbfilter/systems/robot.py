@@ -13,7 +13,7 @@ The state is ``(x, y, cos heading, sin heading)``: kernels on it see the heading
 
 import numpy as np
 
-from .._validation import check_int, check_matrix, check_positive
+from .._validation import check_bool, check_int, check_matrix, check_positive
 from ..persistence import persistent
 from .base import System, check_control, controlled_run, pixel_loglik
 
@@ -126,9 +126,7 @@ class RobotInRoom(System):
         self.pixel_noise = check_positive(pixel_noise, "pixel_noise")
         self.forward_noise = check_positive(forward_noise, "forward_noise")
         self.turn_noise = check_positive(turn_noise, "turn_noise")
-        if not isinstance(distinct_walls, (bool, np.bool_)):
-            raise ValueError(f"distinct_walls: expected True or False, got {distinct_walls!r}")
-        self.distinct_walls = bool(distinct_walls)
+        self.distinct_walls = check_bool(distinct_walls, "distinct_walls")
         self.obs_shape = (self.height, self.width, 3)
         self.dim_z = self.height * self.width * 3
         rng = np.random.default_rng(self.room_seed)

@@ -14,8 +14,8 @@ wants them.
 
 import numpy as np
 
-from .._validation import check_fraction, check_int, check_matrix, check_model_scale, check_positive, check_rng, \
-    check_vector
+from .._validation import check_bool, check_fraction, check_int, check_matrix, check_model_scale, check_positive, \
+    check_rng, check_vector
 from ..persistence import persistent
 from .base import System
 from .robot import wrapped_angle
@@ -546,9 +546,7 @@ class CoordinatedTurn(_TrackingModel):
         self._set_sensor(sensor)
         self.speed = check_model_scale(speed, "speed")
         self.turn = check_model_scale(turn, "turn")
-        if turning not in (True, False):
-            raise ValueError(f"turning: expected True or False, got {turning!r}")
-        self.turning = bool(turning)
+        self.turning = check_bool(turning, "turning")
         self.process_cov = np.zeros((5, 5))
         self.process_cov[:4, :4] = self._acceleration_cov()
         self.process_cov[4, 4] = self.turn_noise**2
