@@ -18,6 +18,7 @@ from sklearn.decomposition import PCA
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.kernel_approximation import RBFSampler
 from sklearn.neural_network import MLPRegressor
+from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
 from ._validation import check_choice, check_int, check_matrix, check_positive, check_same_length
@@ -212,6 +213,33 @@ _ACTIVATIONS = {
 }
 
 
+def exact_pca(n_components, data, random_state):
+    """scikit-learn's ``PCA`` of ``n_components`` for ``data``, kept off its covariance solver.
+
+    On narrow data its ``"auto"`` choice is ``"covariance_eigh"``, which forms ``X^T X`` before it
+    subtracts the mean and so loses the digits of observations far from the origin (a range in
+    metres from a distant site: 0.06 of a component's values off for data offset by 5e6). Narrow
+    data get the full SVD of the centred data instead (cheap at a thousand columns or fewer); wide
+    data, ``"auto"`` (a randomized or full SVD of the centred data).
+
+    Parameters
+    ----------
+    n_components : int
+        The components wanted; at most the data's smaller dimension is asked for.
+    data : ndarray of shape (n, d)
+        The data the PCA will be fitted on.
+    random_state : int
+        Seeds the randomized SVD.
+
+    Returns
+    -------
+    sklearn.decomposition.PCA
+        Unfitted.
+    """
+    n, d = data.shape
+    return PCA(min(n_components, n, d), svd_solver="full" if d <= 1000 else "auto", random_state=random_state)
+
+
 @persistent("pca_", "input_scale_", "weights_", "biases_", holds={"pca_": "PCA"})
 class LearnedFeatures(TransformerMixin, BaseEstimator):
     """Learned observation features (Xu et al. (2022) §3.3): an MLP's last hidden layer.
@@ -287,10 +315,14 @@ class LearnedFeatures(TransformerMixin, BaseEstimator):
         self.pca_ = None
         inputs = Z
         if self.n_pca is not None:
-            self.pca_ = PCA(n_components=min(check_int(self.n_pca, "n_pca"), *Z.shape), random_state=self.random_state)
+            self.pca_ = exact_pca(check_int(self.n_pca, "n_pca"), Z, self.random_state)
             inputs = self.pca_.fit_transform(Z)
-        self.input_scale_ = inputs.std(axis=0) + 1e-12
-        targets = X
+        # scikit-learn's scaler leaves a constant input's scale at 1, whatever the data's units
+        scaler = StandardScaler().fit(inputs)
+        centre, self.input_scale_ = scaler.mean_, scaler.scale_
+        # the network learns standardised states: its initial weights and L2 penalty assume targets
+        # of order one, and states in metres or far from the origin are not
+        targets = StandardScaler().fit_transform(X)
         if self.target == "rff":
             targets = RandomFourierFeatures(self.n_target_features, random_state=self.random_state).fit(X).transform(X)
         mlp = MLPRegressor(hidden_layer_sizes=tuple(self.hidden_layer_sizes), activation=self.activation,
@@ -298,10 +330,13 @@ class LearnedFeatures(TransformerMixin, BaseEstimator):
                            )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            mlp.fit(inputs / self.input_scale_, targets[:, 0] if targets.shape[1] == 1 else targets)
+            mlp.fit((inputs - centre) / self.input_scale_, targets[:, 0] if targets.shape[1] == 1 else targets)
         # keep the hidden layers only: arrays, so the features can be saved without pickle
         self.weights_ = [w.copy() for w in mlp.coefs_[:-1]]
         self.biases_ = [b.copy() for b in mlp.intercepts_[:-1]]
+        # the network learned centred inputs (raw observations far from zero would saturate it);
+        # transform divides by the scale only, so the centring moves into the first layer's bias
+        self.biases_[0] -= (centre / self.input_scale_) @ self.weights_[0]
         self.n_iter_ = int(mlp.n_iter_)  # epochs the network trained for (at most max_iter)
         return self
 

@@ -37,6 +37,7 @@ import numpy as np
 from scipy.special import logsumexp
 from scipy.stats import chi2
 from sklearn.base import BaseEstimator
+from sklearn.linear_model import LinearRegression
 from sklearn.neighbors import NearestNeighbors
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
@@ -187,10 +188,12 @@ class LearnedMotion(Persistent, BaseEstimator):
         self.inputs_ = inputs = before[:, self.columns_]
         self.scaler_ = StandardScaler().fit(inputs)
         self._index()
-        # the linear part, by least squares on [1, a] over every training pair
-        design = np.hstack([np.ones((n, 1)), inputs])
-        self.coef_ = np.linalg.lstsq(design, self.steps_, rcond=None)[0]
-        self.offsets_ = self.steps_ - design @ self.coef_
+        # the linear part, by least squares on [1, a] over every training pair; scikit-learn centres
+        # the inputs first, so that positions far from the origin (map coordinates in metres) do
+        # not ruin the solve's conditioning as a column of ones beside them would
+        fit = LinearRegression().fit(inputs, self.steps_)
+        self.coef_ = np.vstack([fit.intercept_, fit.coef_.T])
+        self.offsets_ = self.steps_ - fit.predict(inputs)
         return self
 
     def _index(self):

@@ -4,12 +4,13 @@ import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
-from sklearn.decomposition import PCA
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.neural_network import MLPRegressor
+from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_int, check_observation, check_sequences
+from ..features import exact_pca
 from ..threads import limited_blas
 from .base import Filter, no_control
 
@@ -41,6 +42,7 @@ class WindowRegressor(Filter, BaseEstimator):
     Examples
     --------
     >>> import kbfilter as kb
+    >>> from sklearn.decomposition import PCA
     >>> states, obs = kb.systems.Oscillation().simulate(300, rng=0)
     >>> reg = WindowRegressor(window=3, features=PCA(2), max_iter=50).fit(states, obs)
     >>> reg.batch_filter(obs[:5])[0].shape
@@ -81,18 +83,21 @@ class WindowRegressor(Filter, BaseEstimator):
         xs, zs, self.obs_shape_ = check_sequences(states, observations)
         X, Z = np.vstack(xs), np.vstack(zs)
         self.n_features_in_ = X.shape[1]
-        # the default PCA is seeded (scikit-learn's randomized SVD on wide images draws random
-        # numbers) and never asks for more components than the observations have
-        default = PCA(min(30, *Z.shape), random_state=self.random_state)
+        # the default PCA is seeded (a randomized SVD on wide images draws random numbers)
+        default = exact_pca(30, Z, self.random_state)
         self.features_ = clone(self.features if self.features is not None else default).fit(Z, X)
         inputs = np.vstack([self._windows(self.features_.transform(z)) for z in zs])
-        self.scale_ = inputs.std(axis=0) + 1e-12
+        self.scale_ = StandardScaler(with_mean=False).fit(inputs).scale_  # a constant column keeps scale 1
+        # the network learns standardised states: its initial weights and L2 penalty assume
+        # targets of order one, and states in metres or far from the origin are not
+        self.target_scaler_ = StandardScaler().fit(X)
+        targets = self.target_scaler_.transform(X)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             # a one-dimensional state as scikit-learn wants a single target: a vector (a column warns)
             self.mlp_ = MLPRegressor(hidden_layer_sizes=tuple(self.hidden_layer_sizes), alpha=self.alpha,
                                      max_iter=self.max_iter, random_state=self.random_state).fit(
-                inputs / self.scale_, X if X.shape[1] > 1 else X[:, 0])
+                inputs / self.scale_, targets if X.shape[1] > 1 else targets[:, 0])
         self.dim_x_ = X.shape[1]
         residual = X - self._regressed(inputs)
         self.residual_cov_ = np.atleast_2d(np.cov(residual.T))
@@ -147,4 +152,5 @@ class WindowRegressor(Filter, BaseEstimator):
     def _regressed(self, windows):
         """The network's states for rows of windowed features, as (n, dim_x) (it answers a single
         target with a vector)."""
-        return self.mlp_.predict(windows / self.scale_).reshape(len(windows), self.dim_x_)
+        predicted = self.mlp_.predict(windows / self.scale_).reshape(len(windows), self.dim_x_)
+        return self.target_scaler_.inverse_transform(predicted)

@@ -4,6 +4,7 @@ from functools import cached_property
 
 import numpy as np
 from scipy.linalg import solve_discrete_lyapunov
+from sklearn.linear_model import LinearRegression
 
 from .._validation import check_covariance, check_matrix, check_positive, check_rng, check_sequences, check_square, \
     check_vector
@@ -263,13 +264,15 @@ class LinearGaussianSensor:
             raise ValueError(f"observations: a linear sensor is learned from vectors, got observations of shape "
                              f"{obs_shape}; give the filter a sensor model for them")
         X, Z = np.vstack(xs), np.vstack(zs)
-        design = np.hstack([np.ones((len(X), 1)), X])
-        if len(X) <= design.shape[1]:
+        unknowns = X.shape[1] + 1
+        if len(X) <= unknowns:
             raise ValueError(f"states: expected more training pairs than the state's dimension plus one "
-                             f"({design.shape[1]}), got {len(X)}")
-        coef = np.linalg.lstsq(design, Z, rcond=None)[0]
-        residuals = Z - design @ coef
-        R = residuals.T @ residuals / (len(X) - design.shape[1])
+                             f"({unknowns}), got {len(X)}")
+        # scikit-learn centres the states before the solve: states far from the origin (map
+        # coordinates in metres) would ruin its conditioning beside a column of ones
+        fit = LinearRegression().fit(X, Z)
+        residuals = Z - fit.predict(X)
+        R = residuals.T @ residuals / (len(X) - unknowns)
         if np.linalg.eigvalsh(R)[0] <= 1e-12 * max(float(np.max(Z.var(axis=0))), np.finfo(float).tiny):
             raise ValueError("observations: they are an exact linear function of the states along some direction "
                              "(the residuals of the linear fit have no spread there), so no noise can be learned; "
@@ -277,7 +280,7 @@ class LinearGaussianSensor:
         # the first belief keeps the states' variances but not their correlations: across a log
         # of tracks a position's correlation with a velocity says where the tracks happened to
         # go, and would send a track elsewhere off at a speed it never had
-        return cls(H=coef[1:].T, offset=coef[0], R=0.5 * (R + R.T), prior_mean=X.mean(axis=0),
+        return cls(H=fit.coef_, offset=fit.intercept_, R=0.5 * (R + R.T), prior_mean=X.mean(axis=0),
                    prior_cov=np.diag(X.var(axis=0, ddof=1)))
 
     @property
