@@ -318,6 +318,13 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
     def predict_mean(self, Q):
         """Conditional mean ``sum_i w_i(q) b_i`` for each query (raw, unnormalised; the localized CKME paper §5).
 
+        The weights of a regularised method sum to less than one, as in kernel ridge regression
+        without an intercept: the estimate is pulled towards zero by ``1 - sum_i w_i(q)`` times the
+        outputs' level, which is large for outputs far from zero (with the default method and
+        outputs near 5e6, a pull of about 3e4 was measured). Centre the outputs
+        before :meth:`fit` and add their mean back, or use ``method="nw"``, whose weights sum to
+        one. The filters normalise their weights and are not affected.
+
         Parameters
         ----------
         Q : array-like of shape (n_queries, d_in)
