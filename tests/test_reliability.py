@@ -371,7 +371,8 @@ def test_a_run_given_as_a_dataframe_is_a_run_of_its_rows(data):
                 np.testing.assert_array_equal(got, want, err_msg=name)
     kbf = KernelBayesFilter().fit(states, obs)
     kbf.predict()
-    np.testing.assert_array_equal(kbf.log_likelihood_of(pd.DataFrame(test_obs[:4])), kbf.log_likelihood_of(test_obs[:4]))
+    np.testing.assert_array_equal(kbf.log_likelihood_of(pd.DataFrame(test_obs[:4])),
+                                  kbf.log_likelihood_of(test_obs[:4]))
 
 
 def test_controls_given_as_a_dataframe_are_a_run_of_their_rows():
