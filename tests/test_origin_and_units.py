@@ -19,6 +19,7 @@ def data():
 
 FILTERS = {
     "kernel Bayes": lambda: kb.KernelBayesFilter(),
+    "kernel Bayes, Nystrom": lambda: kb.KernelBayesFilter(approximation="nystrom"),
     "kernel Bayes, local": lambda: kb.KernelBayesFilter(approximation="local"),
     # the learned linear motion and sensor: least squares beside a column of ones lost every
     # digit of states 5e6 from the origin
