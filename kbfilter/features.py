@@ -320,11 +320,12 @@ class LearnedFeatures(TransformerMixin, BaseEstimator):
         # scikit-learn's scaler leaves a constant input's scale at 1, whatever the data's units
         scaler = StandardScaler().fit(inputs)
         centre, self.input_scale_ = scaler.mean_, scaler.scale_
-        # the network learns standardised states: its initial weights and L2 penalty assume targets
-        # of order one, and states in metres or far from the origin are not
-        targets = StandardScaler().fit_transform(X)
         if self.target == "rff":
             targets = RandomFourierFeatures(self.n_target_features, random_state=self.random_state).fit(X).transform(X)
+        else:
+            # the network learns standardised states: its initial weights and L2 penalty assume
+            # targets of order one, and states in metres or far from the origin are not
+            targets = StandardScaler().fit_transform(X)
         mlp = MLPRegressor(hidden_layer_sizes=tuple(self.hidden_layer_sizes), activation=self.activation,
                            alpha=self.alpha, max_iter=self.max_iter, random_state=self.random_state,
                            )

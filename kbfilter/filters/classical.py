@@ -24,7 +24,7 @@ from .._warnings import warn_user
 from ..linalg import NumericalWarning
 from ..systems import System
 from ..systems.base import transition_mean_given
-from .base import Filter, checked_run, sample_next, system_control
+from .base import Filter, checked_run, motion_control_dimension, sample_next, system_control
 from .particles import MAX_PARTICLES, HoldsParticles, ParticleBelief, ParticleWeightsAlias
 
 __all__ = ["ExtendedKalman", "UnscentedKalman", "ParticleFilter", "InteractingMultipleModel", "backward_smoothing"]
@@ -39,7 +39,7 @@ class _StartsFromFirstObservation(Filter):
         return self.system.obs_shape or (self.system.dim_z,)
 
     def _control_dimension(self):
-        return getattr(self.system, "dim_u", None) or 0
+        return motion_control_dimension(self.system)
 
     def _start_batch(self, zs):
         if self.initialized:
