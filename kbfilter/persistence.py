@@ -48,7 +48,7 @@ from sklearn.kernel_approximation import Nystroem, RBFSampler
 from sklearn.preprocessing import StandardScaler
 
 FORMAT = "kbfilter"
-VERSION = 13
+VERSION = 14
 
 __all__ = ["FORMAT", "VERSION", "MAX_BYTES", "MAX_DEPTH", "MAX_NODES", "Persistent", "persistent", "registered",
            "saved_before_fit", "save", "load"]

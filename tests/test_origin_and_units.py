@@ -63,3 +63,17 @@ def test_the_librarys_pca_of_data_far_from_the_origin_is_that_of_the_centred_dat
     near, far = exact_pca(2, Z, 0).fit(Z), exact_pca(2, Z + SHIFT, 0).fit(Z + SHIFT)
     np.testing.assert_allclose(np.abs(far.transform(Z + SHIFT)), np.abs(near.transform(Z)), atol=1e-8)
     assert exact_pca(50, Z, 0).n_components == 3
+
+
+@pytest.mark.parametrize("method", ["exact", "nystrom", "icf", "knn", "nw"])
+def test_conditional_embedding_weights_do_not_depend_on_the_origin_of_its_inputs(data, method):
+    # scikit-learn's Nystroem measures distances from ||a||^2 + ||b||^2 - 2 a.b: half the weights'
+    # size off at this offset when it was handed the raw inputs
+    (states, obs), (test_states, _) = data
+    near = kb.ConditionalEmbedding(method=method, rank=100, random_state=0).fit(states[:-1], states[1:])
+    far = kb.ConditionalEmbedding(method=method, rank=100, random_state=0).fit(states[:-1] + SHIFT, states[1:])
+    W = near.weights(test_states)
+    W = W.toarray() if hasattr(W, "toarray") else W
+    W_far = far.weights(test_states + SHIFT)
+    W_far = W_far.toarray() if hasattr(W_far, "toarray") else W_far
+    np.testing.assert_allclose(W_far, W, rtol=0, atol=1e-6 * np.abs(W).max())

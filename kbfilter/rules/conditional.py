@@ -94,10 +94,9 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         - ``nw``: Nadaraya-Watson, ``w = k_a(a) / sum_i k_a(a_i, a)``.
         - ``random``: the exact formula on ``rank`` training pairs drawn once at fit time.
         - ``nystrom``: ``sklearn.kernel_approximation.Nystroem`` features ``Phi`` of rank ``rank``,
-          ``w = Phi (Phi^T Phi + n eps I)^{-1} phi(a)``. scikit-learn computes its kernel values from
-          squared norms, which lose digits for inputs far from the origin (offset by 5e6 with a
-          bandwidth of 1.6, the weights moved by half their size): centre such inputs first, or use
-          ``icf``, whose kernel values are the library's own (1e-9 at the same offset).
+          ``w = Phi (Phi^T Phi + n eps I)^{-1} phi(a)``. A Gaussian ``kernel_in`` is handed the inputs
+          measured from the first training input, as scikit-learn computes kernel values from squared
+          norms, which lose digits far from the origin.
         - ``icf``: pivoted Cholesky ``G_a ~ L L^T`` of rank ``rank``, Woodbury solve (the localized CKME paper eq. 5).
         - ``rff``: random Fourier features (Rahimi and Recht 2007; ``sklearn.kernel_approximation.RBFSampler``)
           of a Gaussian ``kernel_in``, ``rank`` of them, in the same formula as ``nystrom``. Data-independent

@@ -256,10 +256,20 @@ class NystromWeights(_FeatureWeights):
         name, params = metric
         self.nystroem_ = Nystroem(kernel=name, kernel_params=params or None, n_components=rank,
                                   random_state=_seed(self.random_state))
-        return self._fit_features(self.nystroem_.fit_transform(kernel_in.coordinates(A)), reg, diagnostics)
+        self.restore(A, kernel_in)
+        return self._fit_features(self.nystroem_.fit_transform(self._centred(A, kernel_in)), reg, diagnostics)
+
+    def restore(self, A, kernel):
+        # scikit-learn measures distances from ||a||^2 + ||b||^2 - 2 a.b, which loses every digit for
+        # points far from the origin: a radial kernel, which only sees differences, is handed the
+        # points measured from the first training input (a linear kernel is not, as it sees the origin)
+        self.origin_ = kernel.coordinates(A[:1])[0] if kernel.is_radial else 0.0
+
+    def _centred(self, X, kernel):
+        return kernel.coordinates(X) - self.origin_
 
     def _query_features(self, Q, kernel):
-        return self.nystroem_.transform(kernel.coordinates(Q))
+        return self.nystroem_.transform(self._centred(Q, kernel))
 
 
 @weight_method("rff")
