@@ -120,7 +120,9 @@ def add_bench_arguments(parser, system=None, runs=None, train_lengths=(500,), jo
     parser.add_argument("--backend", default=None, help="joblib backend, e.g. dask (default: joblib's)")
     parser.add_argument("--scheduler", default=None, help="Dask scheduler address for --backend dask")
     _add_output_arguments(parser, out, "results/bench-SYSTEM")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="root seed of the study: it fixes every run's data and every random draw, so the same "
+                             "seed gives the same table (default 0)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
