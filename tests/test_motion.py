@@ -277,6 +277,31 @@ def test_learned_motion_refuses_what_it_cannot_use(cv_data):
         LearnedMotionFilter(CV, local_mean="mean").fit(train, obs)
 
 
+@pytest.mark.parametrize("sensor", [CV, PositionFixes(3.0), RangeBearing()])
+def test_learned_motion_refuses_states_or_observations_its_sensor_cannot_read(cv_data, sensor):
+    # they fitted, then failed at the first update with numpy's broadcasting message, or ran
+    # with a one-column state read as a position
+    train, _, _ = cv_data
+    obs = [x[:, :2] for x in train]
+    with pytest.raises(ValueError, match=r"observations: expected observations of the sensor's shape \(2,\), got \(3,\)"):
+        LearnedMotionFilter(sensor).fit(train, [x[:, :3] for x in train])
+    with pytest.raises(ValueError, match="^states: .*sensor.* 1"):
+        LearnedMotionFilter(sensor).fit([x[:, :1] for x in train], obs)
+    with pytest.raises(ValueError, match="X: expected states with east and north"):
+        sensor.observe_mean(np.zeros((5, 1)))  # what a filter calls on its particles at every step
+
+
+def test_particle_filters_refuse_training_states_of_another_dimension_than_their_motions():
+    system = kb.systems.Oscillation()
+    states, obs = system.simulate(100, rng=0)
+    for filt in (kb.KernelMonteCarloFilter(system), kb.filters.NearestNeighbourParticleFilter(system)):
+        with pytest.raises(ValueError, match=r"states: expected 2 columns, the states of the motion \(Oscillation"):
+            filt.fit(states[:, :1], obs)
+    # a callable motion declares no dimension: its states are its own
+    motion = lambda X, u, rng: X + 0.01 * rng.standard_normal(X.shape)  # noqa: E731
+    kb.KernelMonteCarloFilter(motion, n_particles=50, random_state=0).fit(states[:, :1], obs).batch_filter(obs[:5])
+
+
 def _spread_then_fixed(cv_data, n, **params):
     """A filter whose particles spread over 50 m before a 3 m fix: a few carry the weight."""
     train, test_states, _ = cv_data

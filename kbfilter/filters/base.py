@@ -93,6 +93,35 @@ def system_control(system, u):
     return u
 
 
+def check_model_states(model, X, name, observe=False):
+    """Training states must have the columns of the states ``model`` works on: its ``dim_x``
+    when it declares one (a system), and, with ``observe``, the columns its ``observe_mean`` reads
+    (a sensor), found by observing the first state.
+
+    Parameters
+    ----------
+    model : System, sensor, callable or None
+        The model given to the filter (a callable motion, or None, declares nothing).
+    X : ndarray of shape (n, d)
+        The checked training states.
+    name : str
+        The model's argument name, for the error message.
+    observe : bool, default=False
+        Also observe the first state with the model's ``observe_mean``, when it has one.
+    """
+    dim_x = getattr(model, "dim_x", None)
+    if isinstance(dim_x, (int, np.integer)) and not isinstance(dim_x, bool) and X.shape[1] != dim_x:
+        raise ValueError(f"states: expected {dim_x} columns, the states of the {name} ({type(model).__name__}, "
+                         f"dim_x={dim_x}), got {X.shape[1]}")
+    observe_mean = getattr(model, "observe_mean", None) if observe else None
+    if callable(observe_mean):
+        try:
+            observe_mean(X[:1])
+        except (ValueError, IndexError) as error:
+            raise ValueError(f"states: the {name} ({type(model).__name__}) cannot observe states of {X.shape[1]} "
+                             f"columns: {error}") from None
+
+
 def motion_control_dimension(motion):
     """The dimension of the control ``motion`` takes (0: none), as :func:`sample_next` calls it, or
     None for a callable, whose controls only it knows.

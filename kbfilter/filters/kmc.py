@@ -15,8 +15,8 @@ from .._validation import check_choice, check_fraction, check_int, check_matrix,
 from ..embedding import KernelMean, clipped_weights, herd, normalise_weights, weighted_covariance
 from ..persistence import Persistent, persistent, saved_before_fit
 from ..threads import limited_blas
-from .base import (LearnedFilter, SharedModel, check_motion, motion_control_dimension, motion_of, probe_loaded,
-                   sample_next, training_pairs)
+from .base import (LearnedFilter, SharedModel, check_model_states, check_motion, motion_control_dimension, motion_of,
+                   probe_loaded, sample_next, training_pairs)
 from .grids import MONTE_CARLO_IMAGE_GRID, MONTE_CARLO_SCALABLE_IMAGE_GRID
 from .likelihood import PredictiveLikelihood
 from .observation import ObservationSettings, ObservationSpace, observation_grid, report_rank_cap
@@ -326,11 +326,12 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, PredictiveLikelihood, L
         self : KernelMonteCarloFilter
             The fitted filter, its particles drawn from the training states.
         """
-        check_motion(motion_of(self, warn=True))
+        motion = check_motion(motion_of(self, warn=True))
         settings = self._checked_settings()
         X, Z, obs_shape = training_pairs(states, observations)
         if X.shape[0] < 3:
             raise ValueError(f"states: expected at least 3 training pairs, got {X.shape[0]}")
+        check_model_states(motion, X, "motion")
         self.n_features_in_ = X.shape[1]
         space, Z = ObservationSpace.fitted(settings.features, obs_shape, Z, X)
         # only the Fourier features draw at fit: a Generator passed as random_state is left as it

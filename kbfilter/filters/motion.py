@@ -49,7 +49,7 @@ from ..persistence import Persistent, persistent, saved_before_fit
 from ..systems.base import sensor_residual
 from ..systems.linear import LinearGaussianSensor
 from ..threads import limited_blas
-from .base import LearnedFilter, SharesFittedParts, probe_loaded
+from .base import LearnedFilter, SharesFittedParts, check_model_states, probe_loaded
 from .particles import MAX_PARTICLES, HoldsParticles, ParticleBelief
 
 __all__ = ["LearnedMotion", "LearnedMotionFilter", "MOTION_GRID", "PROPOSALS", "LOCAL_MEANS"]
@@ -486,6 +486,12 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Learned
         if controls is not None:
             raise ValueError("controls: LearnedMotionFilter learns no control; expected None")
         xs, zs, obs_shape = check_sequences(states, observations)
+        if self.sensor is not None:
+            sensor_shape = getattr(self.sensor, "obs_shape", None)
+            if sensor_shape is not None and tuple(sensor_shape) != tuple(obs_shape):
+                raise ValueError(f"observations: expected observations of the sensor's shape {tuple(sensor_shape)}, "
+                                 f"got {tuple(obs_shape)}")
+            check_model_states(self.sensor, xs[0], "sensor", observe=True)
         self.obs_shape_ = obs_shape
         self.sensor_ = LinearGaussianSensor.fitted(xs, zs) if self.sensor is None else self.sensor
         self.gate_ = None

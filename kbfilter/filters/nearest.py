@@ -18,7 +18,8 @@ from .._validation import check_fraction, check_int, check_positive, check_rng
 from ..embedding import weighted_covariance
 from ..kernels import median_distance
 from ..threads import limited_blas
-from .base import LearnedFilter, check_motion, motion_control_dimension, motion_of, sample_next, training_pairs
+from .base import (LearnedFilter, check_model_states, check_motion, motion_control_dimension, motion_of, sample_next,
+                   training_pairs)
 from .grids import NEIGHBOUR_GRID
 from .observation import ObservationSpace
 from .outliers import check_outlier_quantile
@@ -30,8 +31,9 @@ __all__ = ["NearestImage", "NearestNeighbourParticleFilter"]
 class _ImageLookup(LearnedFilter):
     """Shared by both: the training states and a neighbour index over the observation features."""
 
-    def _fit_lookup(self, states, observations, outlier_quantile=None):
+    def _fit_lookup(self, states, observations, outlier_quantile=None, motion=None):
         X, Z, obs_shape = training_pairs(states, observations)
+        check_model_states(motion, X, "motion")
         self.n_features_in_ = X.shape[1]
         space, Z = ObservationSpace.fitted(self.features, obs_shape, Z, X)
         self.space_ = space.gated(Z, outlier_quantile)
@@ -231,7 +233,7 @@ class NearestNeighbourParticleFilter(HoldsParticles, ParticleWeightsAlias, _Imag
         """
         motion_of(self, warn=True)  # the deprecated name warns once a fit; check_params checks the motion
         self.check_params()
-        self._fit_lookup(states, observations, self.outlier_quantile)
+        self._fit_lookup(states, observations, self.outlier_quantile, motion_of(self))
         self.width_ = self.scale * median_distance(self.states_)
         return self.reset()
 

@@ -25,10 +25,17 @@ __all__ = ["ConstantVelocity", "CoordinatedTurn", "PositionFixes", "RangeBearing
 
 def _positions(X):
     """States checked to hold a position in their first two columns."""
-    X = check_matrix(X, "X")
-    if X.shape[1] < 2:
+    return _position_columns(check_matrix(X, "X"), all_columns=True)
+
+
+def _position_columns(X, all_columns=False):
+    """The east and north columns of states ``X`` (their first two; every column when
+    ``all_columns``), which must have them: a shape check only, as a filter calls this on its
+    particles at every step."""
+    X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+    if X.ndim != 2 or X.shape[1] < 2:
         raise ValueError(f"X: expected states with east and north in their first two columns, got shape {X.shape}")
-    return X
+    return X if all_columns else X[:, :2]
 
 
 @persistent("noise")
@@ -67,7 +74,7 @@ class PositionFixes:
         ndarray of shape (n, 2)
             East and north.
         """
-        return np.atleast_2d(np.asarray(X, dtype=np.float64))[:, :2]
+        return _position_columns(X)
 
     def observe(self, X, rng=None):
         """Noisy fixes of the states ``X``.
@@ -189,7 +196,7 @@ class RangeBearing:
         self.observation_cov = np.diag([self.range_noise**2, self.bearing_noise**2])
 
     def _offsets(self, X):
-        return np.atleast_2d(np.asarray(X, dtype=np.float64))[:, :2] - self.site
+        return _position_columns(X) - self.site
 
     def observe_mean(self, X):
         """The range and bearing of states ``X`` (their first two columns: east, north).
