@@ -61,7 +61,7 @@ def check_validation_length(n_steps, validation_length, n_folds=1, name="train_l
     n_folds = check_int(n_folds, "n_folds")
     if n_steps < n_folds * V + 3:
         raise ValueError(f"{name}: expected at least n_folds x validation_length + 3 = {n_folds * V + 3} steps, "
-                         f"got {n_steps}")
+                         f"got {n_steps}; hold out fewer steps (validation_length={V}, n_folds={n_folds})")
     return V, n_folds
 
 
@@ -367,6 +367,16 @@ def _calibrated_scale(filter, consistency, states):
 
 
 @limited_blas
+def _check_template(filter):
+    """``tune_filter``'s template must be a filter object: it is cloned, set and fitted."""
+    if isinstance(filter, type):
+        raise ValueError(f"filter: expected a filter, got the class {filter.__name__}; pass an instance, "
+                         f"e.g. {filter.__name__}()")
+    if not all(callable(getattr(filter, m, None)) for m in ("get_params", "set_params", "fit", "batch_filter")):
+        raise ValueError(f"filter: expected a filter estimator (get_params, set_params, fit and batch_filter, as "
+                         f"every filter of kbfilter.filters has), got {type(filter).__name__}")
+
+
 def tune_filter(filter, states, observations, param_grid=None, validation_length=200, n_jobs=None,
                 progress=True, search="coordinate", n_folds=1, controls=None, n_repeats=1,
                 max_extensions=MAX_EXTENSIONS, calibrate=True):
@@ -457,6 +467,7 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
     >>> sorted(kbf.best_params_)
     ['reg_prior', 'reg_update', 'scale']
     """
+    _check_template(filter)
     check_choice(search, "search", ("coordinate", "grid"))
     check_n_jobs(n_jobs)
     grid = check_param_grid(filter, default_grid(filter, observations) if param_grid is None else param_grid)

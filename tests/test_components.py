@@ -324,6 +324,12 @@ def test_arguments_that_fell_through_to_dependencies_are_value_errors_naming_the
          lambda: kb.KernelBayesFilter(kernel_x=kb.GaussianKernel(1e-300)).fit(X, Z)),
         ("n_jobs: expected a positive number", lambda: kb.tune_filter(kb.KernelBayesFilter(), X, Z, n_jobs=0,
                                                                        validation_length=50, progress=False)),
+        # the class for the instance fell through to a TypeError about default_grid's arguments
+        (r"filter: expected a filter, got the class KernelBayesFilter; pass an instance, e.g. KernelBayesFilter\(\)",
+         lambda: kb.tune_filter(kb.KernelBayesFilter, X, Z, progress=False)),
+        ("filter: expected a filter estimator", lambda: kb.tune_filter(object(), X, Z, progress=False)),
+        (r"hold out fewer steps \(validation_length=1000, n_folds=1\)",
+         lambda: kb.tune_filter(kb.KernelBayesFilter(), X, Z, validation_length=1000, progress=False)),
     ]
     for message, call in cases:
         with pytest.raises(ValueError, match=message):
