@@ -262,6 +262,21 @@ def test_the_learned_predictive_density_integrates_to_one(ar1_filter):
     assert abs(trapezoid(density, grid) - 1.0) < 1e-3
     assert kbf.log_likelihood_of(grid[:1]) == pytest.approx(np.log(density[0]))
     assert isinstance(kbf.log_likelihood_of(np.array([0.5])), float)
+    # a missing candidate has no density: named, where numpy's message about a ragged array was not
+    for ragged in ([None, [0.5]], [[0.5], [0.5, 1.0]]):
+        with pytest.raises(ValueError, match=r"^zs: expected one observation of shape \(1,\) or several"):
+            kbf.log_likelihood_of(ragged)
+
+
+def test_a_baseline_that_starts_from_the_first_observation_says_when_it_is_missing():
+    truth, zs = PLANE.simulate(20, rng=0)
+    run = [None, *zs[1:]]
+    for filt in (ExtendedKalman(PLANE), UnscentedKalman(PLANE), ParticleFilter(PLANE, n_particles=100, rng=0)):
+        with pytest.raises(ValueError, match="zs.0.: a filter given no belief starts from the first observation"):
+            filt.batch_filter(run)
+        x0, P0 = PLANE.initial_belief(zs[0])
+        means = filt.initialize(x0, P0).batch_filter(run)[0]
+        assert means.shape == (20, 2) and np.all(np.isfinite(means))
 
 
 def test_the_learned_likelihood_ranks_observations_as_the_true_density_does(ar1_filter):

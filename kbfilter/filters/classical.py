@@ -45,6 +45,9 @@ class _StartsFromFirstObservation(Filter):
         if self.initialized:
             return 0, []
         shape = self._observation_shape()
+        if zs[0] is None:
+            raise ValueError("zs[0]: a filter given no belief starts from the first observation, which is missing; "
+                             "call initialize(x0, P0) first")
         z0 = check_observation(zs[0], shape, "zs[0]").reshape(shape)
         try:
             belief = self.system.initial_belief(z0)

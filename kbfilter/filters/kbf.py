@@ -1081,7 +1081,12 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         """
         check_is_fitted(self, "model_")
         space = self.model_.observer.space
-        single = np.ndim(zs) == len(space.obs_shape) or (len(space.obs_shape) == 1 and np.ndim(zs) == 0)
+        try:
+            ndim = np.ndim(zs)
+        except ValueError:  # numpy's message about a ragged array names no argument
+            raise ValueError(f"zs: expected one observation of shape {space.obs_shape} or several (no None: a missing "
+                             f"observation has no density)") from None
+        single = ndim == len(space.obs_shape) or (len(space.obs_shape) == 1 and ndim == 0)
         rows = np.vstack([space.map(z) for z in ([zs] if single else as_steps(zs))])
         out = self.model_.observer.density.log_predictive(self.weights_prior, rows)
         return float(out[0]) if single else out
