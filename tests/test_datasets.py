@@ -82,7 +82,7 @@ def test_loading_drops_corrupt_fixes_and_says_how_many(tmp_path):
     rows.append((20.0, "b", lat[2], lon[2]))      # the same time twice
     path = _write(tmp_path / "log.csv", rows)
     tracks = load_tracks_csv(path, time="t", step=10.0, max_gap=30.0, origin=origin, max_speed=50.0)
-    assert tracks.dropped == {"no_position": 1, "implausible_speed": 1, "repeated_time": 1}
+    assert tracks.dropped == {"no_time": 0, "no_position": 1, "implausible_speed": 1, "repeated_time": 1}
     np.testing.assert_allclose(tracks.tracks[0][:, 1], 5.0 * tracks.times[0], atol=1e-6)
     with pytest.raises(ValueError, match="no column 'time'"):
         load_tracks_csv(path)
@@ -90,6 +90,36 @@ def test_loading_drops_corrupt_fixes_and_says_how_many(tmp_path):
         load_tracks_csv(path, time="t", step=10.0, max_gap=5.0)
     with pytest.raises(ValueError, match="min_length: no piece of track"):
         load_tracks_csv(path, time="t", step=10.0, max_gap=30.0, min_length=1000)
+
+
+@pytest.mark.parametrize("stamp", [str, lambda t: f"2016-01-12T13:{int(t) // 60:02d}:{int(t) % 60:02d}"])
+def test_a_report_without_a_time_is_dropped_and_counted_not_the_file(tmp_path, stamp):
+    # one empty time made numpy read the column of seconds as dates ("10" as the year 10), or the
+    # minimum NaN, and no track was left
+    origin = (50.0, 0.0)
+    times = np.arange(0, 300, 10.0)
+    lat, lon = unproject(np.zeros_like(times), 5.0 * times, origin)
+    rows = [("" if i == 7 else stamp(t), "d", la, lo) for i, (t, la, lo) in enumerate(zip(times, lat, lon))]
+    tracks = load_tracks_csv(_write(tmp_path / "log.csv", rows), time="t", step=10.0, max_gap=30.0, origin=origin)
+    assert tracks.dropped["no_time"] == 1 and tracks.dropped["no_position"] == 0
+    assert len(tracks) == 1
+    np.testing.assert_allclose(tracks.tracks[0][:, 1], 5.0 * tracks.times[0], atol=1e-6)
+
+
+def test_a_spreadsheets_csv_reads_and_a_cell_that_is_no_number_is_named(tmp_path):
+    origin = (50.0, 0.0)
+    times = np.arange(0, 300, 10.0)
+    lat, lon = unproject(np.zeros_like(times), 5.0 * times, origin)
+    path = _write(tmp_path / "log.csv", [(t, "e", la, lo) for t, la, lo in zip(times, lat, lon)])
+    exported = tmp_path / "exported.csv"   # a spreadsheet's UTF-8 export starts with a byte-order mark
+    exported.write_text(path.read_text(), encoding="utf-8-sig")
+    plain, marked = (load_tracks_csv(p, time="t", step=10.0, origin=origin) for p in (path, exported))
+    np.testing.assert_array_equal(marked.tracks[0], plain.tracks[0])
+    text = path.read_text().splitlines()
+    text[4] = text[4].replace(text[4].split(",")[2], "N/A")
+    path.write_text("\n".join(text) + "\n")
+    with pytest.raises(ValueError, match=r"column 'lat', report 4: expected a number, got 'N/A'"):
+        load_tracks_csv(path, time="t")
 
 
 def test_arguments_the_loader_cannot_use_are_refused_by_name(tmp_path):

@@ -163,8 +163,8 @@ class TrackSet:
     attribution : str
         Where the recording comes from, to be kept with results made from it.
     dropped : dict
-        How many reports loading dropped, by reason (``no_position``, ``outside_bounds``,
-        ``implausible_speed``, ``repeated_time``).
+        How many reports loading dropped, by reason (``no_time``, ``no_position``,
+        ``outside_bounds``, ``implausible_speed``, ``repeated_time``).
     """
 
     tracks: list
@@ -242,20 +242,41 @@ class TrackSet:
 
 def _seconds(values, name):
     """Report times as float seconds: numbers, or ISO 8601 date-times (UTC)."""
+    # an empty cell is a report without a time (NaN, dropped and counted as no_time); it must not
+    # turn a column of seconds into one of dates, as numpy reads "10" as the year 10
+    given = [v.strip() for v in values]
     try:
-        return np.array([float(v) for v in values])
+        return np.array([float(v) if v else np.nan for v in given])
     except ValueError:
         pass
     try:
-        stamps = np.array(values, dtype="datetime64[ns]")
+        stamps = np.array([v or "NaT" for v in given], dtype="datetime64[ns]")
     except ValueError as exc:
         raise ValueError(f"{name}: expected numbers (seconds) or ISO 8601 date-times, got {values[0]!r}") from exc
-    return (stamps - stamps.min()).astype(np.int64) / 1e9
+    seconds = np.full(len(stamps), np.nan)
+    known = ~np.isnat(stamps)
+    if np.any(known):
+        seconds[known] = (stamps[known] - stamps[known].min()).astype(np.int64) / 1e9
+    return seconds
+
+
+def _numbers(values, name, path):
+    """A column of numbers, an empty cell read as missing (NaN)."""
+    out = np.full(len(values), np.nan)
+    for i, v in enumerate(values):
+        if v.strip():
+            try:
+                out[i] = float(v)
+            except ValueError:
+                raise ValueError(f"path: {path} column {name!r}, report {i + 1}: expected a number, "
+                                 f"got {v!r}") from None
+    return out
 
 
 def _read_columns(path, columns):
     try:
-        with open(path, newline="", encoding="utf-8") as handle:
+        # utf-8-sig: a spreadsheet's CSV export starts with a byte-order mark, which would be part of the first name
+        with open(path, newline="", encoding="utf-8-sig") as handle:
             reader = csv.DictReader(handle)
             missing = [c for c in columns if c not in (reader.fieldnames or ())]
             if missing:
@@ -355,12 +376,14 @@ def load_tracks_csv(path, time="time", vehicle="id", lat="lat", lon="lon", step=
         origin = _origin(origin)
     times, ids, lats, lons = _read_columns(path, [time, vehicle, lat, lon])
     t = _seconds(times, time)
-    t = t - t.min()
+    timed = np.isfinite(t)
+    if np.any(timed):
+        t = t - t[timed].min()
     ids = np.array(ids)
-    la = np.array([float(v) if v.strip() else np.nan for v in lats])
-    lo = np.array([float(v) if v.strip() else np.nan for v in lons])
-    keep = np.isfinite(la) & np.isfinite(lo) & np.isfinite(t) & (np.abs(la) < 90) & (np.abs(lo) <= 180)
-    dropped = {"no_position": int(np.sum(~keep))}
+    la, lo = _numbers(lats, lat, path), _numbers(lons, lon, path)
+    keep = np.isfinite(la) & np.isfinite(lo) & (np.abs(la) < 90) & (np.abs(lo) <= 180)
+    dropped = {"no_time": int(np.sum(keep & ~timed)), "no_position": int(np.sum(~keep))}
+    keep &= timed
     if bounds is not None:
         inside = (la >= lat_min) & (la <= lat_max) & (lo >= lon_min) & (lo <= lon_max)
         dropped["outside_bounds"] = int(np.sum(keep & ~inside))
