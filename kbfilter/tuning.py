@@ -61,7 +61,7 @@ def check_validation_length(n_steps, validation_length, n_folds=1, name="train_l
     n_folds = check_int(n_folds, "n_folds")
     if n_steps < n_folds * V + 3:
         raise ValueError(f"{name}: expected at least n_folds x validation_length + 3 = {n_folds * V + 3} steps, "
-                         f"got {n_steps}; hold out fewer steps (validation_length={V}, n_folds={n_folds})")
+                         f"got {n_steps}; lower validation_length ({V}) or n_folds ({n_folds})")
     return V, n_folds
 
 

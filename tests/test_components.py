@@ -328,7 +328,7 @@ def test_arguments_that_fell_through_to_dependencies_are_value_errors_naming_the
         (r"filter: expected a filter, got the class KernelBayesFilter; pass an instance, e.g. KernelBayesFilter\(\)",
          lambda: kb.tune_filter(kb.KernelBayesFilter, X, Z, progress=False)),
         ("filter: expected a filter estimator", lambda: kb.tune_filter(object(), X, Z, progress=False)),
-        (r"hold out fewer steps \(validation_length=1000, n_folds=1\)",
+        (r"lower validation_length \(1000\) or n_folds \(1\)",
          lambda: kb.tune_filter(kb.KernelBayesFilter(), X, Z, validation_length=1000, progress=False)),
     ]
     for message, call in cases:
