@@ -9,6 +9,7 @@ Evaluations run through joblib without a fixed backend: wrap the call in
 """
 
 import copy
+import inspect
 import itertools
 import time
 import warnings
@@ -369,7 +370,7 @@ def _calibrated_scale(filter, consistency, states):
 @limited_blas
 def _check_template(filter):
     """``tune_filter``'s template must be a filter object: it is cloned, set and fitted."""
-    if isinstance(filter, type):
+    if inspect.isclass(filter):
         raise ValueError(f"filter: expected a filter, got the class {filter.__name__}; pass an instance, "
                          f"e.g. {filter.__name__}()")
     if not all(callable(getattr(filter, m, None)) for m in ("get_params", "set_params", "fit", "batch_filter")):
