@@ -367,7 +367,6 @@ def _calibrated_scale(filter, consistency, states):
     return float(scale * np.mean(consistency) / dim_x)
 
 
-@limited_blas
 def _check_template(filter):
     """``tune_filter``'s template must be a filter object: it is cloned, set and fitted."""
     if inspect.isclass(filter):
@@ -378,6 +377,7 @@ def _check_template(filter):
                          f"every filter of kbfilter.filters has), got {type(filter).__name__}")
 
 
+@limited_blas
 def tune_filter(filter, states, observations, param_grid=None, validation_length=200, n_jobs=None,
                 progress=True, search="coordinate", n_folds=1, controls=None, n_repeats=1,
                 max_extensions=MAX_EXTENSIONS, calibrate=True):

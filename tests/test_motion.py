@@ -283,7 +283,8 @@ def test_learned_motion_refuses_states_or_observations_its_sensor_cannot_read(cv
     # with a one-column state read as a position
     train, _, _ = cv_data
     obs = [x[:, :2] for x in train]
-    with pytest.raises(ValueError, match=r"observations: expected observations of the sensor's shape \(2,\), got \(3,\)"):
+    with pytest.raises(ValueError, match=r"observations: expected observations of the sensor's shape \(2,\), "
+                                         r"got \(3,\)"):
         LearnedMotionFilter(sensor).fit(train, [x[:, :3] for x in train])
     with pytest.raises(ValueError, match="^states: .*sensor.* 1"):
         LearnedMotionFilter(sensor).fit([x[:, :1] for x in train], obs)
