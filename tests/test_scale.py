@@ -182,6 +182,32 @@ def _fit_peak(T):
     return peak
 
 
+def test_an_exact_fit_larger_than_the_machine_is_refused_before_any_work(data, monkeypatch):
+    import os
+
+    from kbfilter.filters.kbf import EXACT_FIT_ARRAYS
+
+    # the refusal reckons with the exact fit's measured peak, in T x T float64 arrays
+    states, obs = kb.systems.Oscillation().simulate(1000, rng=0)
+    tracemalloc.start()
+    kb.KernelBayesFilter().fit(states, obs)
+    peak = tracemalloc.get_traced_memory()[1] / (8 * 1000**2)
+    tracemalloc.stop()
+    assert EXACT_FIT_ARRAYS - 1 < peak < EXACT_FIT_ARRAYS + 1, peak
+    # on a machine with less memory than the fit of 300 states needs it is refused, where the
+    # process would have been killed part way; the scalable paths still fit
+    (states, obs), _ = data
+    page, real = 4096, os.sysconf
+    pages = EXACT_FIT_ARRAYS * 8 * 300**2 // page - 1
+    monkeypatch.setattr(os, "sysconf", lambda name: {"SC_PHYS_PAGES": pages, "SC_PAGE_SIZE": page}.get(name)
+                        or real(name))
+    with pytest.raises(ValueError, match=r"^states: the exact filter on 300 training states .* more than this "
+                                         r"machine's memory .*; use approximation='local'"):
+        kb.KernelBayesFilter().fit(states, obs)
+    for approximation in ("local", "nystrom"):
+        kb.KernelBayesFilter(approximation=approximation).fit(states, obs)
+
+
 def test_scalable_filter_memory_grows_linearly_in_T(tmp_path):
     small, large = _fit_peak(1000), _fit_peak(4000)
     # four times the data: at most about four times the memory (a T x T array would be 16 times)
