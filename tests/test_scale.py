@@ -185,7 +185,7 @@ def _fit_peak(T):
 def test_an_exact_fit_larger_than_the_machine_is_refused_before_any_work(data, monkeypatch):
     import os
 
-    from kbfilter.filters.kbf import EXACT_FIT_ARRAYS
+    from kbfilter.filters import kbf, kmc
 
     # the refusal reckons with the exact fit's measured peak, in T x T float64 arrays
     states, obs = kb.systems.Oscillation().simulate(1000, rng=0)
@@ -193,19 +193,30 @@ def test_an_exact_fit_larger_than_the_machine_is_refused_before_any_work(data, m
     kb.KernelBayesFilter().fit(states, obs)
     peak = tracemalloc.get_traced_memory()[1] / (8 * 1000**2)
     tracemalloc.stop()
-    assert EXACT_FIT_ARRAYS - 1 < peak < EXACT_FIT_ARRAYS + 1, peak
-    # on a machine with less memory than the fit of 300 states needs it is refused, where the
-    # process would have been killed part way; the scalable paths still fit
+    assert kbf.EXACT_FIT_ARRAYS - 1 < peak < kbf.EXACT_FIT_ARRAYS + 1, peak
+    # on a machine with a page less than the fit of 300 states needs, it is refused, where the
+    # process would have been killed part way; the approximations that scale still fit
     (states, obs), _ = data
     page, real = 4096, os.sysconf
-    pages = EXACT_FIT_ARRAYS * 8 * 300**2 // page - 1
-    monkeypatch.setattr(os, "sysconf", lambda name: {"SC_PHYS_PAGES": pages, "SC_PAGE_SIZE": page}.get(name)
-                        or real(name))
+
+    def machine_below(arrays):
+        pages = arrays * 8 * 300**2 // page - 1
+        monkeypatch.setattr(os, "sysconf", lambda name: {"SC_PHYS_PAGES": pages, "SC_PAGE_SIZE": page}.get(name)
+                            or real(name))
+
+    machine_below(kbf.EXACT_FIT_ARRAYS)
     with pytest.raises(ValueError, match=r"^states: the exact filter on 300 training states .* more than this "
                                          r"machine's memory .*; use approximation='local'"):
         kb.KernelBayesFilter().fit(states, obs)
     for approximation in ("local", "nystrom"):
         kb.KernelBayesFilter(approximation=approximation).fit(states, obs)
+    # the Kernel Monte Carlo filter's exact observation model too (it holds fewer arrays)
+    system = kb.systems.Oscillation()
+    machine_below(kmc.EXACT_FIT_ARRAYS)
+    with pytest.raises(ValueError, match=r"^states: the exact filter on 300 training states .*; use "
+                                         r"approximation='nystrom'"):
+        kb.KernelMonteCarloFilter(system, n_particles=50).fit(states, obs)
+    kb.KernelMonteCarloFilter(system, n_particles=50, approximation="nystrom").fit(states, obs)
 
 
 def test_scalable_filter_memory_grows_linearly_in_T(tmp_path):

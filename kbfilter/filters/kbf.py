@@ -6,7 +6,6 @@ observations alone. The belief is a weight vector over the training states.
 """
 
 import copy
-import os
 from collections import Counter
 
 import numpy as np
@@ -28,8 +27,8 @@ from .compression import kept_transitions
 from .controlled import ControlledTransition, LowRankControlledTransition
 from .likelihood import PredictiveLikelihood
 from .local import AUTO_LOCAL_T, LocalFilterModel, chunked_transition
-from .observation import (LearnedObservationModel, ObservationSettings, ObservationSpace, nystrom_rank_rule,
-                          observation_features, observation_grid, report_rank_cap, scaled_kernel)
+from .observation import (LearnedObservationModel, ObservationSettings, ObservationSpace, check_dense_fits,
+                          nystrom_rank_rule, observation_features, observation_grid, report_rank_cap, scaled_kernel)
 from .smoothing import kernel_smoother
 from .transitions import LearnedTransition
 
@@ -48,31 +47,6 @@ LOCAL_NEIGHBORS = 20
 #: T x T float64 arrays the exact filter's fit holds at its peak (measured with tracemalloc on the
 #: oscillation system: 6.2, 6.1 and 6.0 for T = 1,000, 2,000 and 4,000; the fitted filter keeps 5)
 EXACT_FIT_ARRAYS = 6
-
-
-def _machine_memory():
-    """The machine's physical memory in bytes, or None where the platform does not say."""
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, OSError, ValueError):
-        return None
-
-
-def _check_exact_fits(n):
-    """Refuse, before any work, an exact fit on ``n`` training states whose ``n x n`` arrays would
-    not fit in the machine's memory (the process would be killed part way, or swap for hours).
-
-    Parameters
-    ----------
-    n : int
-        The training states the exact filter keeps.
-    """
-    need, have = EXACT_FIT_ARRAYS * 8 * n * n, _machine_memory()
-    if have is not None and need > have:
-        raise ValueError(f"states: the exact filter on {n:,} training states holds about {EXACT_FIT_ARRAYS} {n:,} x "
-                         f"{n:,} arrays ({need / 2**30:.3g} GB), more than this machine's memory "
-                         f"({have / 2**30:.3g} GB); use approximation='local' (or 'auto', or 'nystrom'), or fewer "
-                         f"training states")
 
 _OWN_FALLBACKS = {"clipped": "weights summed to <= 0; used their clipped, normalised positive part",
                   "collapsed": "no weight was positive; kept the previous belief",
@@ -623,7 +597,8 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
                                  f"'exact' or 'nystrom', got {transition_method!r} and {settings.approximation!r}")
             U = np.vstack(check_controls(controls, xs))
         if settings.approximation == "exact":
-            _check_exact_fits(T if self.compress is None else self.compress)
+            check_dense_fits(T if self.compress is None else self.compress, EXACT_FIT_ARRAYS,
+                             "approximation='local' (or 'auto', or 'nystrom')")
         found = report_outlying_states("KernelBayesFilter", X)
         space, Z = ObservationSpace.fitted(settings.features, obs_shape, Z, X)
         reg_prior = settings.reg_prior

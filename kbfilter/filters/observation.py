@@ -9,6 +9,7 @@ and an optional outlier gate. :class:`ObservationSettings` holds those hyperpara
 posterior weights over the training states.
 """
 
+import os
 from collections import Counter
 from functools import cached_property
 
@@ -30,7 +31,7 @@ from .outliers import OutlierGate, check_outlier_quantile, outlier_gate
 
 __all__ = ["ObservationSettings", "ObservationSpace", "LearnedObservationModel", "observation_grid",
            "observation_features", "mapped_observation", "scaled_kernel", "approximated_kernel", "nystrom_rank_rule",
-           "report_rank_cap", "IMAGE_FEATURES", "RANK_RTOL", "MAX_RANK", "RFF_RANK"]
+           "report_rank_cap", "check_dense_fits", "IMAGE_FEATURES", "RANK_RTOL", "MAX_RANK", "RFF_RANK"]
 
 #: ``approximation="nystrom"`` with ``rank=None``: landmarks are added until the neglected trace of
 #: each Gram matrix is at most ``RANK_RTOL * n * reg`` for the regulariser ``reg`` it is solved with,
@@ -565,3 +566,32 @@ class LearnedObservationModel(SharedModel):
         # the row was checked where it entered (admit)
         W, info = self.rule.weights_from_projection(mu, self.rule.observation_vectors(row, check_input=False))
         return W[:, 0], info
+
+
+def _machine_memory():
+    """The machine's physical memory in bytes, or None where the platform does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def check_dense_fits(n, arrays, instead):
+    """Refuse, before any work, an exact fit on ``n`` training states whose ``n x n`` arrays would
+    not fit in the machine's physical memory (the process would be killed part way, or swap for
+    hours); nothing is checked where the platform does not say how much memory it has.
+
+    Parameters
+    ----------
+    n : int
+        The training states the exact filter keeps.
+    arrays : int
+        How many ``n x n`` float64 arrays its fit holds at its peak (measured for each filter).
+    instead : str
+        What to use instead, for the message (the filter's approximations that scale).
+    """
+    need, have = arrays * 8 * n * n, _machine_memory()
+    if have is not None and need > have:
+        raise ValueError(f"states: the exact filter on {n:,} training states holds about {arrays} {n:,} x {n:,} "
+                         f"arrays ({need / 2**30:.3g} GB), more than this machine's memory ({have / 2**30:.3g} GB); "
+                         f"use {instead}, or fewer training states")
