@@ -120,6 +120,12 @@ def test_a_spreadsheets_csv_reads_and_a_cell_that_is_no_number_is_named(tmp_path
     path.write_text("\n".join(text) + "\n")
     with pytest.raises(ValueError, match=r"column 'lat', report 4: expected a number, got 'N/A'"):
         load_tracks_csv(path, time="t")
+    # a time that is neither seconds nor a date-time is named with its report (the message showed the first time)
+    rows = [(f"2016-01-12T13:00:{s:02d}", "e", lat[0], lon[0]) for s in range(0, 50, 10)]
+    rows.append(("noon", "e", lat[0], lon[0]))
+    with pytest.raises(ValueError, match=r"t: expected numbers \(seconds\) or ISO 8601 date-times, got 'noon' "
+                                         r"\(report 6\)"):
+        load_tracks_csv(_write(tmp_path / "times.csv", rows), time="t")
 
 
 def test_arguments_the_loader_cannot_use_are_refused_by_name(tmp_path):

@@ -263,7 +263,8 @@ def test_learned_motion_refuses_what_it_cannot_use(cv_data):
         LearnedMotionFilter(CV, inputs=(2, 7)).fit(train, obs)
     with pytest.raises(ValueError, match="controls"):
         LearnedMotionFilter(CV).fit(train, obs, controls=[np.zeros((300, 1))] * 10)
-    with pytest.raises(ValueError, match="n_neighbors: expected at most"):
+    with pytest.raises(ValueError, match="n_neighbors: expected at most .*; pass a smaller n_neighbors or a "
+                                         "longer log"):
         LearnedMotion(n_neighbors=10_000).fit(train)
     lmf = LearnedMotionFilter(CV, inputs=(2, 3), n_particles=50, random_state=0).fit(train, obs)
     with pytest.raises(ValueError, match=r"z: expected length 2, got shape \(3,\)"):

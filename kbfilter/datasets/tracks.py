@@ -251,13 +251,24 @@ def _seconds(values, name):
         pass
     try:
         stamps = np.array([v or "NaT" for v in given], dtype="datetime64[ns]")
-    except ValueError as exc:
-        raise ValueError(f"{name}: expected numbers (seconds) or ISO 8601 date-times, got {values[0]!r}") from exc
+    except ValueError:
+        first = next((i for i, v in enumerate(given) if not _is_date_time(v)), 0)
+        raise ValueError(f"{name}: expected numbers (seconds) or ISO 8601 date-times, got {values[first]!r} "
+                         f"(report {first + 1})") from None
     seconds = np.full(len(stamps), np.nan)
     known = ~np.isnat(stamps)
     if np.any(known):
         seconds[known] = (stamps[known] - stamps[known].min()).astype(np.int64) / 1e9
     return seconds
+
+
+def _is_date_time(value):
+    """Whether numpy reads ``value`` as a date-time (an empty cell counts as one: a missing time)."""
+    try:
+        np.datetime64(value or "NaT", "ns")
+    except ValueError:
+        return False
+    return True
 
 
 def _numbers(values, name, path):

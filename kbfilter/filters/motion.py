@@ -183,7 +183,8 @@ class LearnedMotion(Persistent, BaseEstimator):
         n = len(before)
         k = check_int(self.n_neighbors, "n_neighbors", minimum=1)
         if n < k:
-            raise ValueError(f"n_neighbors: expected at most the {n} training steps, got {k}")
+            raise ValueError(f"n_neighbors: expected at most the {n} training steps, got {k}; pass a smaller "
+                             f"n_neighbors or a longer log")
         self.n_neighbors_ = k
         self.inputs_ = inputs = before[:, self.columns_]
         self.scaler_ = StandardScaler().fit(inputs)
