@@ -240,15 +240,15 @@ class TrackSet:
         return self.subset(v for v in vehicles if v not in test), self.subset(test)
 
 
-def _seconds(values, name):
+def _seconds(values, name, path):
     """Report times as float seconds: numbers, or ISO 8601 date-times (UTC)."""
     # an empty cell is a report without a time (NaN, dropped and counted as no_time); it must not
     # turn a column of seconds into one of dates, as numpy reads "10" as the year 10
-    given = [v.strip() for v in values]
     try:
-        return np.array([float(v) if v else np.nan for v in given])
+        return _numbers(values, name, path)
     except ValueError:
         pass
+    given = [v.strip() for v in values]
     try:
         stamps = np.array([v or "NaT" for v in given], dtype="datetime64[ns]")
     except ValueError:
@@ -386,7 +386,7 @@ def load_tracks_csv(path, time="time", vehicle="id", lat="lat", lon="lon", step=
     if origin is not None:
         origin = _origin(origin)
     times, ids, lats, lons = _read_columns(path, [time, vehicle, lat, lon])
-    t = _seconds(times, time)
+    t = _seconds(times, time, path)
     timed = np.isfinite(t)
     if np.any(timed):
         t = t - t[timed].min()
