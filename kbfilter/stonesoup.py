@@ -47,6 +47,7 @@ import datetime
 import hashlib
 
 import numpy as np
+import scipy.sparse as sp
 from stonesoup.base import Property
 from stonesoup.predictor.base import Predictor
 from stonesoup.types.array import CovarianceMatrix, StateVector
@@ -57,6 +58,7 @@ from stonesoup.updater.base import Updater
 from sklearn.utils.validation import check_is_fitted
 
 from ._validation import check_covariance, check_rng, check_vector
+from .filters.local import LocalFilterModel
 from .systems.base import sensor_residual
 
 
@@ -93,8 +95,11 @@ _UPDATE_PARAMETERS = """
         The prediction and measurement it was made from."""
 
 _STATE_PARAMETERS = _state_parameters("""
-    weights : ndarray of shape (n,)
-        The belief: the weights over the filter's ``n`` training states, summing to 1.""")
+    weights : ndarray of shape (n,) or scipy sparse array of shape (1, n)
+        The belief: the weights over the filter's ``n`` training states, summing to 1. A filter
+        with ``approximation="local"`` keeps its belief on at most ``support`` training states,
+        and its states carry them as a sparse array, so that a step and a stored state cost what
+        the belief holds, not ``n``.""")
 
 
 class KernelBayesState(GaussianState):
@@ -102,7 +107,8 @@ class KernelBayesState(GaussianState):
     weights over the training states.
 """ + _STATE_PARAMETERS
 
-    weights: np.ndarray = Property(doc="The weights over the filter's training states (summing to 1).")
+    weights: np.ndarray = Property(doc="The weights over the filter's training states (summing to 1); a sparse "
+                                       "array of shape (1, n) from a filter with approximation='local'.")
 
 
 class KernelBayesStatePrediction(Prediction, KernelBayesState):
@@ -118,12 +124,12 @@ class KernelBayesStateUpdate(Update, KernelBayesState):
 def _filter_at(filt, state, seed):
     """A copy of ``filt`` whose belief is ``state``'s (the filter itself is left as it is)."""
     check_is_fitted(filt, "model_")
-    belief = copy.deepcopy(filt)  # the fitted model is shared, not copied
     if isinstance(state, KernelBayesState):
-        return belief.reset(weights=np.asarray(state.weights, dtype=np.float64))
+        weights = state.weights
+        return filt.with_belief(weights=weights if sp.issparse(weights) else np.asarray(weights, dtype=np.float64))
     mean, cov = _gaussian_of(state, filt.n_features_in_)
     samples = np.random.default_rng(seed).multivariate_normal(mean, cov, size=PROJECTION_SAMPLES)
-    return belief.reset(prior=samples)
+    return filt.with_belief(prior=samples)
 
 
 def _steps(step, prior, timestamp):
@@ -149,8 +155,9 @@ def _gaussian_of(state, dim):
 
 
 def _with_weights(belief):
-    """What a kernel Bayes state carries besides the estimate: the weights over the training states."""
-    return {"weights": belief.weights}
+    """What a kernel Bayes state carries besides the estimate: the weights over the training
+    states, sparse when the filter keeps its belief on a bounded support."""
+    return {"weights": belief.sparse_weights if isinstance(belief.model_, LocalFilterModel) else belief.weights}
 
 
 def _with_track_filter(track):
@@ -311,9 +318,13 @@ class KernelBayesUpdater(_FilterUpdater):
         if len(belief.obs_shape_) != 1 or belief.features_ is not None:
             raise ValueError("predicted_state: KernelBayesUpdater predicts vector measurements only (a filter "
                              "fitted on images or with a feature map compares observations in another space)")
-        mean, cov = density.moments(belief.weights, noise=measurement_noise)
-        p = density.mixture_weights(belief.weights)
-        states = belief.states_
+        # on the training states the belief is on: the others carry no weight
+        weights = belief.sparse_weights
+        support = weights.indices
+        density = density.restricted(support)
+        mean, cov = density.moments(weights.data, noise=measurement_noise)
+        p = density.mixture_weights(weights.data)
+        states = belief.states_[support]
         cross = ((states - p @ states) * p[:, None]).T @ (density.observations - p @ density.observations)
         return GaussianMeasurementPrediction(StateVector(mean), CovarianceMatrix(cov), cross_covar=cross,
                                              timestamp=predicted_state.timestamp)

@@ -152,8 +152,6 @@ def test_the_local_filter_reports_a_likelihood_and_refuses_what_it_cannot_do(osc
     assert np.isfinite(filt.log_likelihood)
     with pytest.raises(ValueError, match="smooth"):
         filt.smooth(Zt[:5])
-    with pytest.raises(ValueError, match="prior"):
-        filt.reset(prior=X[:10])
     with pytest.raises(ValueError, match="approximation"):
         kb.KernelBayesFilter(approximation="local", compress=50).fit(X, Z)
     with pytest.raises(ValueError, match="approximation"):
@@ -293,3 +291,50 @@ def test_tuning_sweeps_the_update_on_one_fit_and_scores_as_fresh_fits(oscillatio
     for row in tuned.search_table_:
         point = {name: row[name] for name in grid}
         assert row["mse"] == kb.tuning.validation_mse(template, point, train, validation)
+
+
+def test_a_prior_puts_each_samples_weight_on_its_nearest_training_state(oscillation):
+    (X, Z), _ = oscillation
+    filt = kb.KernelBayesFilter(approximation="local", support=80).fit(X, Z)
+    rng = np.random.default_rng(4)
+    samples = rng.multivariate_normal(X.mean(axis=0), 0.2 * np.cov(X.T), size=50)
+    gamma = rng.uniform(0.5, 1.5, size=50)
+    # brute force: a radial kernel is largest at the nearest state in its coordinates
+    nearest = np.argmax(filt.kernel_x_(samples, X), axis=1)
+    expected = np.bincount(nearest, weights=gamma, minlength=len(X)) / gamma.sum()
+    track = filt.with_belief(prior=kb.KernelMean(samples, gamma))
+    np.testing.assert_allclose(track.weights, expected, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(track.x_prior, expected @ X, rtol=1e-12, atol=1e-14)
+    # the filter itself keeps its belief, and reset gives the same one
+    np.testing.assert_array_equal(filt.weights, np.full(len(X), 1 / len(X)))
+    np.testing.assert_array_equal(filt.reset(prior=kb.KernelMean(samples, gamma)).weights, track.weights)
+    # plain samples weigh equally; a kernel mean on other states is refused before any change
+    counts = np.bincount(nearest, minlength=len(X)) / 50
+    np.testing.assert_allclose(filt.reset(prior=samples).weights, counts, rtol=1e-12, atol=0)
+    with pytest.raises(ValueError, match="prior: expected a kernel mean on 2-dimensional states"):
+        filt.reset(prior=kb.KernelMean(samples[:, :1]))
+    np.testing.assert_array_equal(filt.weights, counts)
+
+
+@pytest.mark.parametrize("approximation", ["exact", "local"])
+def test_sparse_weights_hold_the_belief_and_reset_continues_from_them(oscillation, approximation):
+    (X, Z), (_, Zt) = oscillation
+    filt = kb.KernelBayesFilter(approximation=approximation, support=80).fit(X, Z)
+    for z in Zt[:5]:
+        filt.predict()
+        filt.update(z)
+    held = filt.sparse_weights
+    assert held.shape == (1, len(X))
+    if approximation == "local":
+        assert held.nnz <= 80
+    np.testing.assert_array_equal(held.toarray().ravel(), filt.weights)
+    twin = filt.with_belief(weights=held)
+    for z in Zt[5:15]:
+        filt.predict(), twin.predict()
+        filt.update(z), twin.update(z)
+        np.testing.assert_array_equal(twin.x, filt.x)
+        np.testing.assert_array_equal(twin.weights, filt.weights)
+    with pytest.raises(ValueError, match=f"weights: expected a sparse array of shape \\(1, {len(X)}\\)"):
+        filt.reset(weights=held.T)
+    with pytest.raises(ValueError, match="weights: expected weights summing to 1"):
+        filt.reset(weights=2 * held)

@@ -6,6 +6,7 @@ import datetime
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 pytest.importorskip("stonesoup")
 
@@ -112,6 +113,32 @@ def test_the_predicted_measurement_is_the_learned_observation_densitys(fitted):
     assert np.linalg.norm(mean - prediction.state_vector.ravel()) < 0.1
 
 
+def test_on_the_local_path_a_track_starts_from_a_gaussian_and_carries_its_belief_sparse():
+    system = kb.systems.Oscillation()
+    kbf = kb.KernelBayesFilter(approximation="local", support=60).fit(*system.simulate(2000, rng=0))
+    mean, cov = np.array([1.0, 0.0]), 0.05 * np.eye(2)
+    predictor, updater = KernelBayesPredictor(kbf, seed=3), KernelBayesUpdater(kbf)
+    own = kbf.with_belief(prior=np.random.default_rng(3).multivariate_normal(mean, cov, size=PROJECTION_SAMPLES))
+    state = GaussianState(mean[:, None], cov, timestamp=START)
+    for t, z in enumerate(system.simulate(20, rng=1)[1], start=1):
+        prediction = predictor.predict(state, timestamp=START + t * SECOND)
+        own.predict()
+        np.testing.assert_array_equal(prediction.state_vector.ravel(), own.x_prior)
+        np.testing.assert_array_equal(prediction.weights.toarray().ravel(), own.weights_prior)
+        measured = updater.predict_measurement(prediction)
+        np.testing.assert_allclose(measured.state_vector.ravel(),
+                                   own.observation_model_.density.moments(own.weights_prior)[0], rtol=1e-12)
+        hypothesis = SingleHypothesis(prediction, MissedDetection(timestamp=prediction.timestamp) if t == 5 else
+                                      Detection(z[:, None], timestamp=prediction.timestamp))
+        state = updater.update(hypothesis)
+        own.update(None if t == 5 else z)
+        np.testing.assert_array_equal(state.state_vector.ravel(), own.x_post)
+        np.testing.assert_array_equal(state.weights.toarray().ravel(), own.weights)
+        # an update holds at most `support` training states (a missed detection keeps the
+        # prediction, which is drawn down at the next step), not the 2,000 of the log
+        assert state.weights.nnz <= (prediction.weights.nnz if t == 5 else 60) < 2000
+
+
 def test_the_stone_soup_plugin_lookup_finds_the_adapter():
     from stonesoup.plugins.kbfilter import KernelBayesPredictor as FromPlugin
 
@@ -126,6 +153,8 @@ def test_weights_given_to_reset_are_checked():
         kbf.reset(weights=np.ones(100))
     with pytest.raises(ValueError, match="weights: expected None when a prior is given"):
         kbf.reset(prior=np.zeros((5, 2)), weights=np.ones(100) / 100)
+    with pytest.raises(ValueError, match="weights: contains NaN"):
+        kbf.reset(weights=sp.csr_array(([np.nan, 1.0], [0, 1], [0, 2]), shape=(1, 100)))
 
 
 # -- the learned-motion filter ----------------------------------------------------------------------

@@ -9,6 +9,7 @@ import copy
 from collections import Counter
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
@@ -187,6 +188,27 @@ class FilterModel(SharedModel):
         """
         return w, None
 
+    def on_states(self, values, support):
+        """A belief given by its weights on some training states, as this model holds it.
+
+        Parameters
+        ----------
+        values : ndarray of shape (s,)
+            Nonzero weights.
+        support : ndarray of int, shape (s,)
+            Their training states, distinct.
+
+        Returns
+        -------
+        values : ndarray of shape (n,)
+            The weights over every training state, zero off ``support``.
+        support : None
+            Every state.
+        """
+        w = np.zeros(self.states.shape[0])
+        w[support] = values
+        return w, None
+
     @staticmethod
     def dense(values, support):
         """A belief as weights over every training state.
@@ -323,6 +345,26 @@ def _indices(values, name):
     if values.ndim != 1 or values.dtype.kind not in "iu" or (values.size and values.min() < 0):
         raise ValueError(f"{name}: expected a 1-D array of non-negative integer indices")
     return values
+
+
+def _checked_weights(weights, n):
+    """A belief given to :meth:`KernelBayesFilter.reset`: weights over the ``n`` training states
+    summing to 1, as an array, or as ``(values, support)`` when given as a sparse array (only its
+    stored entries read)."""
+    if not sp.issparse(weights):
+        weights = check_vector(weights, "weights", length=n)
+        total = weights.sum()
+    else:
+        if weights.shape not in ((n,), (1, n)):
+            raise ValueError(f"weights: expected a sparse array of shape (1, {n}), got shape {weights.shape}")
+        row = sp.csr_array(weights.reshape(1, n))
+        row.sum_duplicates()
+        # the stored entries are the belief's support, explicit zeros included (as the filter kept it)
+        weights = check_vector(row.data, "weights").copy(), row.indices.astype(np.intp)
+        total = weights[0].sum()
+    if not abs(total - 1.0) <= 1e-8:
+        raise ValueError(f"weights: expected weights summing to 1, got a sum of {float(total)!r}")
+    return weights
 
 
 def _learned(name, doc):
@@ -468,6 +510,9 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         update is rescaled every step, so long runs never underflow). ``weights`` is the belief
         the next step starts from, as ``x`` is: the posterior after :meth:`update`, the
         prediction after :meth:`predict` (so that ``predict(); predict()`` goes two steps ahead).
+    sparse_weights : scipy.sparse.csr_array of shape (1, T)
+        ``weights`` on the training states the belief is on (at most ``support`` of them with
+        ``approximation="local"``), without writing out all ``T``: what a tracker keeps per track.
     transition_operator_, projection_operator_ : Operator
         The transition ``A`` (``w_pred = A w``) and the projection ``K`` (``mu = K w_pred``) over
         the training states: :class:`~kbfilter.operators.DenseOperator` for the exact filter,
@@ -900,13 +945,18 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         Parameters
         ----------
         prior : KernelMean, array-like of shape (n, dim_x) or None, default=None
-            A kernel mean on the state space or samples of the initial state. It is projected onto
-            the training states, ``w = (G_x + T eps I)^{-1} G_{x,u} gamma``. ``None`` gives equal
+            A kernel mean on the state space or samples of the initial state. The exact and
+            low-rank filters project it onto the training states,
+            ``w = (G_x + T eps I)^{-1} G_{x,u} gamma``; with ``approximation="local"``, whose
+            belief is a weighted sample of training states, each sample's weight goes to its
+            nearest training state (in the state kernel's coordinates). ``None`` gives equal
             weights.
-        weights : array-like of shape (n,) or None, default=None
+        weights : array-like of shape (n,), scipy sparse array of shape (1, n), or None, default=None
             Weights over the ``n = n_train_`` training states summing to 1 (a belief kept from an earlier
-            step, e.g. by a tracker that holds many tracks), used as they are; not together with
-            ``prior``.
+            step, e.g. by a tracker that holds many tracks, as :attr:`weights` or
+            :attr:`sparse_weights` gave it), used as they are; not together with ``prior``. A
+            sparse array is read through its stored entries only, so with
+            ``approximation="local"`` setting it costs what the belief holds, not ``n``.
 
         Returns
         -------
@@ -918,36 +968,79 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         if weights is not None:
             if prior is not None:
                 raise ValueError("weights: expected None when a prior is given; pass one of them")
-            weights = check_vector(weights, "weights", length=T)
-            if not abs(weights.sum() - 1.0) <= 1e-8:
-                raise ValueError(f"weights: expected weights summing to 1, got a sum of {float(weights.sum())!r}")
+            weights = _checked_weights(weights, T)
+        elif prior is not None:
+            prior = self._checked_prior(prior)
         self._events = Counter()
         self._unobserved()
         model = self.model_
         if weights is not None:
-            w = weights.copy()
+            values, support = (model.on_states(*weights) if isinstance(weights, tuple)
+                               else model.on_support(weights.copy()))
         elif prior is None:
-            w = np.full(T, 1.0 / T)
+            values, support = model.on_support(np.full(T, 1.0 / T))
         else:
-            if model.observation is None:
-                raise ValueError("prior: approximation='local' starts from uniform weights or from weights; "
-                                 "pass weights=")
-            if isinstance(prior, tuple) and len(prior) == 2:
-                # the belief has no random numbers of its own to draw from a Gaussian with
-                raise ValueError("prior: expected samples of the initial state, an (n, dim_x) array, or a KernelMean; "
-                                 "for a Gaussian (mean, cov), pass samples of it, e.g. "
-                                 "np.random.default_rng(0).multivariate_normal(mean, cov, size=500)")
-            if not isinstance(prior, KernelMean):
-                prior = KernelMean(check_matrix(prior, "prior", n_features=self.states_.shape[1]),
-                                   kernel=self.rule_.kernel_x_)
-            w = self.rule_.prior_projection(prior) / T
-            w = self._normalised(w, fallback=np.full(T, 1.0 / T))
-        self._belief = self._prior = _Belief(*model.on_support(w))
+            values, support = self._projected(prior)
+        self._belief = self._prior = _Belief(values, support)
         self.dropped_mass = 0.0
-        values, support = self._belief.pair
         self._set_estimate("prior", *model.estimates(values, values, support))
         self._set_estimate("post", self.x_prior, self.P_prior)
         return self
+
+    def with_belief(self, prior=None, weights=None):
+        """A copy of this fitted filter with the belief :meth:`reset` sets, sharing the fitted model.
+
+        This filter keeps its own belief, and the copy costs what the new belief holds: this
+        filter's belief is not copied (``copy.deepcopy`` would copy all ``n`` weights of a uniform
+        belief). A tracker holds one belief per track and makes a filter for each of its steps.
+
+        Parameters
+        ----------
+        prior, weights
+            As :meth:`reset` takes them.
+
+        Returns
+        -------
+        KernelBayesFilter
+            The copy.
+
+        Examples
+        --------
+        >>> import kbfilter as kb
+        >>> kbf = kb.KernelBayesFilter(approximation="local").fit(*kb.systems.Rotation().simulate(300, rng=0))
+        >>> track = kbf.with_belief(prior=[[1.0, 0.0]])  # the training state nearest (1, 0)
+        >>> track.x_prior.round(2), kbf.x_prior.round(2)
+        (array([0.94, 0.02]), array([0.03, 0.01]))
+        """
+        check_is_fitted(self, "model_")
+        memo = {id(part): None for part in (self._belief, self._prior, self._pending) if part is not None}
+        return copy.deepcopy(self, memo).reset(prior=prior, weights=weights)
+
+    def _checked_prior(self, prior):
+        """A user's prior as ``(points, weights)`` (see :meth:`reset`), checked before any work."""
+        if isinstance(prior, tuple) and len(prior) == 2:
+            # the belief has no random numbers of its own to draw from a Gaussian with
+            raise ValueError("prior: expected samples of the initial state, an (n, dim_x) array, or a KernelMean; "
+                             "for a Gaussian (mean, cov), pass samples of it, e.g. "
+                             "np.random.default_rng(0).multivariate_normal(mean, cov, size=500)")
+        dim_x = self.states_.shape[1]
+        if not isinstance(prior, KernelMean):
+            points = check_matrix(prior, "prior", n_features=dim_x)
+            return points, np.full(points.shape[0], 1.0 / points.shape[0])
+        if prior.points.shape[1] != dim_x:
+            raise ValueError(f"prior: expected a kernel mean on {dim_x}-dimensional states, "
+                             f"got one on {prior.points.shape[1]}")
+        return prior.points, prior.weights
+
+    def _projected(self, prior):
+        """A prior's ``(points, weights)`` as the model holds a belief (see :meth:`reset`)."""
+        model, T = self.model_, self.n_train_
+        if model.observation is None:
+            values, support = model.sample_on_states(*prior)
+            p = self._normalised(values, fallback=None)
+            return model.on_support(np.full(T, 1.0 / T)) if p is None else (p, support)
+        w = self.rule_.prior_projection(KernelMean(*prior, kernel=self.rule_.kernel_x_)) / T
+        return model.on_support(self._normalised(w, fallback=np.full(T, 1.0 / T)))
 
     def _checked(self, w, raw, support):
         # the point estimate and covariance, counting an estimate that left the training states
@@ -971,6 +1064,17 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
     def weights(self):
         """The current weights over the training states (see the class's attributes)."""
         return self._belief.dense(self.model_)
+
+    @property
+    def sparse_weights(self):
+        """The current weights over the training states as a scipy sparse array of shape
+        ``(1, n)`` holding the states the belief is on: with ``approximation="local"`` at most
+        ``support`` of them, read without writing out all ``n`` weights (what a tracker keeps for
+        each track; :meth:`reset` takes it back)."""
+        values, support = self._belief.pair
+        if support is None:
+            support = np.arange(values.size)
+        return sp.csr_array((values.copy(), support.copy(), np.array([0, support.size])), shape=(1, self.n_train_))
 
     @weights.setter
     def weights(self, value):

@@ -388,7 +388,7 @@ class LocalFilterModel(SharedModel):
             raise ValueError(f"{unknown[0]}: not a setting of the step; expected one of {list(self.UPDATE_SETTINGS)}")
         model = LocalFilterModel(**{**{name: getattr(self, name) for name in _FIELDS}, **settings})
         # what the step caches from the training pairs and kernels holds for the new model too
-        for name in ("_state_gram", "_observation_gram", "density"):
+        for name in ("_state_gram", "_observation_gram", "density", "_state_index"):
             if name in self.__dict__:
                 model.__dict__[name] = self.__dict__[name]
         return model
@@ -405,6 +405,12 @@ class LocalFilterModel(SharedModel):
     @cached_property
     def _observation_gram(self):
         return _Gram(self.kernel_z, self.observations)
+
+    @cached_property
+    def _state_index(self):
+        # built when a prior is first placed (a tracker starting tracks), not at fit: most runs
+        # start from the uniform belief and never need it
+        return NearestNeighbors(n_neighbors=1).fit(self.kernel_x.coordinates(self.states))
 
     @cached_property
     def density(self):
@@ -446,6 +452,51 @@ class LocalFilterModel(SharedModel):
         """
         support = np.flatnonzero(w)
         return w[support], support
+
+    def on_states(self, values, support):
+        """A belief given by its weights on some training states, as this model holds it.
+
+        Parameters
+        ----------
+        values : ndarray of shape (s,)
+            Nonzero weights.
+        support : ndarray of int, shape (s,)
+            Their training states, distinct.
+
+        Returns
+        -------
+        values, support : ndarray
+            The same: this model keeps a belief on its support.
+        """
+        return values, support
+
+    def sample_on_states(self, points, weights):
+        """A weighted sample of states as a belief: each point moved to its nearest training state.
+
+        The local belief is a weighted sample of training states (the update reads its weights as
+        the prior's own), so a prior given by samples keeps their weights on the training states
+        nearest them, in the state kernel's coordinates: ``O(n log T)`` through a neighbour index
+        over the training states, built on first use and shared by copies of the filter.
+
+        Parameters
+        ----------
+        points : ndarray of shape (n, dim_x)
+            The samples.
+        weights : ndarray of shape (n,)
+            Their weights.
+
+        Returns
+        -------
+        values : ndarray of shape (s,)
+            The summed weights of the samples each training state received (the nonzero ones).
+        support : ndarray of int, shape (s,)
+            Those training states.
+        """
+        nearest = self._state_index.kneighbors(self.kernel_x.coordinates(points), return_distance=False)[:, 0]
+        support, inverse = np.unique(nearest, return_inverse=True)
+        values = np.bincount(inverse, weights=weights, minlength=support.size)
+        kept = values != 0
+        return values[kept], support[kept]
 
     def dense(self, values, support):
         """A belief as weights over every training state.
