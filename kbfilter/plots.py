@@ -17,12 +17,25 @@ def _checked_methods(estimates, name, n_rows, dim):
         raise ValueError(f"{name}: expected a dict of method names and estimates, got {type(estimates).__name__}")
     checked = {}
     for method, values in estimates.items():
-        values = check_matrix(values, f"{name}[{method!r}]", finite=False)
-        if values.shape[0] != n_rows or values.shape[1] < dim:
-            raise ValueError(f"{name}[{method!r}]: expected {n_rows} rows (one a true state) of at least {dim} "
-                             f"columns, got shape {values.shape}")
-        checked[method] = values
+        checked[method] = _checked_rows(values, f"{name}[{method!r}]", n_rows, dim)
     return checked
+
+
+def _checked_rows(values, name, n_rows, dim):
+    """``values`` as an ``(n_rows, >= dim)`` float array, NaN rows allowed (drawn as gaps)."""
+    values = check_matrix(values, name, finite=False)
+    if values.shape[0] != n_rows or values.shape[1] < dim:
+        raise ValueError(f"{name}: expected {n_rows} rows (one a true state) of at least {dim} columns, "
+                         f"got shape {values.shape}")
+    return values
+
+
+def _checked_mask(values, name, n):
+    """``values`` as a boolean array of length ``n``."""
+    mask = np.asarray(values)
+    if mask.shape != (n,) or mask.dtype.kind not in "biu" or not np.isin(mask, (0, 1)).all():
+        raise ValueError(f"{name}: expected {n} booleans (one a true state), got shape {mask.shape} of {mask.dtype}")
+    return mask.astype(bool)
 
 
 def _checked_per_item(values, name, n, item="track"):
@@ -34,6 +47,15 @@ def _checked_per_item(values, name, n, item="track"):
     if len(values) != n:
         raise ValueError(f"{name}: expected one entry a {item} ({n}), got {len(values)}")
     return list(values)
+
+
+def _checked_axes(axes, n, what):
+    """The caller's ``axes`` as a flat list, at least ``n`` of them (``what`` says what each is for)."""
+    axes = list(np.ravel(np.asarray(axes, dtype=object)))
+    if len(axes) < n or not all(callable(getattr(ax, "plot", None)) for ax in axes):
+        raise ValueError(f"axes: expected {n} matplotlib axes ({what}), got {len(axes)} "
+                         f"{type(axes[0]).__name__ if axes else 'entries'}")
+    return axes
 
 
 def _axes(ax, figsize=(7, 4.5)):
@@ -102,9 +124,13 @@ def plot_trajectory(states, estimates, steps=100, axes=None):
     states = check_matrix(states, "states")
     shown = {name: est[:check_int(steps, "steps")]
              for name, est in _checked_methods(estimates, "estimates", len(states), states.shape[1]).items()}
+    if not shown:
+        raise ValueError("estimates: expected at least one method's estimates")
     states = states[:steps]
     names = list(shown)
-    if axes is None:
+    if axes is not None:
+        axes = _checked_axes(axes, len(names) + 1, "one a method, then one for the errors")
+    else:
         import matplotlib.pyplot as plt
 
         cols = min(3, len(names) + 1)
@@ -112,7 +138,7 @@ def plot_trajectory(states, estimates, steps=100, axes=None):
         fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.2 * rows), squeeze=False)
         for ax in axes.ravel()[len(names) + 1:]:
             ax.set_visible(False)
-    axes = list(np.ravel(axes))
+        axes = list(axes.ravel())
     t = np.arange(len(states))
     phase = states.shape[1] >= 2
     errors = {name: np.sum((est - states) ** 2, axis=1) for name, est in shown.items()}
@@ -177,7 +203,7 @@ def plot_frames(frames, titles, marks=None, axes=None):
         import matplotlib.pyplot as plt
 
         _, axes = plt.subplots(1, len(frames), figsize=(2.6 * len(frames), 3.6))
-    axes = np.atleast_1d(axes)
+    axes = _checked_axes(axes, len(frames), "one a frame")
     for ax, frame, title, frame_marks in zip(axes, frames, titles, marks):
         frame = np.clip(np.asarray(frame), 0, 1)
         ax.imshow(frame, cmap="gray" if frame.ndim == 2 else None, vmin=0, vmax=1)
@@ -198,6 +224,36 @@ def plot_frames(frames, titles, marks=None, axes=None):
     if marks and marks[0]:
         axes[0].legend(fontsize=6, loc="lower left", framealpha=0.6)
     return axes[0]
+
+
+def _checked_clouds(particles, weights):
+    """``[(method, step, cloud, cloud's weights or None)]`` from :func:`plot_map`'s arguments."""
+    clouds = []
+    for name, by_step in _checked_mapping(particles, "particles").items():
+        given = _checked_mapping(_checked_mapping(weights, "weights").get(name), f"weights[{name!r}]")
+        for step, cloud in _checked_mapping(by_step, f"particles[{name!r}]").items():
+            where = f"[{name!r}][{step!r}]"
+            cloud = check_matrix(cloud, "particles" + where)
+            if cloud.shape[1] < 2:
+                raise ValueError(f"particles{where}: expected particles of at least 2 coordinates (the position), "
+                                 f"got shape {cloud.shape}")
+            w = given.get(step)
+            if w is not None:
+                w = np.asarray(w, dtype=float) if np.asarray(w).dtype.kind in "biuf" else None
+                if w is None or w.shape != (len(cloud),) or not np.all(np.isfinite(w) & (w >= 0)) or not w.sum() > 0:
+                    raise ValueError(f"weights{where}: expected {len(cloud)} non-negative finite weights, one a "
+                                     f"particle, not all zero")
+            clouds.append((name, step, cloud, w))
+    return clouds
+
+
+def _checked_mapping(values, name):
+    """``values`` as a dict (None: empty)."""
+    if values is None:
+        return {}
+    if not isinstance(values, Mapping):
+        raise ValueError(f"{name}: expected a dict, got {type(values).__name__}")
+    return values
 
 
 def plot_map(system, states, estimates, particles=None, ax=None, weights=None):
@@ -228,22 +284,18 @@ def plot_map(system, states, estimates, particles=None, ax=None, weights=None):
         raise ValueError(f"system: expected a system that draws its map (top_down(ax)), got {type(system).__name__}")
     states = check_matrix(states, "states")
     estimates = _checked_methods(estimates, "estimates", len(states), 2)
+    clouds = _checked_clouds(particles, weights)
     ax = _axes(ax, figsize=(6, 6))
     system.top_down(ax)
     ax.plot(states[:, 0], states[:, 1], color="black", lw=2, label="true path")
     for name, means in estimates.items():
         ax.plot(means[:, 0], means[:, 1], lw=1, alpha=0.8, label=name)
-    for name, by_step in (particles or {}).items():
-        for step, cloud in by_step.items():
-            cloud = np.asarray(cloud)
-            w = (weights or {}).get(name, {}).get(step)
-            # equal weights keep the 2-point marker of an unweighted cloud, one heavy particle does
-            # not hide the map (at most 30 times that), and the heaviest are drawn last, on top
-            size = (np.full(len(cloud), 2.0) if w is None
-                    else np.minimum(2.0 * len(cloud) * np.asarray(w) / np.sum(w), 60.0))
-            order = np.argsort(size)
-            ax.scatter(cloud[order, 0], cloud[order, 1], s=size[order], alpha=0.3,
-                       label=f"{name} particles, step {step}")
+    for name, step, cloud, w in clouds:
+        # equal weights keep the 2-point marker of an unweighted cloud, one heavy particle does
+        # not hide the map (at most 30 times that), and the heaviest are drawn last, on top
+        size = np.full(len(cloud), 2.0) if w is None else np.minimum(2.0 * len(cloud) * w / np.sum(w), 60.0)
+        order = np.argsort(size)
+        ax.scatter(cloud[order, 0], cloud[order, 1], s=size[order], alpha=0.3, label=f"{name} particles, step {step}")
     ax.legend(fontsize=6, loc="upper right", framealpha=0.6)
     return ax
 
@@ -281,7 +333,13 @@ def plot_tracks(truths, estimates, observations=None, missing=None, titles=None,
     estimates = [_checked_methods(by_method, f"estimates[{i}]", len(truth), 2)
                  for i, (truth, by_method) in enumerate(zip(truths, _checked_per_item(estimates, "estimates", n)))]
     observations = _checked_per_item(observations, "observations", n)
+    if observations is not None:
+        observations = [None if fixes is None else _checked_rows(fixes, f"observations[{i}]", len(truth), 2)
+                        for i, (truth, fixes) in enumerate(zip(truths, observations))]
     missing = _checked_per_item(missing, "missing", n)
+    if missing is not None:
+        missing = [_checked_mask(gone, f"missing[{i}]", len(truth))
+                   for i, (truth, gone) in enumerate(zip(truths, missing))]
     titles = _checked_per_item(titles, "titles", n)
     if axes is None:
         import matplotlib.pyplot as plt
@@ -292,6 +350,8 @@ def plot_tracks(truths, estimates, observations=None, missing=None, titles=None,
         axes = list(grid.ravel())
         for ax in axes[n:]:
             ax.set_visible(False)
+    else:
+        axes = _checked_axes(axes, n, "one a track")
     for i in range(n):
         ax = axes[i]
         truth = truths[i]
@@ -306,7 +366,7 @@ def plot_tracks(truths, estimates, observations=None, missing=None, titles=None,
         path = km(truth)
         ax.plot(path[:, 0], path[:, 1], color="black", lw=2, label="true track", zorder=2)
         if missing is not None and np.any(missing[i]):
-            gone = np.asarray(missing[i], bool)
+            gone = missing[i]
             ax.scatter(path[gone, 0], path[gone, 1], s=10, marker="x", color="tab:red",
                        label="observation missing", zorder=3)
         for name, means in estimates[i].items():

@@ -8,9 +8,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from kbfilter.plots import plot_frames, plot_mse_box, plot_tracks, plot_trajectory  # noqa: E402
+import kbfilter as kb  # noqa: E402
+from kbfilter.plots import plot_frames, plot_map, plot_mse_box, plot_tracks, plot_trajectory  # noqa: E402
 
 STATES = np.column_stack([np.linspace(0.0, 1.0, 20), np.linspace(1.0, 0.0, 20)])
+_ROOM = kb.systems.RobotInRoom()
 
 
 def test_the_trajectory_panels_draw_each_method_and_title_its_mse():
@@ -35,9 +37,37 @@ def test_the_trajectory_panels_draw_each_method_and_title_its_mse():
     (lambda: plot_tracks([STATES], [{"cv": STATES}, {"cv": STATES}]), r"estimates: expected one entry a track \(1\)"),
     (lambda: plot_tracks([STATES], [{"cv": STATES[:3]}]), r"estimates\[0\]\['cv'\]: expected 20 rows"),
     (lambda: plot_tracks([STATES], [{"cv": STATES}], titles="a"), "titles: expected a list with one entry a track"),
+    (lambda: plot_trajectory(STATES, {}), "estimates: expected at least one method's estimates"),
+    (lambda: plot_tracks([STATES], [{"cv": STATES}], axes=[]), r"axes: expected 1 matplotlib axes \(one a track\)"),
+    (lambda: plot_tracks([STATES], [{"cv": STATES}], axes=["a"]), "axes: expected 1 matplotlib axes .* got 1 str"),
+    (lambda: plot_tracks([STATES], [{"cv": STATES}], observations=[STATES[:, 0]]),
+     r"observations\[0\]: expected 20 rows \(one a true state\) of at least 2 columns, got shape \(20, 1\)"),
+    (lambda: plot_tracks([STATES], [{"cv": STATES}], observations=[STATES[:4]]),
+     r"observations\[0\]: expected 20 rows"),
+    (lambda: plot_tracks([STATES], [{"cv": STATES}], missing=[np.zeros(4, bool)]),
+     r"missing\[0\]: expected 20 booleans"),
+    (lambda: plot_map(_ROOM, STATES, {}, {"m": {3: STATES[:, :1]}}),
+     r"particles\['m'\]\[3\]: expected particles of at least 2"),
+    (lambda: plot_map(_ROOM, STATES, {}, {"m": {3: STATES}}, weights={"m": {3: np.ones(4)}}),
+     r"weights\['m'\]\[3\]: expected 20 non-negative finite weights"),
+    (lambda: plot_map(_ROOM, STATES, {}, {"m": STATES}), r"particles\['m'\]: expected a dict"),
 ])
 def test_arguments_that_do_not_fit_are_refused_by_name_before_a_figure_is_made(call, message):
     before = plt.get_fignums()
     with pytest.raises(ValueError, match=message):
         call()
     assert plt.get_fignums() == before
+
+
+def test_too_few_axes_are_refused_before_anything_is_drawn():
+    _, axes = plt.subplots(1, 2)
+    with pytest.raises(ValueError, match=r"axes: expected 3 matplotlib axes \(one a method, then one for the "
+                                         r"errors\), got 2 Axes"):
+        plot_trajectory(STATES, {"a": STATES, "b": STATES}, axes=axes)
+    with pytest.raises(ValueError, match=r"axes: expected 3 matplotlib axes \(one a frame\), got 2"):
+        plot_frames([np.zeros((4, 4))] * 3, ["a"] * 3, axes=axes)
+    assert not any(ax.lines or ax.images for ax in axes)
+    # enough of them, in any nesting, are drawn on
+    assert plot_frames([np.zeros((4, 4))] * 2, ["a"] * 2, axes=[[axes[0]], [axes[1]]]) is axes[0]
+    assert all(ax.images for ax in axes)
+    plt.close("all")
