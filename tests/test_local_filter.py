@@ -314,6 +314,13 @@ def test_a_prior_puts_each_samples_weight_on_its_nearest_training_state(oscillat
     with pytest.raises(ValueError, match="prior: expected a kernel mean on 2-dimensional states"):
         filt.reset(prior=kb.KernelMean(samples[:, :1]))
     np.testing.assert_array_equal(filt.weights, counts)
+    assert filt.diagnostics["prior_outside_training"] == 0
+    # a prior the training states cannot reach is said so, not followed silently
+    far = np.vstack([samples[:3], X.max(axis=0) + 10 * X.std(axis=0)])
+    with pytest.warns(kb.NumericalWarning, match="1 of the prior's 4 samples lay outside the training states'"):
+        filt.reset(prior=far)
+    assert filt.diagnostics["prior_outside_training"] == 1
+    np.testing.assert_array_equal(filt.weights[np.argmax(filt.kernel_x_(far[3:], X))], 0.25)
 
 
 @pytest.mark.parametrize("approximation", ["exact", "local"])

@@ -243,6 +243,21 @@ class TrainingBox:
         """
         return bool(np.any(x < self.low) or np.any(x > self.high))
 
+    def count_outside(self, X):
+        """How many rows of ``X`` have some coordinate outside the box.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n, dim_x)
+            Points in the state space.
+
+        Returns
+        -------
+        int
+            The number of rows outside.
+        """
+        return int(np.count_nonzero(np.any((X < self.low) | (X > self.high), axis=1)))
+
 
 #: a training state this many robust spreads from the median in some coordinate is reported as outlying
 OUTLYING_SPREADS = 100.0

@@ -529,6 +529,8 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         part), ``"collapsed"`` (no positive weight at all: the previous belief is kept) and
         ``"outside_training"`` (an estimate more than ``OUTSIDE_MARGIN``, 10 %, of the training
         states' range outside their bounding box: counted and warned about, not changed);
+        ``"prior_outside_training"`` (with ``approximation="local"``, a prior given to :meth:`reset`
+        with samples outside that box; each goes to its nearest training state);
         ``"outlier"`` counts the observations the gate set aside (``outlier_quantile``; counted,
         not warned about).
         Each kind is warned about once per reset. A loaded filter keeps its fit-time counts and
@@ -949,8 +951,9 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
             low-rank filters project it onto the training states,
             ``w = (G_x + T eps I)^{-1} G_{x,u} gamma``; with ``approximation="local"``, whose
             belief is a weighted sample of training states, each sample's weight goes to its
-            nearest training state (in the state kernel's coordinates). ``None`` gives equal
-            weights.
+            nearest training state (in the state kernel's coordinates; samples outside the training
+            states' bounding box are counted as ``"prior_outside_training"`` and warned about).
+            ``None`` gives equal weights.
         weights : array-like of shape (n,), scipy sparse array of shape (1, n), or None, default=None
             Weights over the ``n = n_train_`` training states summing to 1 (a belief kept from an earlier
             step, e.g. by a tracker that holds many tracks, as :attr:`weights` or
@@ -1036,6 +1039,11 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         """A prior's ``(points, weights)`` as the model holds a belief (see :meth:`reset`)."""
         model, T = self.model_, self.n_train_
         if model.observation is None:
+            far = model.box.count_outside(prior[0])
+            if far:
+                self._record("prior_outside_training", f"{far} of the prior's {len(prior[0])} samples lay outside the "
+                             f"training states' bounding box; each went to its nearest training state, as far as "
+                             f"the belief can go")
             values, support = model.sample_on_states(*prior)
             p = self._normalised(values, fallback=None)
             return model.on_support(np.full(T, 1.0 / T)) if p is None else (p, support)
