@@ -247,7 +247,7 @@ class Kernel(BaseEstimator):
         ndarray of shape (n,)
             ``k(a_i, a_i)``.
         """
-        A = check_matrix(A, "A")
+        A = self.coordinates(check_matrix(A, "A"))
         return self._paired_sq(np.zeros(A.shape[0]), A)
 
     def gram_batched(self, X):
@@ -445,15 +445,17 @@ class _RadialKernel(Kernel):
         """
         if not self.standardise:
             return X
-        scale = self._column_scale()
-        if X.shape[-1] != scale.shape[0]:
-            raise ValueError(f"X: expected {scale.shape[0]} columns (the fit data's), got {X.shape[-1]}")
-        return X / scale
+        return X / self._column_scale(X, "X")
 
-    def _column_scale(self):
-        """``column_scale_`` of a standardised kernel, or NotFittedError before ``fit``."""
+    def _column_scale(self, X=None, name="X"):
+        """``column_scale_`` of a standardised kernel, or NotFittedError before ``fit``; with
+        points ``X`` (named ``name``), a ValueError unless they have the fit data's columns."""
         if not hasattr(self, "column_scale_"):
             raise NotFittedError(f"{type(self).__name__}(standardise=True) must be fitted to data before use")
+        if X is not None and X.shape[-1] != self.column_scale_.shape[0]:
+            # one scale a column: points of another dimension would be scaled by broadcasting, silently
+            raise ValueError(f"{name}: expected {self.column_scale_.shape[0]} columns (the fit data's), "
+                             f"got {X.shape[-1]}")
         return self.column_scale_
 
     def in_bandwidths(self, X):
@@ -474,7 +476,7 @@ class _RadialKernel(Kernel):
         """
         s = self._resolved()
         if self.standardise:
-            s = s * self._column_scale()
+            s = s * self._column_scale(X, "X")
         return X / s
 
     def of_squared_distance(self, sq, out=None):
@@ -514,7 +516,7 @@ class _RadialKernel(Kernel):
         # 1e154: measure them from one of the points, in bandwidths.
         s = self._resolved()
         if self.standardise:
-            s = s * self._column_scale()  # one bandwidth per column, in the data's units
+            s = s * self._column_scale(A, "A")  # one bandwidth per column, in the data's units
         origin = A[0]
         with np.errstate(over="ignore", invalid="ignore"):  # what overflows here is measured again below
             a, b = (A - origin) / s, (B - origin) / s

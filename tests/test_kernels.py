@@ -83,6 +83,19 @@ def test_bad_arrays(data):
         GaussianKernel(1.0)(bad)
 
 
+@pytest.mark.parametrize("kernel", [GaussianKernel(standardise=True), LaplaceKernel(standardise=True)])
+def test_a_standardising_kernel_refuses_points_of_another_dimension(kernel):
+    # one scale a column: a kernel fitted on one column would broadcast it over three, silently
+    kernel = clone(kernel).fit(np.random.default_rng(0).normal(size=(50, 1)))
+    P = np.ones((3, 3))
+    for call, name in ((lambda: kernel(P, P), "A"), (lambda: kernel(P), "A"), (lambda: kernel.diag(P), "X"),
+                       (lambda: kernel.in_bandwidths(P), "X"), (lambda: kernel.coordinates(P), "X"),
+                       (lambda: kernel.gram_batched(P[None]), "X")):
+        with pytest.raises(ValueError, match=f"{name}: expected 1 columns \\(the fit data's\\), got 3"):
+            call()
+    assert kernel(P[:, :1], P[:2, :1]).shape == (3, 2)
+
+
 @pytest.mark.parametrize("kernel", [GaussianKernel(), GaussianKernel(standardise=True, scale=0.5),
                                     LaplaceKernel(standardise=True, max_median_points=50, random_state=3),
                                     GaussianKernel(bandwidth=0.7, standardise=True)])
