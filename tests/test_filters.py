@@ -308,6 +308,57 @@ def test_a_system_missing_part_of_its_model_says_which_class_and_method():
         Incomplete().observation_jacobian(np.zeros(1))
 
 
+class _Drift(kb.systems.System):
+    """A user's system: a damped drift seen through its first coordinate."""
+    dim_x, dim_z = 2, 1
+    process_cov, observation_cov = 0.01 * np.eye(2), np.array([[0.1]])
+
+    def transition_mean(self, X):
+        return np.column_stack([X[:, 0] + 0.1 * X[:, 1], 0.99 * X[:, 1]])
+
+    def observe_mean(self, X):
+        return X[:, :1]
+
+    def initial_state(self, rng):
+        return rng.normal(size=2)
+
+    def initial_belief(self, z0):
+        return np.array([z0[0], 0.0]), np.eye(2)
+
+
+class _FlatObservation(_Drift):
+    def observe_mean(self, X):
+        return X[:, 0]  # one value a state, but 1-D: numpy would broadcast it against the noise
+
+
+class _ShortTransition(_Drift):
+    def transition_mean(self, X):
+        return X[:, :1]
+
+
+class _WrongNoise(_Drift):
+    process_cov = np.eye(3)
+
+
+@pytest.mark.parametrize("system, message", [
+    (_FlatObservation(), r"_FlatObservation\.observe_mean: expected an array of shape \(\d+, 1\) for \d+ state\(s\), "
+                         r"one row a state, got shape \(\d+,\)"),
+    (_ShortTransition(), r"_ShortTransition\.transition_mean: expected an array of shape \(\d+, 2\) .* got shape "
+                         r"\(\d+, 1\)"),
+    (_WrongNoise(), r"_WrongNoise\.process_cov: expected an array of shape \(2, 2\), got shape \(3, 3\)"),
+])
+def test_a_users_system_whose_model_has_the_wrong_shape_is_named_not_broadcast(system, message):
+    zs = _Drift().simulate(20, rng=1)[1]
+    with pytest.raises(ValueError, match=message):
+        system.simulate(20, rng=0)
+    for cls in (kb.filters.ExtendedKalman, kb.filters.UnscentedKalman, kb.filters.ParticleFilter):
+        with pytest.raises(ValueError, match=message):
+            cls(system).batch_filter(zs)
+    # the same system with the right shapes runs, and the Kalman filters agree on this linear model
+    ekf = kb.filters.ExtendedKalman(_Drift()).batch_filter(zs)[0]
+    np.testing.assert_allclose(kb.filters.UnscentedKalman(_Drift()).batch_filter(zs)[0], ekf, rtol=1e-8, atol=1e-10)
+
+
 def test_window_regressor_is_reproducible_and_works_on_low_dimensional_observations():
     from kbfilter.filters import WindowRegressor
 

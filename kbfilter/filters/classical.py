@@ -23,7 +23,7 @@ from .._validation import (
 from .._warnings import warn_user
 from ..linalg import NumericalWarning
 from ..systems import System
-from ..systems.base import transition_mean_given
+from ..systems.base import model_covariance, observation_mean_of, transition_mean_given
 from .base import Filter, checked_run, motion_control_dimension, sample_next, system_control
 from .particles import MAX_PARTICLES, HoldsParticles, ParticleBelief, ParticleWeightsAlias
 
@@ -94,8 +94,8 @@ class _GaussianFilter(_StartsFromFirstObservation):
 
     def _start(self, system):
         self.system = _check_system(system)
-        self.kf.Q = np.array(system.process_cov, dtype=np.float64)
-        self.kf.R = np.array(system.observation_cov, dtype=np.float64)
+        self.kf.Q = model_covariance(system, "process_cov", system.dim_x).copy()
+        self.kf.R = model_covariance(system, "observation_cov", system.dim_z).copy()
         self._assigned = set()
 
     def initialize(self, x0, P0):
@@ -228,7 +228,7 @@ class _Observation:
         self.system = system
 
     def __call__(self, x):
-        return self.system.observe_mean(x[None, :])[0]
+        return observation_mean_of(self.system, x[None, :])[0]
 
 
 class ExtendedKalman(_GaussianFilter):

@@ -101,6 +101,80 @@ def check_control(u, n, dim_u, system, meaning=""):
     return u
 
 
+def model_values(values, system, method, n, dim):
+    """What ``system.method`` returned for ``n`` states, as a float array of shape ``(n, dim)``.
+
+    A system written by a user may return a 1-D array or the wrong number of columns; numpy
+    would broadcast it against the noise or the states and give a silently wrong draw.
+
+    Parameters
+    ----------
+    values : array-like
+        The returned values.
+    system : System
+        The system (its class name goes in the message).
+    method : str
+        The method's name.
+    n : int
+        The number of states it was given.
+    dim : int
+        The dimension of one value.
+
+    Returns
+    -------
+    ndarray of shape (n, dim)
+        The values.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if values.shape != (n, dim):
+        raise ValueError(f"{type(system).__name__}.{method}: expected an array of shape ({n}, {dim}) for {n} "
+                         f"state(s), one row a state, got shape {values.shape}")
+    return values
+
+
+def model_covariance(system, name, dim):
+    """``system``'s noise covariance ``name`` (``process_cov`` or ``observation_cov``), checked to
+    be a ``(dim, dim)`` array.
+
+    Parameters
+    ----------
+    system : System
+        The system.
+    name : str
+        The attribute.
+    dim : int
+        The dimension of the noise.
+
+    Returns
+    -------
+    ndarray of shape (dim, dim)
+        The covariance.
+    """
+    cov = np.asarray(getattr(system, name), dtype=np.float64)
+    if cov.shape != (dim, dim):
+        raise ValueError(f"{type(system).__name__}.{name}: expected an array of shape ({dim}, {dim}), "
+                         f"got shape {cov.shape}")
+    return cov
+
+
+def observation_mean_of(system, X):
+    """``system.observe_mean(X)``, checked to have one row of ``dim_z`` values a state.
+
+    Parameters
+    ----------
+    system : System
+        The system.
+    X : ndarray of shape (n, dim_x)
+        States.
+
+    Returns
+    -------
+    ndarray of shape (n, dim_z)
+        The mean observations.
+    """
+    return model_values(system.observe_mean(X), system, "observe_mean", X.shape[0], system.dim_z)
+
+
 def transition_mean_given(system, X, u=None):
     """``system.transition_mean(X)``, or ``system.transition_mean(X, u)`` when a control is given
     (only controlled systems take one).
@@ -117,9 +191,10 @@ def transition_mean_given(system, X, u=None):
     Returns
     -------
     ndarray of shape (n, dim_x)
-        The mean of the next state.
+        The mean of the next state, checked to have one row of ``dim_x`` values a state.
     """
-    return system.transition_mean(X) if u is None else system.transition_mean(X, u)
+    mean = system.transition_mean(X) if u is None else system.transition_mean(X, u)
+    return model_values(mean, system, "transition_mean", X.shape[0], system.dim_x)
 
 
 def controlled_run(system, T, rng, burn_in, policy):
@@ -266,7 +341,7 @@ class System:
         ndarray of shape (dim_x, dim_x)
             ``df/dx`` at ``x``.
         """
-        return finite_difference_jacobian(self.transition_mean, x)
+        return finite_difference_jacobian(lambda X: transition_mean_given(self, X), x)
 
     def observe_mean(self, X):
         """``h(x)`` for each row of ``X``: the mean observation.
@@ -299,7 +374,7 @@ class System:
         ndarray of shape (dim_z, dim_x)
             ``dh/dx`` at ``x``.
         """
-        return finite_difference_jacobian(self.observe_mean, x)
+        return finite_difference_jacobian(lambda X: observation_mean_of(self, X), x)
 
     def observation_residual(self, a, b):
         """The difference ``a - b`` of two observations, as the Kalman filters take it.
@@ -358,7 +433,8 @@ class System:
         """
         X = np.atleast_2d(X)
         mean = transition_mean_given(self, X, u)  # first: a bad control fails before any draw
-        return mean + rng.multivariate_normal(np.zeros(self.dim_x), self.process_cov, size=X.shape[0])
+        noise = model_covariance(self, "process_cov", self.dim_x)
+        return mean + rng.multivariate_normal(np.zeros(self.dim_x), noise, size=X.shape[0])
 
     def sample_observation(self, X, rng, return_latent=False):
         """Draw an observation for each row of ``X``.
@@ -381,8 +457,10 @@ class System:
             Only with ``return_latent``.
         """
         X = np.atleast_2d(X)
-        noise = rng.multivariate_normal(np.zeros(self.dim_z), self.observation_cov, size=X.shape[0])
-        obs = self.observe_mean(X) + noise
+        mean = observation_mean_of(self, X)
+        noise = rng.multivariate_normal(np.zeros(self.dim_z), model_covariance(self, "observation_cov", self.dim_z),
+                                        size=X.shape[0])
+        obs = mean + noise
         return (obs, obs.copy()) if return_latent else obs
 
     def observation_loglik(self, z, X):
@@ -401,7 +479,8 @@ class System:
             ``log p(z | x)`` for each row of ``X``, up to a constant the same for every row.
         """
         X = np.atleast_2d(X)
-        return gaussian_loglik(np.asarray(z, dtype=np.float64) - self.observe_mean(X), self.observation_cov)
+        return gaussian_loglik(np.asarray(z, dtype=np.float64) - observation_mean_of(self, X),
+                               model_covariance(self, "observation_cov", self.dim_z))
 
     def initial_state(self, rng):
         """A draw of the state a simulation starts from (before its burn-in).
