@@ -41,9 +41,7 @@ def check_matrix(X, name, *, n_features=None, min_samples=1, allow_1d=True, fini
     if arr.shape[1] == 0:
         raise ValueError(f"{name}: expected at least one feature, got 0 feature(s) (shape={arr.shape}) while a minimum of 1 is required.")
     if n_features is not None and arr.shape[1] != n_features:
-        raise ValueError(
-            f"{name}: expected {n_features} features per sample (as in training), got {arr.shape[1]}"
-        )
+        raise ValueError(f"{name}: expected {n_features} columns (features per sample), got {arr.shape[1]}")
     if finite and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name}: contains NaN or infinite values")
     return arr
@@ -111,7 +109,7 @@ def check_covariance(value, name, dim, *, definite=False):
     """A covariance given at the boundary: square, symmetric and positive semi-definite within
     ``COVARIANCE_RTOL`` of its largest entry (returned symmetrised), else a ``ValueError``;
     ``definite=True`` asks for a positive definite one (its Cholesky factor exists)."""
-    A = check_matrix(value, name, n_features=dim, allow_1d=False)
+    A = check_matrix(value, name, allow_1d=False)
     if A.shape != (dim, dim):
         raise ValueError(f"{name}: expected a covariance of shape ({dim}, {dim}), got shape {A.shape}")
     tol = COVARIANCE_RTOL * max(1.0, float(np.max(np.abs(A))))

@@ -216,7 +216,7 @@ def test_bad_input_names_argument(kwargs, A_mod, B_mod, match):
 def test_query_dimension_checked():
     A, B, _ = linear_data(50)
     cme = ConditionalEmbedding().fit(A, B)
-    with pytest.raises(ValueError, match="Q: expected 2 features"):
+    with pytest.raises(ValueError, match=r"Q: expected 2 columns \(features per sample\)"):
         cme.predict_mean(np.zeros((3, 3)))
 
 

@@ -29,8 +29,8 @@ EVERYWHERE = {
     "check_fit2d_predict1d": "1-D input means n scalar points; a feature-count mismatch is reported as such",
     # every bad input raises ValueError naming the argument; the check wants numpy's TypeError
     "check_dtype_object": "non-numeric entries raise ValueError naming the argument, not TypeError",
-    # the number of features is checked after fit, in kbfilter's words ("Q: expected 3 features per
-    # sample (as in training), got 1") rather than scikit-learn's sentence
+    # the number of features is checked after fit, in kbfilter's words ("Q: expected 3 columns
+    # (features per sample), got 1") rather than scikit-learn's sentence
     "check_n_features_in_after_fitting": "feature counts are checked, with kbfilter's message",
 }
 # filterpy's predict() / update(z) are the Bayesian steps, not scikit-learn's predict(X): every

@@ -76,7 +76,7 @@ def test_default_jacobians_are_central_differences_of_the_means():
     ([[0.5, 0.1]], [[0.1]], [[0.2]], r"F: expected a square transition matrix, got shape \(1, 2\)"),
     ([[0.5]], [[-0.1]], [[0.2]], "Q: expected a positive semi-definite covariance"),
     ([[0.5]], [[0.1], [0.1]], [[0.2]], r"Q: expected a covariance of shape \(1, 1\)"),
-    ([[0.5]], [[0.1]], [[0.2, 0.0], [0.0, 0.2]], "R: expected 1 features"),
+    ([[0.5]], [[0.1]], [[0.2, 0.0], [0.0, 0.2]], r"R: expected a covariance of shape \(1, 1\), got shape \(2, 2\)"),
 ])
 def test_a_linear_gaussian_system_refuses_matrices_that_are_not_its_model_by_name(F, Q, R, message):
     with pytest.raises(ValueError, match=message):
@@ -449,7 +449,7 @@ def test_gaussian_baselines_have_filterpys_surface(cls):
     np.testing.assert_array_equal(filt.R, LINEAR.R)
     with pytest.raises(ValueError, match="u: LinearGaussian takes no control input"):
         filt.predict(u=np.ones(2))
-    with pytest.raises(ValueError, match="R: expected 2 features"):
+    with pytest.raises(ValueError, match=r"R: expected a covariance of shape \(2, 2\), got shape \(3, 3\)"):
         filt.update(obs[0], R=np.eye(3))
     with pytest.raises(ValueError, match="x: expected"):
         filt.x = np.zeros(3)

@@ -75,7 +75,7 @@ def test_constant_data_has_no_median_bandwidth():
 
 def test_bad_arrays(data):
     A, _ = data
-    with pytest.raises(ValueError, match="B: expected 3 features"):
+    with pytest.raises(ValueError, match=r"B: expected 3 columns \(features per sample\), got"):
         GaussianKernel(1.0)(A, np.ones((2, 2)))
     bad = A.copy()
     bad[0, 0] = np.nan

@@ -186,7 +186,8 @@ def test_true_ratio_variant():
         (lambda kbr, prior: kbr.posterior(prior, [1.0, 2.0]), "z: expected length 1"),
         (lambda kbr, prior: kbr.posterior(prior, [np.nan]), "z: contains NaN"),
         (lambda kbr, prior: kbr.posterior(KernelMean(np.arange(8.0).reshape(4, 2)), [1.0]), "prior: expected points of dimension 1"),
-        (lambda kbr, prior: kbr.posterior_batch(prior, np.zeros((3, 2))), "z: expected 1 features"),
+        (lambda kbr, prior: kbr.posterior_batch(prior, np.zeros((3, 2))),
+         r"z: expected 1 columns \(features per sample\)"),
         (lambda kbr, prior: kbr.posterior("prior", [1.0]), "prior: expected a KernelMean"),
     ],
 )
