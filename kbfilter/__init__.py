@@ -26,9 +26,9 @@ from .rules import (
 
 __version__ = "0.1.0"
 
-# Loaded on first use: the benchmark brings joblib's workers and tqdm, the plots matplotlib, and a
-# filter needs neither.
-_LAZY_SUBMODULES = ("bench", "plots")
+# Loaded on first use: the benchmark brings joblib's workers and tqdm, the plots matplotlib, the
+# datasets the recorded tracks' reader, and a filter needs none of them.
+_LAZY_SUBMODULES = ("bench", "plots", "datasets")
 
 
 def __getattr__(name):

@@ -76,13 +76,15 @@ def test_rules_know_nothing_about_filters_and_filters_nothing_about_the_command_
             assert not any(m.startswith(("kbfilter.cli", "kbfilter.bench")) for m in imported), name
 
 
-def test_the_benchmark_and_the_plots_load_on_first_use():
+def test_the_benchmark_the_plots_and_the_datasets_load_on_first_use():
     import subprocess
     import sys
 
     code = ("import sys, kbfilter as kb\n"
             "assert 'kbfilter.bench' not in sys.modules and 'matplotlib' not in sys.modules\n"
+            "assert 'kbfilter.datasets' not in sys.modules\n"
             "assert callable(kb.bench.run_bench) and callable(kb.plots.plot_frames)\n"
+            "assert callable(kb.datasets.load_solent)\n"
             "try:\n    kb.no_such_name\nexcept AttributeError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "no attribute 'no_such_name'" in out
