@@ -15,6 +15,7 @@ Prints one table per system: means over runs, the Wilcoxon p of smoothed against
 and the 95 % band of a consistent filter's mean NEES.
 
 Usage:  python benchmarks/smoothing.py [--runs 10] [--train-length 1000] [--test-length 200] [--jobs 1]
+        [--approximation exact|nystrom|local] [--support 256]
 """
 
 import argparse
@@ -39,7 +40,7 @@ def _nees(truth, means, covs):
     return float(np.mean(kb.stats.nees(truth, means, covs)))
 
 
-def one_run(name, seed, train_length, test_length):
+def one_run(name, seed, train_length, test_length, approximation="exact", support=256):
     system = SYSTEMS[name]()
     rng = np.random.default_rng(seed)
     states, obs = system.simulate(train_length, rng)
@@ -47,7 +48,8 @@ def one_run(name, seed, train_length, test_length):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         start = time.perf_counter()
-        kbf = kb.tune_filter(kb.KernelBayesFilter(), states, obs, progress=False)
+        kbf = kb.tune_filter(kb.KernelBayesFilter(approximation=approximation, support=support), states, obs,
+                             progress=False)
         tune_s = time.perf_counter() - start
         start = time.perf_counter()
         means, covs, _, _ = kbf.batch_filter(zs)
@@ -100,9 +102,15 @@ def main():
     parser.add_argument("--test-length", type=int, default=200)
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=list(SYSTEMS))
+    parser.add_argument("--approximation", default="exact", choices=["exact", "nystrom", "local"],
+                        help="the kernel Bayes filter's path (default exact)")
+    parser.add_argument("--support", type=int, default=256, help="its support with --approximation local")
     args = parser.parse_args()
+    print(f"kernel Bayes filter: approximation={args.approximation!r}"
+          + (f", support={args.support}" if args.approximation == "local" else ""))
     for name in args.systems:
-        rows = Parallel(n_jobs=args.jobs)(delayed(one_run)(name, seed, args.train_length, args.test_length)
+        rows = Parallel(n_jobs=args.jobs)(delayed(one_run)(name, seed, args.train_length, args.test_length,
+                                                           args.approximation, args.support)
                                           for seed in range(args.runs))
         report(name, rows, args.test_length)
 

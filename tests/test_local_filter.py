@@ -150,8 +150,6 @@ def test_the_local_filter_reports_a_likelihood_and_refuses_what_it_cannot_do(osc
     filt.predict()
     filt.update(Zt[0])
     assert np.isfinite(filt.log_likelihood)
-    with pytest.raises(ValueError, match="smooth"):
-        filt.smooth(Zt[:5])
     with pytest.raises(ValueError, match="approximation"):
         kb.KernelBayesFilter(approximation="local", compress=50).fit(X, Z)
     with pytest.raises(ValueError, match="approximation"):
@@ -345,3 +343,40 @@ def test_sparse_weights_hold_the_belief_and_reset_continues_from_them(oscillatio
         filt.reset(weights=held.T)
     with pytest.raises(ValueError, match="weights: expected weights summing to 1"):
         filt.reset(weights=2 * held)
+
+
+@pytest.mark.parametrize("rule, rtol", [("iw", 1e-8), ("original", 1e-6)])
+def test_a_support_holding_every_state_smooths_as_the_exact_filter(oscillation, rule, rtol):
+    (X, Z), (_, Zt) = oscillation
+    params = dict(rule=rule, reg_prior=1e-2, reg_update=1e-2, n_neighbors=20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kb.NumericalWarning)
+        exact = kb.KernelBayesFilter(transition="knn", **params).fit(X, Z)
+        local = kb.KernelBayesFilter(approximation="local", support=len(X), **params).fit(X, Z)
+        zs = [None if 10 <= t < 14 else z for t, z in enumerate(Zt)]
+        expected, expected_covs = exact.smooth(zs)
+        means, covs = local.smooth(zs)
+    assert np.abs(means - expected).max() <= rtol * np.abs(expected).max()
+    assert np.abs(covs - expected_covs).max() <= rtol * np.abs(expected_covs).max()
+
+
+def test_a_bounded_support_smooths_better_than_it_filters_and_leaves_the_filter_where_a_run_would():
+    # a run long enough for smoothing to pay on the exact filter too (on 60 steps it does not)
+    system = kb.systems.Oscillation()
+    (X, Z), (Xt, Zt) = system.simulate(1000, rng=0), system.simulate(200, rng=1)
+    params = dict(reg_prior=1e-3, reg_update=1e-2, n_neighbors=20, scale=0.5)
+    local = kb.KernelBayesFilter(approximation="local", support=100, **params).fit(X, Z)
+    zs = [None if 20 <= t < 25 else z for t, z in enumerate(Zt)]
+    filtered = local.reset().batch_filter(zs)[0]
+    after_run = local.x.copy()
+    smoothed, covs = local.reset().smooth(zs)
+    np.testing.assert_array_equal(local.x, after_run)
+    np.testing.assert_array_equal(smoothed[-1], filtered[-1])  # the last step has nothing after it
+    assert covs.shape == (len(zs), 2, 2) and np.all(np.linalg.eigvalsh(covs) >= -1e-12)
+    assert _mse(smoothed, Xt) < 0.95 * _mse(filtered, Xt)
+    # about as much as the exact filter's smoother gains on the same run
+    exact = kb.KernelBayesFilter(transition="knn", **params).fit(X, Z)
+    gain = _mse(exact.smooth(zs)[0], Xt) / _mse(exact.reset().batch_filter(zs)[0], Xt)
+    assert _mse(smoothed, Xt) / _mse(filtered, Xt) <= gain + 0.05
+    with pytest.raises(ValueError, match="filt: kernel_smoother smooths weights over all the training states"):
+        kb.kernel_smoother(local, np.tile(local.weights, (3, 1)), Zt[:3])

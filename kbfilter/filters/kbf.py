@@ -15,8 +15,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._validation import as_steps, check_choice, check_controls, check_int, check_matrix, check_positive, check_rng, \
     check_sequences, check_vector
+from .._warnings import warn_user
 from ..embedding import KernelMean, clipped_weights, normalise_weights, weighted_covariance
 from ..kernels import fitted_kernel
+from ..linalg import NumericalWarning
 from ..operators import Operator
 from ..persistence import Persistent, persistent, saved_before_fit
 from ..rules.conditional import ConditionalEmbedding
@@ -30,7 +32,7 @@ from .likelihood import PredictiveLikelihood
 from .local import AUTO_LOCAL_T, LocalFilterModel, chunked_transition
 from .observation import (LearnedObservationModel, ObservationSettings, ObservationSpace, check_dense_fits,
                           nystrom_rank_rule, observation_features, observation_grid, report_rank_cap, scaled_kernel)
-from .smoothing import kernel_smoother
+from .smoothing import kernel_smoother, local_backward_pass
 from .transitions import LearnedTransition
 
 __all__ = ["KernelBayesFilter", "FilterModel"]
@@ -129,9 +131,6 @@ class FilterModel(SharedModel):
         self.point = getattr(self, f"_{estimate}")
         #: the training states' widened bounding box (an estimate outside it is counted)
         self.box = TrainingBox(states)
-
-    #: the fixed-interval smoother runs on this model (it needs the whole transition)
-    smoothable = True
 
     @property
     def observer(self):
@@ -1249,10 +1248,24 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         True
         """
         check_is_fitted(self, "model_")
-        if not self.model_.smoothable:
-            raise ValueError("smooth: the backward pass needs the whole transition; not available with "
-                             "approximation='local' (fit with 'exact' or 'nystrom' to smooth)")
         zs, us = checked_run(zs, us, self.obs_shape_, self._control_dimension())
-        weights = [self.weights.copy() for _ in self._run(zs, us)]
-        means, covs, _ = kernel_smoother(self, np.array(weights), zs, us)
-        return means, covs
+        model = self.model_
+        if not isinstance(model, LocalFilterModel):
+            weights = [self.weights.copy() for _ in self._run(zs, us)]
+            means, covs, _ = kernel_smoother(self, np.array(weights), zs, us)
+            return means, covs
+        # each step's message lives where that step's prediction went (everywhere when the
+        # support holds every state, as the exact filter's does)
+        everywhere = np.arange(model.n) if model.n <= model.support else None
+        beliefs, domains = [], []
+        for _ in self._run(zs, us):
+            beliefs.append(self._belief.pair)
+            domains.append(self._prior.pair[1] if everywhere is None else everywhere)
+        rows = [None if z is None else model.space.map(z) for z in zs]
+        rows = [row if row is not None and model.space.admits(row) else None for row in rows]
+        smoothed, events = local_backward_pass(model.successors.matrix, model.density, beliefs, domains, rows)
+        for kind, count in events.items():
+            warn_user(f"smooth: {kind} at {count} of {len(zs)} steps (see kbfilter.filters.smoothing)",
+                      NumericalWarning)
+        estimates = [model.estimates(g, g, support) for g, support in smoothed]
+        return np.array([x for x, _ in estimates]), np.array([P for _, P in estimates])

@@ -418,8 +418,6 @@ class LocalFilterModel(SharedModel):
         :class:`~kbfilter.filters.likelihood.ObservationDensity`)."""
         return ObservationDensity.of(self.observations, self.kernel_z)
 
-    #: the fixed-interval smoother needs the whole transition; not on this model
-    smoothable = False
     #: no global rule or projection: the update is solved on the support
     observation = projection_operator = kept = transition = None
     #: no control input

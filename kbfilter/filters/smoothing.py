@@ -13,7 +13,8 @@ times a backward message,
 ``x_i``: ``A^T v`` is the learned conditional expectation of ``v`` one step ahead, the same kernel
 sum rule the prediction applies, transposed. The backward pass costs one transposed transition
 and one evaluation of the density a step: the order of a filtering step, on the exact and the
-scalable paths alike.
+scalable paths alike. With ``approximation="local"`` the messages are held on the states each
+step's prediction covered (:func:`local_backward_pass`).
 
 Why this route rather than the Rauch-Tung-Striebel form ``g_t = a_t * A^T (g_{t+1} / A a_t)`` on
 the same weights: the learned weights may be negative or near zero where the data are thin, and
@@ -39,7 +40,7 @@ from ..embedding import clipped_weights
 from ..linalg import NumericalWarning
 from .base import checked_run
 
-__all__ = ["kernel_smoother", "backward_pass", "CANCELLATION"]
+__all__ = ["kernel_smoother", "backward_pass", "local_backward_pass", "CANCELLATION"]
 
 #: the smoothed weights keep their signs unless their sum is below this fraction of the sum of their
 #: magnitudes (then their clipped positive part is used: a near-zero sum would blow the mean up)
@@ -88,6 +89,67 @@ def backward_pass(transition, weights, log_emissions, controls=None):
     return smoothed, events
 
 
+def local_backward_pass(transposed, density, beliefs, domains, rows):
+    """:func:`backward_pass` for a belief on a bounded support (``approximation="local"``): each
+    backward message is held on the training states the filter's prediction covered at its step.
+
+    The smoothed belief at step ``t`` needs the message ``b_t`` only on the states the belief is
+    on, and ``b_t`` there needs ``b_{t+1}`` only on their successors, which the prediction of step
+    ``t + 1`` covers. So the message of each step is computed on that prediction's support (its
+    *domain*); a successor outside the next domain, reached only from a state the filter predicted
+    but did not keep, carries no message. A step costs ``O(s k)`` for a domain of ``s`` states
+    with ``k`` successors each, the order of a filtering step; with every training state as each
+    domain it is :func:`backward_pass` itself.
+
+    Parameters
+    ----------
+    transposed : scipy.sparse.csr_matrix of shape (T, T)
+        ``A^T``, the same number of entries a row: row ``i`` holds ``A[j, i]`` for the successors
+        ``j`` of state ``i``, with sorted indices.
+    density : ObservationDensity
+        The learned observation density over the ``T`` training observations.
+    beliefs : list of (ndarray, ndarray of int)
+        The filter's normalised posterior at each step: its weights and their training states.
+    domains : list of ndarray of int
+        Each step's domain, sorted, holding that step's belief's states.
+    rows : list of ndarray of shape (1, d) or None
+        Each step's observation in the density's space, None without one (missing, or set aside).
+
+    Returns
+    -------
+    smoothed : list of (ndarray, ndarray of int)
+        The smoothed weights (each summing to 1) on the states of each step's belief.
+    events : collections.Counter
+        How often each rule of the module docstring was needed.
+    """
+    width = transposed.nnz // transposed.shape[0]
+    successors = transposed.indices.reshape(-1, width)
+    weights = transposed.data.reshape(-1, width)
+    smoothed = [None] * len(beliefs)
+    smoothed[-1] = beliefs[-1]
+    events = Counter()
+    later, message = domains[-1], np.ones(domains[-1].size)
+    for t in range(len(beliefs) - 2, -1, -1):
+        if rows[t + 1] is not None:
+            log = density.restricted(later).log_components(rows[t + 1])[:, 0]
+            message = np.exp(log - log.max()) * message
+        here = domains[t]
+        reached = successors[here]
+        at = np.minimum(np.searchsorted(later, reached), later.size - 1)
+        carried = np.where(later[at] == reached, message[at], 0.0)
+        message = np.maximum(np.einsum("ij,ij->i", weights[here], carried), 0.0)
+        top = message.max()
+        if top > 0:
+            message = message / top
+        else:
+            events["smoother_collapsed"] += 1
+            message = np.ones(here.size)
+        values, support = beliefs[t]
+        smoothed[t] = _product(values, message[np.searchsorted(here, support)], events), support
+        later = here
+    return smoothed, events
+
+
 def _product(w, message, events):
     g = w * message
     if g.sum() > CANCELLATION * np.abs(g).sum():
@@ -132,6 +194,9 @@ def kernel_smoother(filt, weights, zs, us=None):
         count.
     """
     model = filt.model_
+    if model.observation is None:
+        raise ValueError("filt: kernel_smoother smooths weights over all the training states; a filter with "
+                         "approximation='local' keeps its belief on a support: call filt.smooth(zs)")
     zs, us = checked_run(zs, us, filt.obs_shape_, model.dim_u or 0)
     weights = check_matrix(weights, "weights", n_features=len(model.states), allow_1d=False)
     if weights.shape[0] != len(zs):
