@@ -33,12 +33,18 @@ def test_a_support_holding_every_state_is_the_exact_filter(oscillation, rule, rt
         local = kb.KernelBayesFilter(approximation="local", support=len(X), **params).fit(X, Z)
         expected, covs, priors, _ = exact.batch_filter(Zt)
         means, local_covs, local_priors, _ = local.batch_filter(Zt)
+        # and its smoother is the exact filter's, missing observations included
+        zs = [None if 10 <= t < 14 else z for t, z in enumerate(Zt)]
+        smoothed, smoothed_covs = exact.smooth(zs)
+        local_smoothed, local_smoothed_covs = local.smooth(zs)
     scale = np.abs(expected).max()
     assert np.abs(means - expected).max() <= rtol * scale
     assert np.abs(priors - local_priors).max() <= rtol * scale
     assert np.abs(covs - local_covs).max() <= rtol * np.abs(covs).max()
     assert local.dropped_mass == 0.0
     np.testing.assert_allclose(local.weights, exact.weights, atol=rtol * np.abs(exact.weights).max())
+    assert np.abs(local_smoothed - smoothed).max() <= rtol * np.abs(smoothed).max()
+    assert np.abs(local_smoothed_covs - smoothed_covs).max() <= rtol * np.abs(smoothed_covs).max()
 
 
 def test_a_bounded_support_keeps_the_belief_small_and_tracks(oscillation):
@@ -343,21 +349,6 @@ def test_sparse_weights_hold_the_belief_and_reset_continues_from_them(oscillatio
         filt.reset(weights=held.T)
     with pytest.raises(ValueError, match="weights: expected weights summing to 1"):
         filt.reset(weights=2 * held)
-
-
-@pytest.mark.parametrize("rule, rtol", [("iw", 1e-8), ("original", 1e-6)])
-def test_a_support_holding_every_state_smooths_as_the_exact_filter(oscillation, rule, rtol):
-    (X, Z), (_, Zt) = oscillation
-    params = dict(rule=rule, reg_prior=1e-2, reg_update=1e-2, n_neighbors=20)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", kb.NumericalWarning)
-        exact = kb.KernelBayesFilter(transition="knn", **params).fit(X, Z)
-        local = kb.KernelBayesFilter(approximation="local", support=len(X), **params).fit(X, Z)
-        zs = [None if 10 <= t < 14 else z for t, z in enumerate(Zt)]
-        expected, expected_covs = exact.smooth(zs)
-        means, covs = local.smooth(zs)
-    assert np.abs(means - expected).max() <= rtol * np.abs(expected).max()
-    assert np.abs(covs - expected_covs).max() <= rtol * np.abs(expected_covs).max()
 
 
 def test_a_bounded_support_smooths_better_than_it_filters_and_leaves_the_filter_where_a_run_would():

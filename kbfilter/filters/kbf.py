@@ -193,7 +193,7 @@ class FilterModel(SharedModel):
         Parameters
         ----------
         values : ndarray of shape (s,)
-            Nonzero weights.
+            The weights.
         support : ndarray of int, shape (s,)
             Their training states, distinct.
 

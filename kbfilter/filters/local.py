@@ -457,7 +457,7 @@ class LocalFilterModel(SharedModel):
         Parameters
         ----------
         values : ndarray of shape (s,)
-            Nonzero weights.
+            The weights.
         support : ndarray of int, shape (s,)
             Their training states, distinct.
 
