@@ -1217,8 +1217,9 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         leaving it where ``batch_filter`` would), then the backward pass of
         :func:`~kbfilter.filters.smoothing.kernel_smoother` on its weights: the belief over the
         training states at each step, reweighted by how well each training state explains the
-        observations that follow (see :ref:`smoothing`). A step costs about what a filtering
-        step costs.
+        observations that follow (see :ref:`smoothing`). With ``approximation="local"`` the
+        backward pass is :func:`~kbfilter.filters.smoothing.local_backward_pass`, on the states
+        each step's prediction covered. A step costs about what a filtering step costs.
 
         Parameters
         ----------
