@@ -1262,8 +1262,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         for _ in self._run(zs, us):
             beliefs.append(self._belief.pair)
             domains.append(self._prior.pair[1] if everywhere is None else everywhere)
-        rows = [None if z is None else model.space.map(z) for z in zs]
-        rows = [row if row is not None and model.space.admits(row) else None for row in rows]
+        rows = [None if z is None else model.space.admit(z) for z in zs]
         smoothed, events = local_backward_pass(model.successors.matrix, model.density, beliefs, domains, rows)
         for kind, count in events.items():
             warn_user(f"smooth: {kind} at {count} of {len(zs)} steps (see kbfilter.filters.smoothing)",

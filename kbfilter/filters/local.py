@@ -639,7 +639,7 @@ class LocalFilterModel(SharedModel):
         values, support : ndarray
             The predicted belief (weights summing to 1, and their training states).
         row : ndarray of shape (1, d)
-            The observation, mapped (see :meth:`admit`).
+            The observation, mapped (see :meth:`ObservationSpace.admit`).
 
         Returns
         -------

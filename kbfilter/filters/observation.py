@@ -485,6 +485,22 @@ class ObservationSpace(SharedModel):
             return True
         return self.gate.admits(row) if nearest is None else self.gate.admits_distance(nearest)
 
+    def admit(self, z):
+        """The observation ``z`` mapped to a (1, d) row, or None when the gate sets it aside.
+
+        Parameters
+        ----------
+        z : array-like
+            The observation, flat or in the training observations' shape (checked here, once).
+
+        Returns
+        -------
+        ndarray of shape (1, d) or None
+            None when the gate sets the observation aside.
+        """
+        row = self.map(z)
+        return row if self.admits(row) else None
+
 
 @persistent("space", "rule", "fit_diagnostics", holds={"space": "ObservationSpace", "rule": "KernelBayesRule"})
 class LearnedObservationModel(SharedModel):
@@ -542,8 +558,7 @@ class LearnedObservationModel(SharedModel):
         ndarray of shape (1, d) or None
             None when the gate sets the observation aside.
         """
-        row = self.space.map(z)
-        return row if self.space.admits(row) else None
+        return self.space.admit(z)
 
     def posterior_weights(self, mu, row):
         """Kernel Bayes' rule: the posterior's weights over the training states.

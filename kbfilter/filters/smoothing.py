@@ -78,13 +78,7 @@ def backward_pass(transition, weights, log_emissions, controls=None):
     for t in range(n_steps - 2, -1, -1):
         column = log_emissions[:, t + 1]
         u = None if controls is None else controls[t + 1]
-        message = np.maximum(transition.adjoint(np.exp(column - column.max()) * message, u), 0.0)
-        top = message.max()
-        if top > 0:
-            message = message / top
-        else:
-            events["smoother_collapsed"] += 1
-            message = np.ones(n)
+        message = _scaled(transition.adjoint(np.exp(column - column.max()) * message, u), events)
         smoothed[t] = _product(weights[t], message, events)
     return smoothed, events
 
@@ -137,17 +131,22 @@ def local_backward_pass(transposed, density, beliefs, domains, rows):
         reached = successors[here]
         at = np.minimum(np.searchsorted(later, reached), later.size - 1)
         carried = np.where(later[at] == reached, message[at], 0.0)
-        message = np.maximum(np.einsum("ij,ij->i", weights[here], carried), 0.0)
-        top = message.max()
-        if top > 0:
-            message = message / top
-        else:
-            events["smoother_collapsed"] += 1
-            message = np.ones(here.size)
+        message = _scaled(np.einsum("ij,ij->i", weights[here], carried), events)
         values, support = beliefs[t]
         smoothed[t] = _product(values, message[np.searchsorted(here, support)], events), support
         later = here
     return smoothed, events
+
+
+def _scaled(message, events):
+    """A backward message clipped at 0 and scaled to a maximum of 1, or all ones when no entry is
+    positive (counted as ``"smoother_collapsed"``)."""
+    message = np.maximum(message, 0.0)
+    top = message.max()
+    if top > 0:
+        return message / top
+    events["smoother_collapsed"] += 1
+    return np.ones(message.size)
 
 
 def _product(w, message, events):
