@@ -254,8 +254,8 @@ def pivoted_cholesky(diag, column, max_rank, tol=1e-12, trace_tol=None):
     """Incomplete (pivoted) Cholesky factorisation ``G ~ L L^T`` (Fine & Scheinberg; the localized CKME paper §4.1).
 
     Greedily picks the pivot with the largest residual diagonal; stops at ``max_rank`` columns,
-    when the largest residual falls below ``tol`` times the largest diagonal, or when the residual
-    trace ``tr(G - L L^T)`` is at most ``trace_tol``. O(n r^2) time, O(n r) memory, and ``G`` is
+    when the largest residual falls below ``tol`` times the largest diagonal, or, once it has a
+    column, when the residual trace ``tr(G - L L^T)`` is at most ``trace_tol``. O(n r^2) time, O(n r) memory, and ``G`` is
     never formed.
 
     Parameters
@@ -269,7 +269,8 @@ def pivoted_cholesky(diag, column, max_rank, tol=1e-12, trace_tol=None):
     tol : float, default=1e-12
         Stop when the largest residual diagonal is below ``tol`` times the largest diagonal.
     trace_tol : float or None, default=None
-        Stop when the residual trace is at most this.
+        Stop when the residual trace is at most this (checked from the second column on: only a
+        ``G`` that is 0 gives a factor without columns).
 
     Returns
     -------
@@ -299,7 +300,9 @@ def pivoted_cholesky(diag, column, max_rank, tol=1e-12, trace_tol=None):
         pivot = residual[i]
         if pivot <= threshold or pivot <= 0:
             break
-        if trace_tol is not None and np.sum(np.maximum(residual, 0.0)) <= trace_tol:
+        # a tolerance as large as the trace itself would accept no column at all, and a factor without
+        # columns is no approximation a solve can use: the first column is always taken
+        if j > 0 and trace_tol is not None and np.sum(np.maximum(residual, 0.0)) <= trace_tol:
             break
         col = np.asarray(column(i), dtype=np.float64) - L[:, :j] @ L[i, :j]
         L[:, j] = col / np.sqrt(pivot)

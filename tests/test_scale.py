@@ -74,6 +74,14 @@ def test_nystrom_tolerance_bounds_the_neglected_trace():
     assert NystromKernel(tol=1e-6, rank=400).fit(X).rank_ > NystromKernel(tol=1e-2, rank=400).fit(X).rank_
 
 
+def test_a_tolerance_as_large_as_the_trace_still_keeps_a_landmark():
+    # neglecting the whole trace is within such a tolerance, but a kernel without features is none
+    X = RNG.normal(size=(100, 2))
+    k = NystromKernel(tol=2.0).fit(X)
+    assert k.rank_ == 1 and k.converged_
+    assert k.features(X).shape == (100, 1)
+
+
 def test_random_fourier_kernel_approaches_the_gaussian_kernel():
     X = RNG.normal(size=(80, 2))
     exact = kb.GaussianKernel().fit(X)(X)
@@ -153,6 +161,17 @@ def test_default_rank_rule_keeps_the_exact_filters_accuracy(data):
     assert _mse(scalable.batch_filter(zt)[0], xt) == pytest.approx(exact, rel=0.01)
     assert isinstance(scalable.projection_operator_, LowRankOperator)
     assert scalable.projection_operator_.rank < 100
+
+
+@pytest.mark.parametrize("params", [dict(reg_prior=5.0), dict(reg_update=5.0), dict(reg_prior=100.0),
+                                    dict(reg_update=100.0)])
+def test_default_rank_rule_keeps_the_exact_filters_accuracy_past_unit_regularisers(data, params):
+    # past reg = 1 a tolerance growing with reg dropped the landmarks the normalised weights need
+    # (twice the exact filter's MSE at reg_update = 5; none kept, and a failed fit, at 100)
+    (x, z), (xt, zt) = data
+    exact = _mse(kb.KernelBayesFilter(**params).fit(x, z).batch_filter(zt)[0], xt)
+    scalable = kb.KernelBayesFilter(approximation="nystrom", **params).fit(x, z)
+    assert _mse(scalable.batch_filter(zt)[0], xt) == pytest.approx(exact, rel=0.05)
 
 
 def test_knn_transition_with_every_neighbour_is_the_exact_transition(data):

@@ -34,8 +34,8 @@ __all__ = ["ObservationSettings", "ObservationSpace", "LearnedObservationModel",
            "report_rank_cap", "check_dense_fits", "IMAGE_FEATURES", "RANK_RTOL", "MAX_RANK", "RFF_RANK"]
 
 #: ``approximation="nystrom"`` with ``rank=None``: landmarks are added until the neglected trace of
-#: each Gram matrix is at most ``RANK_RTOL * n * reg`` for the regulariser ``reg`` it is solved with,
-#: which bounds the relative change of each regularised solve by ``RANK_RTOL``
+#: each Gram matrix is at most ``RANK_RTOL * n * min(reg, 1)`` for the regulariser ``reg`` it is
+#: solved with, which bounds the relative change of each regularised solve by about ``RANK_RTOL``
 RANK_RTOL = 1e-1
 #: ... and at most this many
 MAX_RANK = 1000
@@ -100,8 +100,8 @@ def nystrom_rank_rule(rank, reg):
     ----------
     rank : int or None
         The filter's ``rank``: that many landmarks exactly (tolerance 0), or None for the default
-        rule, landmarks until the neglected trace is at most ``RANK_RTOL * reg`` times the trace
-        (at most ``MAX_RANK``).
+        rule, landmarks until the neglected trace is at most ``RANK_RTOL * min(reg, 1)`` times
+        the trace (at most ``MAX_RANK``).
     reg : float
         The smallest regulariser the Gram matrix is solved with.
 
@@ -112,7 +112,11 @@ def nystrom_rank_rule(rank, reg):
     tol : float
         The neglected trace allowed, relative to the trace.
     """
-    return (MAX_RANK, RANK_RTOL * reg) if rank is None else (rank, 0.0)
+    # The solve (G + n reg I)^{-1} G changes by at most tr(E) / (n reg) when G loses E, but the solve
+    # itself is about ||G|| / (n reg) once n reg exceeds ||G|| (at most n for the normalised kernels
+    # here), and the filter normalises its weights: past reg = 1 the tolerance must stop growing, or
+    # the error is as large as the weights (reg = 10 kept no landmark at all)
+    return (MAX_RANK, RANK_RTOL * min(reg, 1.0)) if rank is None else (rank, 0.0)
 
 
 def approximated_kernel(kernel, approximation, rank, reg, rng):
