@@ -94,6 +94,19 @@ def check_vector(v, name, *, length=None):
     return arr
 
 
+def check_step_control(u, dim_u, name="u"):
+    """One step's control as a finite float64 array of shape ``(dim_u,)``; a number is taken for a
+    one-dimensional control, as ``fit`` takes a run of them as a 1-D array (shape (T,))."""
+    arr = _as_float(u, name, "a numeric 1-D array")
+    if arr.ndim == 0 and dim_u == 1:
+        arr = arr.reshape(1)
+    if arr.shape != (dim_u,):
+        raise ValueError(f"{name}: expected a control of shape ({dim_u},), got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name}: contains NaN or infinite values")
+    return arr
+
+
 def check_same_length(name_a, a, name_b, b):
     if len(a) != len(b):
         raise ValueError(

@@ -263,8 +263,11 @@ def test_controlled_linear_gaussian_simulates_its_model():
     np.testing.assert_allclose(CONTROLLED.transition_mean([[1.0], [2.0]], [0.5]), [[1.3], [2.1]])
     with pytest.raises(ValueError, match="u: ControlledLinearGaussian's motion needs a control"):
         CONTROLLED.sample_transition(states[:3], np.random.default_rng(0))
-    with pytest.raises(ValueError, match=r"u: expected a finite control of shape \(1,\) or \(3, 1\)"):
+    with pytest.raises(ValueError, match=r"u: expected a control of shape \(1,\) or \(3, 1\), got shape \(2,\)"):
         CONTROLLED.transition_mean(states[:3], [0.1, 0.2])
+    with pytest.raises(ValueError, match=r"^u: contains NaN or infinite values$"):
+        CONTROLLED.transition_mean(states[:3], [np.nan])
+    np.testing.assert_array_equal(CONTROLLED.transition_mean(states[:3], 0.5), CONTROLLED.transition_mean(states[:3], [0.5]))
     with pytest.raises(ValueError, match="B: expected 1 rows"):
         kb.systems.ControlledLinearGaussian(F=[[0.8]], B=[[1.0], [1.0]], H=[[1.0]], Q=[[0.05]], R=[[0.2]])
     with pytest.raises(ValueError, match="control_scale"):

@@ -389,7 +389,7 @@ def test_controls_given_as_a_dataframe_are_a_run_of_their_rows():
         np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("bad, message", [(np.zeros(2), r"us\[3\]: expected length 1"),
+@pytest.mark.parametrize("bad, message", [(np.zeros(2), r"us\[3\]: expected a control of shape \(1,\), got shape \(2,\)"),
                                           (np.array([np.inf]), r"us\[3\]: contains NaN"),
                                           (None, r"us\[3\]: expected a control of shape \(1,\), got None"),
                                           ("all missing", r"us: this filter takes a control of shape \(1,\) at every")])
@@ -412,6 +412,36 @@ def test_a_bad_control_late_in_a_run_is_refused_before_the_first_step(bad, messa
     kbf = KernelBayesFilter().fit(states, obs)
     with pytest.raises(ValueError, match=r"us\[2\]: this filter takes no control; expected None"):
         kbf.batch_filter(test_obs[:4], us=[None, None, test_controls[2], None])
+
+
+def test_a_one_dimensional_control_may_be_a_number_as_fit_takes_them():
+    # fit took a run of one-dimensional controls as a 1-D array, but every step refused a number
+    # ("us[0]: expected a 1-D array, got shape ()"); a NaN control to a known motion was reported as
+    # a shape ("expected a finite control of shape (1,) or (1, 1), got shape (1, 1)")
+    system = kb.systems.ControlledLinearGaussian(F=[[0.8]], B=[[1.0]], H=[[1.0]], Q=[[0.05]], R=[[0.2]])
+    states, controls, obs = system.simulate(150, rng=0)
+    _, test_controls, test_obs = system.simulate(8, rng=1)
+    filters = [KernelBayesFilter().fit(states, obs, controls=controls[:, 0]),
+               kb.KernelMonteCarloFilter(system, n_particles=30, random_state=0).fit(states, obs),
+               kb.filters.ExtendedKalman(system), kb.filters.UnscentedKalman(system),
+               kb.filters.ParticleFilter(system, n_particles=50, rng=0)]
+    for filt in filters[2:]:
+        filt.initialize(np.zeros(1), np.eye(1))
+    for filt in filters:
+        name = type(filt).__name__
+        for got, want in zip(copy.deepcopy(filt).batch_filter(test_obs, us=test_controls[:, 0]),
+                             copy.deepcopy(filt).batch_filter(test_obs, us=test_controls)):
+            np.testing.assert_array_equal(got, want, err_msg=name)
+        for got, want in zip(filt.forecast(3, us=[0.5, -0.5, 1.0]), filt.forecast(3, us=[[0.5], [-0.5], [1.0]])):
+            np.testing.assert_array_equal(got, want, err_msg=name)
+        twin = copy.deepcopy(filt)
+        filt.predict(0.5)
+        twin.predict(np.array([0.5]))
+        np.testing.assert_array_equal(filt.x, twin.x, err_msg=name)
+        with pytest.raises(ValueError, match=r"^u: contains NaN or infinite values$"):
+            filt.predict(np.nan)
+        with pytest.raises(ValueError, match=r"u: expected a control of shape \(1,\), got shape \(2,\)"):
+            filt.predict([0.5, 0.5])
 
 
 def _numeric_parameters(cls):

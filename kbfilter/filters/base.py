@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import as_steps, check_int, check_observation, check_sequences, check_vector
+from .._validation import as_steps, check_int, check_observation, check_sequences, check_step_control
 from .._warnings import warn_user
 from ..linalg import NumericalWarning
 from ..threads import limited_blas
@@ -66,7 +66,8 @@ def system_control(system, u):
     """The control ``u`` for one step of ``system``, checked before any work.
 
     A system without controls (no ``dim_u``) refuses one; for a controlled system a given control
-    must have shape ``(dim_u,)``, and None is left to the system, which says what it needs.
+    must be finite and of shape ``(dim_u,)`` (a number for a one-dimensional control), and None is
+    left to the system, which says what it needs.
 
     Parameters
     ----------
@@ -85,12 +86,7 @@ def system_control(system, u):
         if u is not None:
             raise ValueError(f"u: {type(system).__name__} takes no control input; expected None")
         return None
-    if u is None:
-        return None
-    u = np.asarray(u, dtype=np.float64)
-    if u.shape != (dim_u,):
-        raise ValueError(f"u: expected a control of shape ({dim_u},), got shape {u.shape}")
-    return u
+    return None if u is None else check_step_control(u, dim_u)
 
 
 def check_model_states(model, X, name, observe=False):
@@ -430,8 +426,8 @@ class Filter:
 
         Parameters
         ----------
-        u : array-like of shape (dim_u,) or None, default=None
-            The control, for a controlled system.
+        u : array-like of shape (dim_u,), float or None, default=None
+            The control, for a controlled system (a number for a one-dimensional control).
         """
         raise NotImplementedError
 
@@ -726,7 +722,7 @@ def checked_run(zs, us=None, obs_shape=None, dim_u=None):
         for t, u in enumerate(us):
             if u is None:
                 raise ValueError(f"us[{t}]: expected a control of shape ({dim_u},), got None")
-            check_vector(u, f"us[{t}]", length=dim_u)
+            check_step_control(u, dim_u, f"us[{t}]")
     return zs, us
 
 

@@ -17,7 +17,7 @@ Nystrom approximation on landmark pairs, so that nothing indexed by two training
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from .._validation import check_vector
+from .._validation import check_step_control
 from ..linalg import pivoted_cholesky, ridge_factor
 from ..persistence import persistent
 
@@ -80,7 +80,7 @@ class _SuccessorTransition:
     def _control(self, u):
         if u is None:
             raise ValueError(f"u: this filter was fitted with controls; expected a control of shape ({self.dim_u},)")
-        return check_vector(u, "u", length=self.dim_u)
+        return check_step_control(u, self.dim_u)
 
 
 @persistent("cross_gram", "controls", "kernel_u", "factor", "successors", "n_states",

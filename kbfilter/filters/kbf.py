@@ -1104,8 +1104,9 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
 
         Parameters
         ----------
-        u : array-like of shape (dim_u,) or None, default=None
-            The control, for a filter fitted with controls (required then, refused otherwise).
+        u : array-like of shape (dim_u,), float or None, default=None
+            The control, for a filter fitted with controls (required then, refused otherwise); a
+            number for a one-dimensional control.
         """
         check_is_fitted(self, "model_")
         model = self.model_

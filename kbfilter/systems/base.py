@@ -69,12 +69,12 @@ def sensor_residual(sensor, a, b):
 
 def check_control(u, n, dim_u, system, meaning=""):
     """``u`` as a finite array of shape (n, dim_u); one control of shape (dim_u,) is given to all
-    ``n`` states. ``system`` (its class name) and ``meaning`` (e.g. ``"(forward, turn)"``) go in
-    the error messages.
+    ``n`` states (a number, to a one-dimensional control). ``system`` (its class name) and
+    ``meaning`` (e.g. ``"(forward, turn)"``) go in the error messages.
 
     Parameters
     ----------
-    u : array-like of shape (dim_u,) or (n, dim_u)
+    u : float, or array-like of shape (dim_u,) or (n, dim_u)
         The control.
     n : int
         The number of states it applies to.
@@ -93,11 +93,14 @@ def check_control(u, n, dim_u, system, meaning=""):
     label = f"control {meaning} " if meaning else "control "
     if u is None:
         raise ValueError(f"u: {system}'s motion needs a {label}of shape ({dim_u},)")
-    u = np.asarray(u, dtype=np.float64)
+    given = np.asarray(u, dtype=np.float64)
+    u = given.reshape(1) if given.ndim == 0 and dim_u == 1 else given
     if u.shape == (dim_u,):
         u = np.broadcast_to(u, (n, dim_u))
-    if u.shape != (n, dim_u) or not np.all(np.isfinite(u)):
-        raise ValueError(f"u: expected a finite {label}of shape ({dim_u},) or ({n}, {dim_u}), got shape {u.shape}")
+    if u.shape != (n, dim_u):
+        raise ValueError(f"u: expected a {label}of shape ({dim_u},) or ({n}, {dim_u}), got shape {given.shape}")
+    if not np.all(np.isfinite(u)):
+        raise ValueError("u: contains NaN or infinite values")
     return u
 
 
