@@ -12,8 +12,8 @@ from ._warnings import warn_user
 from .kernels import GaussianKernel, Kernel
 from .linalg import NumericalWarning
 
-__all__ = ["KernelMean", "herd", "normalise_weights", "clipped_weights", "weighted_covariance", "HERD_GRAM_ENTRIES",
-           "MAX_HERD_PICKS"]
+__all__ = ["KernelMean", "herd", "normalise_weights", "clipped_weights", "probability_weights", "weighted_covariance",
+           "HERD_GRAM_ENTRIES", "MAX_HERD_PICKS"]
 
 #: :meth:`KernelMean.herd` computes the candidates' Gram matrix at once up to this many entries
 #: (32 MB), and one column per pick beyond
@@ -122,6 +122,37 @@ def normalise_weights(w):
         return w / total, None
     p = clipped_weights(w)
     return (None, "collapsed") if p is None else (p, "clipped")
+
+
+def probability_weights(weights, name="weights"):
+    """Weights given for a probability (a prior), scaled to sum to one.
+
+    Kernel Bayes' rule's answer depends on the prior's total mass (its regularisers do not scale
+    with it), so a prior given with unnormalised weights (importance weights, counts) is read as
+    the probability they describe. Signed weights are allowed; a sum that is not positive
+    describes no probability and is refused.
+
+    Parameters
+    ----------
+    weights : ndarray of shape (n,)
+        The weights.
+    name : str, default="weights"
+        How the error names them.
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        ``weights / sum(weights)``.
+
+    Examples
+    --------
+    >>> probability_weights(np.array([2.0, 6.0]))
+    array([0.25, 0.75])
+    """
+    total = float(np.sum(weights))
+    if not total > 0:
+        raise ValueError(f"{name}: expected weights with a positive sum (those of a probability), got sum {total:.4g}")
+    return weights / total
 
 
 def weighted_covariance(points, p=None):

@@ -122,6 +122,27 @@ def test_kbr_posterior_mean_matches_gaussian_posterior(method, reg_update):
     assert one.mean()[0] == pytest.approx(est[2], abs=1e-8)  # same solve, one or four right-hand sides
 
 
+@pytest.mark.parametrize("method", ["iw", "original"])
+def test_a_prior_is_read_as_the_probability_its_weights_describe(method):
+    # the rule's regularisers do not scale with the prior's mass: counts (or importance weights) given
+    # as they are moved the posterior without a word (its mean by 1 % for iw, 6 % for the original
+    # rule on this problem, where the true posterior mean is 0.677)
+    x, z, prior = gaussian_bayes_problem(300, 6)
+    kbr = KernelBayesRule(method=method, reg_prior=1e-3, reg_update=1e-2).fit(x, z)
+    counts = KernelMean(prior.points, np.full(len(prior), 3.0), prior.kernel)
+    # (the original rule squares an ill-conditioned matrix: its round-off reaches 1e-8 of a weight)
+    np.testing.assert_allclose(kbr.posterior(counts, [0.8]).weights, kbr.posterior(prior, [0.8]).weights, rtol=1e-6,
+                               atol=1e-9)
+    np.testing.assert_allclose(kb.kulsif_weights(x, counts, prior.kernel, reg=1e-3),
+                               kb.kulsif_weights(x, prior, prior.kernel, reg=1e-3), rtol=1e-9, atol=1e-12)
+    negative = KernelMean(prior.points, -prior.weights, prior.kernel)
+    for call in (lambda: kbr.posterior(negative, [0.8]), lambda: kb.kulsif_weights(x, negative, reg=1e-3),
+                 lambda: kb.KernelBayesFilter().fit(x, z).reset(prior=negative),
+                 lambda: kb.KernelBayesFilter(approximation="local").fit(x, z).reset(prior=negative)):
+        with pytest.raises(ValueError, match=r"prior.weights: expected weights with a positive sum .* got sum -1"):
+            call()
+
+
 def test_support_restricted_iw_equals_full_solve():
     x, z, prior = gaussian_bayes_problem(300, 5)
     prior = KernelMean(np.random.default_rng(0).normal(1.5, 0.3, size=(200, 1)))  # many r_i = 0

@@ -16,7 +16,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._validation import as_steps, check_choice, check_controls, check_int, check_matrix, check_positive, check_rng, \
     check_sequences, check_vector
 from .._warnings import warn_user
-from ..embedding import KernelMean, clipped_weights, normalise_weights, weighted_covariance
+from ..embedding import KernelMean, clipped_weights, normalise_weights, probability_weights, weighted_covariance
 from ..kernels import fitted_kernel
 from ..linalg import NumericalWarning
 from ..operators import Operator
@@ -946,7 +946,8 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         Parameters
         ----------
         prior : KernelMean, array-like of shape (n, dim_x) or None, default=None
-            A kernel mean on the state space or samples of the initial state. The exact and
+            A kernel mean on the state space (its weights, which must have a positive sum, are
+            read as a probability's) or samples of the initial state. The exact and
             low-rank filters project it onto the training states,
             ``w = (G_x + T eps I)^{-1} G_{x,u} gamma``; with ``approximation="local"``, whose
             belief is a weighted sample of training states, each sample's weight goes to its
@@ -1032,7 +1033,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         if prior.points.shape[1] != dim_x:
             raise ValueError(f"prior: expected a kernel mean on {dim_x}-dimensional states, "
                              f"got one on {prior.points.shape[1]}")
-        return prior.points, prior.weights
+        return prior.points, probability_weights(prior.weights, "prior.weights")
 
     def _projected(self, prior):
         """A prior's ``(points, weights)`` as the model holds a belief (see :meth:`reset`)."""

@@ -2,7 +2,7 @@
 
 from sklearn.utils.validation import check_is_fitted
 
-from ..embedding import KernelMean
+from ..embedding import KernelMean, probability_weights
 from .conditional import ConditionalEmbedding
 
 
@@ -18,3 +18,9 @@ def check_prior(prior, dim, name="prior"):
     if prior.points.shape[1] != dim:
         raise ValueError(f"{name}: expected points of dimension {dim}, got {prior.points.shape[1]}")
     return prior
+
+
+def prior_sample(prior, dim, name="prior"):
+    """A prior's points and its weights as a probability's (:func:`~kbfilter.embedding.probability_weights`)."""
+    prior = check_prior(prior, dim, name)
+    return prior.points, probability_weights(prior.weights, f"{name}.weights")

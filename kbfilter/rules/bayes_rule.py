@@ -25,7 +25,7 @@ from ..kernels import fitted_kernel
 from ..linalg import NumericalWarning, Woodbury, pivoted_cholesky, ridge_factor
 from ..persistence import Persistent, persistent, saved_before_fit
 from ..threads import limited_blas
-from ._checks import check_prior
+from ._checks import prior_sample
 from .representations import (LOW_RANK_RTOL, DenseObservations, DenseStates, FeatureObservations, FeatureStates,
                               LowRankObservations, TransformedFeatures, original_update)
 
@@ -47,7 +47,8 @@ def kulsif_weights(states, prior, kernel=None, reg=0.1):
     states : array-like of shape (n, d)
         Draws from ``p``.
     prior : KernelMean
-        The prior ``pi`` as a weighted sample.
+        The prior ``pi`` as a weighted sample (its weights scaled to sum to one; the sum must be
+        positive).
     kernel : Kernel, optional
         Gaussian with the median heuristic on ``states`` by default.
     reg : float
@@ -71,12 +72,12 @@ def kulsif_weights(states, prior, kernel=None, reg=0.1):
     1.4
     """
     states = check_matrix(states, "states", min_samples=2)
-    prior = check_prior(prior, states.shape[1])
+    points, weights = prior_sample(prior, states.shape[1])
     reg = check_positive(reg, "reg")
     kernel = fitted_kernel(kernel, "kernel", states)
     n = states.shape[0]
     G = kernel(states)
-    g = kernel(states, prior.points) @ prior.weights
+    g = kernel(states, points) @ weights
     return np.maximum(0.0, n * ridge_factor(G, n * reg, "G_x + n reg I").solve(g))
 
 
@@ -366,8 +367,9 @@ class KernelBayesRule(Persistent, BaseEstimator):
         Parameters
         ----------
         prior : KernelMean or None
-            A weighted sample on the state space; None is the uniform embedding of the
-            training states.
+            A weighted sample on the state space, read as a probability (its weights scaled to
+            sum to one; the sum must be positive); None is the uniform embedding of the training
+            states.
 
         Returns
         -------
@@ -564,7 +566,8 @@ class KernelBayesRule(Persistent, BaseEstimator):
         Parameters
         ----------
         prior : KernelMean or None
-            The prior on the state space; None for the uniform embedding of the training states.
+            The prior on the state space, as for :meth:`prior_values`; None for the uniform
+            embedding of the training states.
         z : array-like of shape (dim_z,)
             The observation.
 

@@ -20,7 +20,7 @@ from scipy.linalg import LinAlgWarning, lu_factor, lu_solve
 
 from ..linalg import Woodbury, ridge_factor
 from ..operators import DenseOperator, LowRankOperator
-from ._checks import check_prior
+from ._checks import prior_sample
 
 __all__ = ["DenseStates", "FeatureStates", "DenseObservations", "LowRankObservations", "FeatureObservations",
            "TransformedFeatures", "original_update", "factor_recorded", "LOW_RANK_RTOL"]
@@ -48,8 +48,8 @@ class DenseStates:
     def prior_values(self, prior):
         if prior is None:
             return self.kernel(self.states).mean(axis=1)
-        prior = check_prior(prior, self.states.shape[1])
-        return self.kernel(self.states, prior.points) @ prior.weights
+        points, weights = prior_sample(prior, self.states.shape[1])
+        return self.kernel(self.states, points) @ weights
 
     def projection(self, g):
         return self.n * self.factor.solve(g)
@@ -72,8 +72,8 @@ class FeatureStates(DenseStates):
         """``gamma`` with prior values ``g = F gamma``."""
         if prior is None:
             return self.factor.L.mean(axis=0)
-        prior = check_prior(prior, self.states.shape[1])
-        return self.kernel.features(prior.points).T @ prior.weights
+        points, weights = prior_sample(prior, self.states.shape[1])
+        return self.kernel.features(points).T @ weights
 
     def prior_values(self, prior):
         return self.factor.L @ self._coefficients(prior)
