@@ -227,6 +227,9 @@ class KernelMean:
         if not isinstance(kernel, Kernel):
             raise ValueError(f"kernel: expected a kbfilter Kernel, got {type(kernel).__name__}")
         if not kernel.__sklearn_is_fitted__():
+            if n < 2:
+                raise ValueError(f"points: expected at least 2 points to fit the kernel's bandwidth on, got {n}; for a "
+                                 f"one-point embedding pass a kernel with a fixed bandwidth, e.g. GaussianKernel(1.0)")
             kernel = clone(kernel).fit(self.points)
         self.kernel = kernel
         self.info = dict(info or {})

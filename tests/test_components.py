@@ -322,6 +322,11 @@ def test_arguments_that_fell_through_to_dependencies_are_value_errors_naming_the
         ("features: expected 'auto', None or a transformer", lambda: kb.KernelBayesFilter(features=3).fit(X, Z)),
         ("kernel_x: bandwidth: expected scale x bandwidth between",
          lambda: kb.KernelBayesFilter(kernel_x=kb.GaussianKernel(1e-300)).fit(X, Z)),
+        # the kNN transition's state kernel was refused as the conditional embedding's kernel_in
+        ("kernel_x: transition='knn' needs a radial kernel .* got RandomFourierKernel",
+         lambda: kb.KernelBayesFilter(transition="knn", kernel_x=kb.RandomFourierKernel(rank=20)).fit(X, Z)),
+        ("kernel_x: approximation='local' needs a radial kernel .* got LinearKernel",
+         lambda: kb.KernelBayesFilter(approximation="local", kernel_x=kb.LinearKernel()).fit(X, Z)),
         ("n_jobs: expected a positive number", lambda: kb.tune_filter(kb.KernelBayesFilter(), X, Z, n_jobs=0,
                                                                        validation_length=50, progress=False)),
         # the class for the instance fell through to a TypeError about default_grid's arguments

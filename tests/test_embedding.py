@@ -48,6 +48,15 @@ def test_negative_weight_sum_falls_back_with_warning():
         KernelMean([[0.0], [1.0]], [-1.0, -1.0], kernel=GaussianKernel(1.0)).mean()
 
 
+def test_a_one_point_embedding_needs_a_fixed_bandwidth_and_says_so():
+    # the median heuristic's own check named its argument X, which the caller never passed
+    with pytest.raises(ValueError, match=r"^points: expected at least 2 points to fit the kernel's bandwidth on, got 1"):
+        KernelMean([[0.5, 1.0]])
+    m = KernelMean([[0.5, 1.0]], kernel=GaussianKernel(1.0))
+    np.testing.assert_array_equal(m.mean(), [0.5, 1.0])
+    np.testing.assert_array_equal(m.mode(), [0.5, 1.0])
+
+
 def test_mode_recovers_dominant_component_of_two_point_mixture():
     rng = np.random.default_rng(3)
     a = rng.normal([3.0, 3.0], 0.3, size=(300, 2))

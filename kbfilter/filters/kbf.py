@@ -633,6 +633,11 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
                                                    or isinstance(self.transition, ConditionalEmbedding)):
             raise ValueError("approximation: 'local' learns the kNN transition without controls or compression; "
                              "expected controls=None, compress=None and transition 'exact' or 'knn'")
+        if (transition_method == "knn" or settings.approximation == "local") and not settings.kernel_x.is_radial:
+            # the neighbours are found by Euclidean distance, which only a radial kernel ranks alike
+            path = "approximation='local'" if settings.approximation == "local" else "transition='knn'"
+            raise ValueError(f"kernel_x: {path} needs a radial kernel (Gaussian or Laplace), whose similarity ranks "
+                             f"neighbours like Euclidean distance; got {type(self.kernel_x).__name__}")
         if self.compress is not None and self.compress > len(pred):
             raise ValueError(f"compress: expected at most {len(pred)} (the logged transitions), got {self.compress}")
         if controls is not None:
