@@ -483,7 +483,10 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
     seeds = _repeat_seeds(filter, check_int(n_repeats, "n_repeats"))
     if len(seeds) > 1 and "random_state" in grid:
         raise ValueError("param_grid: random_state cannot be tuned when n_repeats draws the seeds; pass n_repeats=1")
-    splits = [validation_split(states, observations, validation_length, fold, controls) for fold in range(n_folds)]
+    # the farthest block first: a log too short for n_folds blocks is refused naming n_folds, not the
+    # first block that did not fit
+    splits = [validation_split(states, observations, validation_length, fold, controls)
+              for fold in reversed(range(n_folds))][::-1]
     runs = [(split, seed) for split in splits for seed in seeds]
     scores, failures, consistency = {}, {}, {}
     names = list(grid)

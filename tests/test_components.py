@@ -335,6 +335,9 @@ def test_arguments_that_fell_through_to_dependencies_are_value_errors_naming_the
         ("filter: expected a filter estimator", lambda: kb.tune_filter(object(), X, Z, progress=False)),
         (r"lower validation_length \(1000\) or n_folds \(1\)",
          lambda: kb.tune_filter(kb.KernelBayesFilter(), X, Z, validation_length=1000, progress=False)),
+        # the first block that did not fit was named as the number of blocks (n_folds (3) for 10 here)
+        (r"expected at least n_folds x validation_length \+ 3 = 1003 steps, .* or n_folds \(10\)",
+         lambda: kb.tune_filter(kb.KernelBayesFilter(), X, Z, validation_length=100, n_folds=10, progress=False)),
     ]
     for message, call in cases:
         with pytest.raises(ValueError, match=message):
