@@ -647,8 +647,12 @@ class InteractingMultipleModel(_StartsFromFirstObservation):
             raise ValueError(f"systems: expected two or more models, got {len(systems)}")
         shapes = {(s.dim_x, s.dim_z) for s in systems}
         if len(shapes) != 1:
+            names = {type(s).__name__ for s in systems}
+            # the usual pair, whose state sizes differ by the turn rate
+            hint = ("; a constant-velocity mode beside a CoordinatedTurn is CoordinatedTurn(..., turning=False), on "
+                    "its five states" if {"ConstantVelocity", "CoordinatedTurn"} <= names else "")
             raise ValueError(f"systems: expected models with one state and observation size, got (dim_x, dim_z) "
-                             f"{sorted(shapes)}")
+                             f"{sorted(shapes)}{hint}")
         switch = check_fraction(switch, "switch")
         if switch >= 1:
             raise ValueError(f"switch: expected a probability below 1, got {switch}")
