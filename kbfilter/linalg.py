@@ -255,8 +255,8 @@ def pivoted_cholesky(diag, column, max_rank, tol=1e-12, trace_tol=None):
 
     Greedily picks the pivot with the largest residual diagonal; stops at ``max_rank`` columns,
     when the largest residual falls below ``tol`` times the largest diagonal, or, once it has a
-    column, when the residual trace ``tr(G - L L^T)`` is at most ``trace_tol``. O(n r^2) time, O(n r) memory, and ``G`` is
-    never formed.
+    column, when the residual trace ``tr(G - L L^T)`` is at most ``trace_tol``. O(n r^2) time,
+    O(n r) memory, and ``G`` is never formed.
 
     Parameters
     ----------

@@ -50,7 +50,8 @@ def test_negative_weight_sum_falls_back_with_warning():
 
 def test_a_one_point_embedding_needs_a_fixed_bandwidth_and_says_so():
     # the median heuristic's own check named its argument X, which the caller never passed
-    with pytest.raises(ValueError, match=r"^points: expected at least 2 points to fit the kernel's bandwidth on, got 1"):
+    with pytest.raises(ValueError, match=r"^points: expected at least 2 points to fit the kernel's bandwidth on, "
+                                         r"got 1"):
         KernelMean([[0.5, 1.0]])
     m = KernelMean([[0.5, 1.0]], kernel=GaussianKernel(1.0))
     np.testing.assert_array_equal(m.mean(), [0.5, 1.0])

@@ -267,7 +267,8 @@ def test_controlled_linear_gaussian_simulates_its_model():
         CONTROLLED.transition_mean(states[:3], [0.1, 0.2])
     with pytest.raises(ValueError, match=r"^u: contains NaN or infinite values$"):
         CONTROLLED.transition_mean(states[:3], [np.nan])
-    np.testing.assert_array_equal(CONTROLLED.transition_mean(states[:3], 0.5), CONTROLLED.transition_mean(states[:3], [0.5]))
+    np.testing.assert_array_equal(CONTROLLED.transition_mean(states[:3], 0.5),
+                                  CONTROLLED.transition_mean(states[:3], [0.5]))
     with pytest.raises(ValueError, match="B: expected 1 rows"):
         kb.systems.ControlledLinearGaussian(F=[[0.8]], B=[[1.0], [1.0]], H=[[1.0]], Q=[[0.05]], R=[[0.2]])
     with pytest.raises(ValueError, match="control_scale"):

@@ -391,7 +391,8 @@ def test_controls_given_as_a_dataframe_are_a_run_of_their_rows():
         np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("bad, message", [(np.zeros(2), r"us\[3\]: expected a control of shape \(1,\), got shape \(2,\)"),
+@pytest.mark.parametrize("bad, message", [(np.zeros(2), r"us\[3\]: expected a control of shape \(1,\), got shape "
+                                                        r"\(2,\)"),
                                           (np.array([np.inf]), r"us\[3\]: contains NaN"),
                                           (None, r"us\[3\]: expected a control of shape \(1,\), got None"),
                                           ("all missing", r"us: this filter takes a control of shape \(1,\) at every")])

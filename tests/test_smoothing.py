@@ -84,6 +84,10 @@ def test_smooth_is_the_function_form_on_the_stored_weights(ar1_filter):
         kernel_smoother(kbf, np.array(weights)[:-1], zs)
     with pytest.raises(ValueError, match="weights"):
         kernel_smoother(kbf, np.array(weights)[:, :-1], zs)
+    # an unfitted filter or a particle filter fell through to AttributeErrors about their internals
+    for other in (KernelBayesFilter(), KernelMonteCarloFilter(AR1, n_particles=20).fit(*AR1.simulate(100, rng=0))):
+        with pytest.raises(ValueError, match=f"filt: expected a fitted KernelBayesFilter, .* got {type(other).__name__}"):
+            kernel_smoother(other, np.array(weights), zs)
 
 
 def test_across_missing_observations_the_kernel_smoother_follows_the_rts_smoother(ar1_filter):

@@ -192,7 +192,12 @@ def kernel_smoother(filt, weights, zs, us=None):
         When a rule of the backward pass (:mod:`kbfilter.filters.smoothing`) was needed, with its
         count.
     """
-    model = filt.model_
+    model = getattr(filt, "model_", None)
+    if not all(hasattr(model, name) for name in ("states", "transition", "observation")):
+        # an unfitted filter, or one whose belief is not weights over training states (the particle
+        # filters): the backward pass reads the learned transition and observation model
+        raise ValueError(f"filt: expected a fitted KernelBayesFilter, the one that produced the weights; got "
+                         f"{type(filt).__name__} without such a model (fit it first)")
     if model.observation is None:
         raise ValueError("filt: kernel_smoother smooths weights over all the training states; a filter with "
                          "approximation='local' keeps its belief on a support: call filt.smooth(zs)")
