@@ -35,6 +35,8 @@ Every fitted array is stored as it is, so a loaded object continues a run bit fo
 import hashlib
 import hmac
 import json
+import os
+import uuid
 import zipfile
 from collections import Counter
 from importlib.metadata import PackageNotFoundError, version as _package_version
@@ -342,6 +344,11 @@ def save(obj, path, key=None):
     ------
     ValueError
         Naming the attribute, when something in the object cannot be saved.
+
+    Notes
+    -----
+    The file is written beside ``path`` and then moved over it, so a save that fails part way
+    leaves a file already at ``path`` as it was.
     """
     key = _check_key(key)
     encoder = _Encoder()
@@ -352,9 +359,22 @@ def save(obj, path, key=None):
     meta = {"format": FORMAT, "version": VERSION, "versions": versions, "root": root}
     blob = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
     signed = {} if key is None else {_SIGNATURE: _signature(key, blob, encoder.arrays)}
-    with open(Path(path), "wb") as fh:
-        np.savez(fh, __meta__=blob, **encoder.arrays, **signed)
-    return Path(path)
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"path: {path} is a directory; expected the name of the file to write")
+    if not path.parent.is_dir():
+        raise ValueError(f"path: the directory {path.parent} does not exist")
+    # written beside the target and moved over it in one step: a save that fails part way (a full
+    # disk, an interrupt) leaves an earlier file at ``path`` as it was, not truncated
+    partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}.partial")
+    try:
+        with open(partial, "xb") as fh:
+            np.savez(fh, __meta__=blob, **encoder.arrays, **signed)
+        os.replace(partial, path)
+    finally:
+        if partial.exists():
+            partial.unlink()
+    return path
 
 
 def _check_versions(path, meta):

@@ -181,6 +181,30 @@ def test_round_trip_is_bit_identical(tmp_path, name, obj, compute):
         assert back.get_params().keys() == obj.get_params().keys()
 
 
+def test_a_save_that_fails_part_way_leaves_the_earlier_file_as_it_was(tmp_path, monkeypatch):
+    # the file used to be opened for writing first, so a full disk or an interrupt lost the earlier save
+    kbf = kb.KernelBayesFilter().fit(X, Z)
+    path = save(kbf, tmp_path / "filter.npz")
+    before = path.read_bytes()
+
+    def full_disk(fh, **arrays):
+        fh.write(b"PK\x03\x04 a few bytes")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, "savez", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        kbf.save(path)
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["filter.npz"]
+    np.testing.assert_array_equal(load(path).batch_filter(Z[:5])[0], kbf.reset().batch_filter(Z[:5])[0])
+    # where it cannot be written, the error names the path given, not the file written beside it
+    with pytest.raises(ValueError, match="is a directory; expected the name of the file to write"):
+        kbf.save(tmp_path)
+    with pytest.raises(ValueError, match="path: the directory .*missing does not exist"):
+        kbf.save(tmp_path / "missing" / "filter.npz")
+
+
 @pytest.mark.parametrize("name, obj", [(name, cases[0][0]) for name, cases in CASES.items()
                                        if hasattr(cases[0][0], "get_params")])
 def test_an_estimator_saved_before_fit_loads_as_it_was(tmp_path, name, obj):
