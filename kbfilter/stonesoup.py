@@ -172,6 +172,14 @@ class _FilterPredictor(Predictor):
     (``_belief_at``), what a state carries besides the estimate (``_carried``) and the type it
     makes (``_made``)."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        step = self.step
+        # a number would be read in no unit, and a zero or negative step divides the time into no steps
+        if step is not None and not (isinstance(step, datetime.timedelta) and step > datetime.timedelta(0)):
+            raise ValueError(f"step: expected a positive datetime.timedelta (the time between two steps of the "
+                             f"training log) or None, got {step!r}")
+
     def predict(self, prior, timestamp=None, **kwargs):
         """The belief at ``timestamp``.
 

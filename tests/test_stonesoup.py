@@ -80,6 +80,11 @@ def test_a_gaussian_prior_is_projected_through_seeded_samples_and_steps_follow_t
     np.testing.assert_allclose(prediction.weights, kbf.weights_prior, atol=1e-12)
     with pytest.raises(ValueError, match="timestamp: expected a time after the prior's"):
         KernelBayesPredictor(kbf, step=SECOND).predict(prior, timestamp=START - 2 * SECOND)
+    # a zero step divided by zero, a negative one blamed the timestamp, a number (in no unit) was a TypeError
+    for step in (datetime.timedelta(0), -SECOND, 1.0):
+        for predictor in (KernelBayesPredictor, LearnedMotionPredictor):
+            with pytest.raises(ValueError, match=r"step: expected a positive datetime.timedelta .* got"):
+                predictor(kbf, step=step)
     with pytest.raises(ValueError, match="prior: expected a state vector of length 2"):
         KernelBayesPredictor(kbf).predict(GaussianState(np.zeros((3, 1)), np.eye(3), timestamp=START))
     # a covariance that is no covariance is refused, not sampled from with a warning
