@@ -267,7 +267,8 @@ def test_the_learned_predictive_density_integrates_to_one(ar1_filter):
     assert kbf.log_likelihood_of(grid[:1]) == pytest.approx(np.log(density[0]))
     assert isinstance(kbf.log_likelihood_of(np.array([0.5])), float)
     # a missing candidate has no density: named, where numpy's message about a ragged array was not
-    for ragged in ([None, [0.5]], [[0.5], [0.5, 1.0]]):
+    # (a list of only None, or an empty one, was read as one observation of the wrong length: "z: ...")
+    for ragged in ([None, [0.5]], [[0.5], [0.5, 1.0]], [None], [], None):
         with pytest.raises(ValueError, match=r"^zs: expected one observation of shape \(1,\) or several"):
             kbf.log_likelihood_of(ragged)
 

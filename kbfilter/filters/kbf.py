@@ -1205,11 +1205,15 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         """
         check_is_fitted(self, "model_")
         space = self.model_.observer.space
+        expected = (f"zs: expected one observation of shape {space.obs_shape} or several (no None: a missing "
+                    f"observation has no density)")
+        # a list with None (or none at all) would otherwise be read as one observation of the wrong length
+        if zs is None or (isinstance(zs, (list, tuple)) and (not zs or any(z is None for z in zs))):
+            raise ValueError(expected)
         try:
             ndim = np.ndim(zs)
         except ValueError:  # numpy's message about a ragged array names no argument
-            raise ValueError(f"zs: expected one observation of shape {space.obs_shape} or several (no None: a missing "
-                             f"observation has no density)") from None
+            raise ValueError(expected) from None
         single = ndim == len(space.obs_shape) or (len(space.obs_shape) == 1 and ndim == 0)
         rows = np.vstack([space.map(z) for z in ([zs] if single else as_steps(zs))])
         out = self.model_.observer.density.log_predictive(self.weights_prior, rows)
