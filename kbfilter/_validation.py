@@ -303,6 +303,22 @@ def _several(states):
         return True
 
 
+def _refuse_rows(seqs, name="states"):
+    """Refuse a list read as several sequences that is the rows of one log: more one-dimensional
+    arrays of one length than that length, as a loop appending each step's state makes. Several
+    sequences of scalar states are few and long; given as columns (shape (T, 1)) they pass."""
+    if len(seqs) < 2 or not all(isinstance(x, np.ndarray) and x.ndim == 1 for x in seqs):
+        return
+    lengths = {x.shape[0] for x in seqs}
+    length = lengths.pop()
+    if not lengths and len(seqs) > length:
+        raise ValueError(f"{name}: a list of {len(seqs)} one-dimensional arrays of length {length} reads as "
+                         f"{len(seqs)} sequences of {length} scalar states each, which looks like the rows of one "
+                         f"log; for one sequence of {length}-dimensional states pass np.array({name}) (shape "
+                         f"({len(seqs)}, {length})); for several sequences of scalar states give each as a column "
+                         f"(shape (T, 1))")
+
+
 def check_state_sequences(states):
     """Normalise ``states`` alone (trajectories with no observations) to a list of per-sequence
     arrays, by the rule :func:`check_sequences` follows: one array or list of numbers is one
@@ -313,6 +329,7 @@ def check_state_sequences(states):
     xs : list of ndarray
     """
     seqs = list(states) if _several(states) else [states]
+    _refuse_rows(seqs)
     if not seqs:
         raise ValueError("states: expected at least one sequence")
     xs = []
@@ -329,7 +346,8 @@ def check_sequences(states, observations):
     One sequence is given as two arrays (T, dim_x), (T, ...); several as two lists of arrays. A
     list of numbers or of lists of numbers (``X.tolist()``) is one sequence, not a list of
     sequences: only a list whose items are arrays (or nested lists of two or more levels, for the
-    states) is several.
+    states) is several. More 1-D arrays of one length than that length are the rows of one log
+    appended one by one, and are refused with the fix (:func:`_refuse_rows`).
     Observations may be vectors or images; they are returned flattened to (T, dim_z), and the
     shape of one observation is returned too.
 
@@ -345,6 +363,8 @@ def check_sequences(states, observations):
         states, observations = [states], [observations]
     elif not isinstance(observations, (list, tuple)):
         raise ValueError("states and observations: expected both arrays (one sequence) or both lists of arrays")
+    else:
+        _refuse_rows(states)
     if len(states) != len(observations) or not states:
         raise ValueError(f"states and observations: expected the same number of sequences (at least one), "
                          f"got {len(states)} and {len(observations)}")

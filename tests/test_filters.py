@@ -148,6 +148,25 @@ def test_sequences_given_as_a_list_never_link_across_the_boundary():
     assert 79 in one.predecessors_
 
 
+def test_a_log_appended_row_by_row_is_not_read_as_sequences_of_scalar_states():
+    # a loop appending each step's state array makes a list of 1-D arrays, which the list rule read as
+    # that many sequences of scalar states: the fit went through (a 1-D filter of 2-step "sequences")
+    # and only batch_filter failed, on the observations' length
+    states, obs = Rotation().simulate(120, rng=0)
+    message = (r"states: a list of 120 one-dimensional arrays of length 2 reads as 120 sequences of 2 scalar states "
+               r"each, .* pass np.array\(states\) \(shape \(120, 2\)\)")
+    with pytest.raises(ValueError, match=message):
+        KernelBayesFilter().fit(list(states), list(obs))
+    with pytest.raises(ValueError, match=message):
+        kb.LearnedMotionFilter().fit(list(states), list(obs))
+    # as one array it is one sequence; few long scalar sequences, or scalar ones as columns, stay several
+    KernelBayesFilter().fit(np.array(list(states)), np.array(list(obs)))
+    scalar = [states[:60, 0], states[60:, 0]]
+    assert KernelBayesFilter().fit(scalar, [obs[:60], obs[60:]]).n_features_in_ == 1
+    columns = [states[i : i + 10, :1] for i in range(0, 120, 10)]
+    assert KernelBayesFilter().fit(columns, [obs[i : i + 10] for i in range(0, 120, 10)]).n_features_in_ == 1
+
+
 def test_ten_thousand_steps_stay_finite():
     system = Oscillation()
     rng = np.random.default_rng(5)
