@@ -313,6 +313,41 @@ def test_an_observation_no_particle_explains_keeps_the_prediction(rotation):
     assert np.all(np.isfinite(pf.x))
 
 
+def test_a_feature_map_that_cannot_serve_the_observation_kernel_is_named(rotation):
+    from sklearn.decomposition import PCA
+    from sklearn.preprocessing import FunctionTransformer
+
+    system, (X, Z), (_, test_obs) = rotation
+    # before: scikit-learn's own message, naming nothing of ours; the kernel's "kernel_z: X: ..."
+    # errors about rows it never saw; an AxisError; and a NaN likelihood or a collapsed belief
+    cases = [(PCA(5), r"features: PCA failed on the training observations \(n_components=5"),
+             (FunctionTransformer(lambda z: z * np.nan), "features: the feature map gave NaN or infinite values"),
+             (FunctionTransformer(lambda z: z[:1]), r"features: expected .* one row per observation, shape \(300, "
+                                                    r"n_features\), got shape \(1, 2\)"),
+             (FunctionTransformer(lambda z: z[:, 0]), r"features: expected .* got shape \(300,\)")]
+    for features, message in cases:
+        for make in (lambda: kb.KernelBayesFilter(features=features),
+                     lambda: kb.KernelMonteCarloFilter(system, n_particles=20, features=features)):
+            with pytest.raises(ValueError, match=message):
+                make().fit(X, Z)
+    logarithm = FunctionTransformer(lambda z: np.log(z + 10.0))
+    for approximation in ("exact", "local"):
+        kbf = kb.KernelBayesFilter(features=logarithm, approximation=approximation).fit(X, Z)
+        kbf.predict()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # numpy's, from the log
+            for call in (lambda: kbf.update([-20.0, 0.0]), lambda: kbf.log_likelihood_of([[-20.0, 0.0]])):
+                with pytest.raises(ValueError, match="z: the feature map gave NaN or infinite values for this"):
+                    call()
+        kbf.update(test_obs[0])
+        assert np.all(np.isfinite(kbf.x))
+    # more of the log, mapped by the fitted map
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.raises(ValueError, match="features: the feature map gave NaN or infinite values"):
+            kbf.partial_fit(X, Z - 30.0)
+
+
 def test_arguments_that_fell_through_to_dependencies_are_value_errors_naming_them(rotation):
     system, (X, Z), _ = rotation
     cases = [

@@ -869,8 +869,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         if X.shape[1] != model.states.shape[1]:
             raise ValueError(f"states: expected {model.states.shape[1]} columns (the training states'), got "
                              f"{X.shape[1]}")
-        if model.space.features is not None:
-            Z = np.asarray(model.space.features.transform(Z), dtype=np.float64)
+        Z = model.space.mapped(Z)
         found = report_outlying_states("KernelBayesFilter", X, np.vstack([model.states, X]))
         self.model_ = model.extended(X, Z, stacked_predecessors(xs), n_neighbors, settings.outlier_quantile, found)
         self.reset()

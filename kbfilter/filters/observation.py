@@ -72,6 +72,19 @@ def observation_features(features, obs_shape):
     return features
 
 
+def _checked_features(mapped, n):
+    """A feature map's output on ``n`` observations, as the observation kernel needs it: one finite
+    row per observation (a map that drops rows, flattens or overflows is named, not met later as
+    the kernel's error about its ``X``)."""
+    mapped = np.asarray(mapped.toarray() if hasattr(mapped, "toarray") else mapped, dtype=np.float64)
+    if mapped.ndim != 2 or mapped.shape[0] != n:
+        raise ValueError(f"features: expected the feature map to give one row per observation, shape ({n}, "
+                         f"n_features), got shape {mapped.shape}")
+    if not np.all(np.isfinite(mapped)):
+        raise ValueError("features: the feature map gave NaN or infinite values on the training observations")
+    return mapped
+
+
 def mapped_observation(z, obs_shape, features):
     """One test observation as a (1, d) row in the space the observation kernel sees.
 
@@ -90,7 +103,14 @@ def mapped_observation(z, obs_shape, features):
         The observation after ``features``.
     """
     z = check_observation(z, obs_shape)[None, :]
-    return z if features is None else np.asarray(features.transform(z), dtype=np.float64)
+    if features is None:
+        return z
+    row = np.asarray(features.transform(z), dtype=np.float64)
+    # a map fitted on finite training features may still overflow on a new observation (a log of a
+    # value below the training range): named here, not met as a NaN likelihood or a collapsed belief
+    if not np.all(np.isfinite(row)):
+        raise ValueError("z: the feature map gave NaN or infinite values for this observation")
+    return row
 
 
 def nystrom_rank_rule(rank, reg):
@@ -402,7 +422,7 @@ class ObservationSpace(SharedModel):
         # a feature map from a file must map an observation of this shape to one finite row: a
         # tampered setting (an activation or a component count) fails only when it is first used
         if self.features is not None:
-            row = self.map(np.zeros(self.obs_shape))
+            row = np.asarray(self.features.transform(np.zeros((1, int(np.prod(self.obs_shape))))), dtype=np.float64)
             if row.ndim != 2 or row.shape[0] != 1 or not np.all(np.isfinite(row)):
                 raise ValueError("features: the loaded feature map does not map an observation to one finite row")
 
@@ -435,8 +455,15 @@ class ObservationSpace(SharedModel):
         features = clone(features)
         if "image_shape" in features.get_params() and features.image_shape is None:
             features.set_params(image_shape=obs_shape)  # e.g. GaussianBlur
-        features.fit(Z, X)
-        return cls(obs_shape, features), np.asarray(features.transform(Z), dtype=np.float64)
+        try:
+            features.fit(Z, X)
+            mapped = features.transform(Z)
+        except (ValueError, TypeError, IndexError) as exc:
+            if type(features).__module__.partition(".")[0] == "kbfilter":
+                raise  # the library's own maps name their parameters
+            raise ValueError(f"features: {type(features).__name__} failed on the training observations "
+                             f"({exc})") from exc
+        return cls(obs_shape, features), _checked_features(mapped, Z.shape[0])
 
     def gated(self, Z, quantile):
         """This space with the outlier gate of ``quantile`` fitted on ``Z``.
@@ -454,6 +481,22 @@ class ObservationSpace(SharedModel):
             A new space with the same feature map.
         """
         return ObservationSpace(self.obs_shape, self.features, outlier_gate(Z, quantile))
+
+    def mapped(self, Z):
+        """Training observations (flattened, already checked) in this space, checked as the
+        observation kernel needs them.
+
+        Parameters
+        ----------
+        Z : ndarray of shape (n, dim_z)
+            The observations.
+
+        Returns
+        -------
+        ndarray of shape (n, d)
+            After the feature map (``Z`` itself without one).
+        """
+        return Z if self.features is None else _checked_features(self.features.transform(Z), Z.shape[0])
 
     def map(self, z):
         """One observation, checked, as a row in this space (see :func:`mapped_observation`).
