@@ -365,12 +365,14 @@ def save(obj, path, key=None):
     if not path.parent.is_dir():
         raise ValueError(f"path: the directory {path.parent} does not exist")
     # written beside the target and moved over it in one step: a save that fails part way (a full
-    # disk, an interrupt) leaves an earlier file at ``path`` as it was, not truncated
-    partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}.partial")
+    # disk, an interrupt) leaves an earlier file at ``path`` as it was, not truncated; a symbolic
+    # link keeps pointing where it did, at the file written
+    target = path.resolve() if path.is_symlink() else path
+    partial = target.with_name(f".{target.name}.{uuid.uuid4().hex}.partial")
     try:
         with open(partial, "xb") as fh:
             np.savez(fh, __meta__=blob, **encoder.arrays, **signed)
-        os.replace(partial, path)
+        os.replace(partial, target)
     finally:
         if partial.exists():
             partial.unlink()

@@ -198,6 +198,12 @@ def test_a_save_that_fails_part_way_leaves_the_earlier_file_as_it_was(tmp_path, 
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["filter.npz"]
     np.testing.assert_array_equal(load(path).batch_filter(Z[:5])[0], kbf.reset().batch_filter(Z[:5])[0])
+    # a symbolic link stays a link to the file written
+    link = tmp_path / "latest.npz"
+    link.symlink_to(path)
+    kb.KernelBayesFilter(reg_update=0.5).fit(X, Z).save(link)
+    assert link.is_symlink() and load(link).reg_update == 0.5 and load(path).reg_update == 0.5
+    link.unlink()
     # where it cannot be written, the error names the path given, not the file written beside it
     with pytest.raises(ValueError, match="is a directory; expected the name of the file to write"):
         kbf.save(tmp_path)
