@@ -1,6 +1,8 @@
 """A training log given as dask arrays is fitted where its chunks are: the same filter as in memory,
 on a cluster whose workers could not hold the log."""
 
+import time
+
 import dask
 import dask.array as da
 import numpy as np
@@ -8,6 +10,7 @@ import pytest
 from distributed import Client, LocalCluster
 
 import kbfilter as kb
+from kbfilter.filters.chunked import completed
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +21,7 @@ def log():
 
 #: each worker's memory limit: a worker holding the 338 MiB log below would also hold its own
 #: interpreter (well over 100 MiB with numpy, scikit-learn, dask and kbfilter) and pass it; the chunked
-#: fit's own work has the rest (at 320 MiB it had so little that workers died under load)
+#: fit's own work has the rest (its peak was about 80 MiB above an idle worker's 180 MiB when measured)
 WORKER_LIMIT = 400 * 2**20
 INTERPRETER = 100 * 2**20
 
@@ -66,6 +69,28 @@ def test_the_workers_never_hold_the_log(client):
     kbf.predict()
     kbf.update(np.zeros(dim_z))
     assert np.all(np.isfinite(kbf.x))
+
+
+def _results_named(prefix, dask_worker):
+    return sum(str(key).startswith(prefix) for key in list(dask_worker.data.keys()))
+
+
+@pytest.mark.parametrize("bounded", [True, False])
+def test_a_slow_reader_finds_few_results_waiting(client, bounded):
+    """Bounded, at most twice the cluster's threads of tasks are in flight, so however far the reader
+    falls behind, no more results than that wait on the workers; in one graph, all of them do."""
+    window = 2 * sum(client.nthreads().values())
+    tasks = [dask.delayed(np.full)(1000, i, dask_key_name=f"slow-reader-{bounded}-{i}") for i in range(2 * window + 1)]
+    got, waiting = {}, []
+    for i, value in completed(tasks, bounded=bounded):
+        got[i] = value
+        time.sleep(0.25)  # the workers finish the tasks they were given meanwhile
+        waiting.append(sum(client.run(_results_named, f"slow-reader-{bounded}-").values()))
+    assert sorted(got) == list(range(len(tasks))) and all(np.all(got[i] == i) for i in got)
+    if bounded:
+        assert max(waiting) <= window
+    else:
+        assert waiting[0] > window
 
 
 def test_a_dask_log_is_checked_on_the_workers(client, log):

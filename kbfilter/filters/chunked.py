@@ -6,14 +6,16 @@ one sequence, chunked by rows). What the fit needs from all of it is reduced on 
 checks (finite values within the training bound), the columns' standard deviations, the few rows
 the median heuristic reads (:func:`~kbfilter.kernels.median_rows`), and each state's nearest
 predecessors. The last is exact: each row chunk's neighbours are searched block after block of the
-log, each task holding the chunk, one block and the neighbours found so far, so no worker ever
-holds more than two chunks of the log and the result is the in-memory search's. Results leave the
-workers as they finish (:func:`completed`).
+states (sent to the workers once: they are a few columns), each task holding the chunk, one block
+and the neighbours found so far, and a few such chains run at a time, so no worker ever holds more
+than a few chunks and the result is the in-memory search's. Results leave the workers as they
+finish (:func:`completed`).
 
 dask is imported on first use: it is needed only for logs given as dask arrays
 (``pip install "kbfilter[cluster]"``).
 """
 
+import itertools
 import warnings
 
 import numpy as np
@@ -85,16 +87,29 @@ def checked_log(states, observations):
     return X, Z
 
 
-def completed(tasks):
-    """Compute lazy tasks, yielding ``(i, result)`` as each finishes. On a distributed client the
-    tasks are one graph and each result leaves its worker as soon as it is done (``dask.compute``
-    would keep every result on the workers until the last one finishes); without one they are
-    computed here.
+def _client():
+    # the distributed client this process works with, or None (dask's local scheduler)
+    try:
+        from distributed import get_client
+        return get_client()
+    except (ImportError, ValueError):
+        return None
+
+
+def completed(tasks, bounded=False):
+    """Compute lazy tasks, yielding ``(i, result)`` as each finishes; on a distributed client each
+    result leaves its worker as soon as it is done (``dask.compute`` would keep every result on the
+    workers until the last one finishes). Without a client they are computed here.
 
     Parameters
     ----------
     tasks : list of dask.delayed.Delayed
         The tasks.
+    bounded : bool, default=False
+        On a client, keep at most twice the cluster's worker threads of tasks in flight, the next
+        submitted as one finishes: the workers then hold the intermediate results of a bounded number
+        of tasks, where one graph of all of them lets the scheduler start every task at once. Tasks
+        submitted apart share no work: what they share should be :func:`scattered`.
 
     Yields
     ------
@@ -103,18 +118,58 @@ def completed(tasks):
     """
     import dask
 
-    try:
-        from distributed import as_completed, get_client
-        client = get_client()
-    except (ImportError, ValueError):  # no cluster: the local scheduler computes them in this process
+    client = _client()
+    if client is None:
         yield from enumerate(dask.compute(*tasks))
         return
-    futures = client.compute(list(tasks))
-    position = {future.key: i for i, future in enumerate(futures)}
-    for future in as_completed(futures):
+    from distributed import as_completed
+
+    window = 2 * max(1, sum(client.nthreads().values())) if bounded else len(tasks)
+    waiting = iter(enumerate(tasks))
+    position = {}
+    running = as_completed()
+
+    def submit(n):
+        pending = list(itertools.islice(waiting, n))
+        for (i, _), future in zip(pending, client.compute([task for _, task in pending])):
+            position[future.key] = i
+            running.add(future)
+
+    submit(window)
+    for future in running:
         result = future.result()
+        i = position.pop(future.key)
         future.release()
-        yield position[future.key], result
+        submit(1)
+        yield i, result
+
+
+def scattered(x, chunks):
+    """An array of this process as a dask array chunked by rows, its chunks sent to the workers once
+    (a distributed client's ``scatter``) so that tasks submitted apart share them; without a client,
+    the array itself in chunks.
+
+    Parameters
+    ----------
+    x : ndarray of shape (T, d)
+        The array.
+    chunks : tuple of int
+        The row chunks' lengths (summing to T).
+
+    Returns
+    -------
+    dask.array.Array
+        ``x``, chunked by rows only.
+    """
+    import dask.array as da
+
+    client = _client()
+    if client is None:
+        return da.from_array(x, chunks=(tuple(chunks), x.shape[1]))
+    starts = np.concatenate([[0], np.cumsum(chunks)])
+    blocks = [x[a:b] for a, b in zip(starts[:-1], starts[1:])]
+    return da.concatenate([da.from_delayed(future, block.shape, x.dtype)
+                           for future, block in zip(client.scatter(blocks), blocks)])
 
 
 def gathered(*arrays):
@@ -197,7 +252,7 @@ def nearest_predecessors(X, kernel, m):
     Parameters
     ----------
     X : dask.array.Array of shape (T, d)
-        The states (from :func:`checked_log`).
+        The states, chunked by rows (:func:`scattered`, when the chains are computed apart).
     kernel : Kernel
         The fitted radial state kernel.
     m : int

@@ -25,7 +25,7 @@ from ..rules.conditional import ConditionalEmbedding
 from ..threads import limited_blas
 from .base import (OUTSIDE_MARGIN, LearnedFilter, SharedModel, TrainingBox, checked_run, probe_loaded,
                    report_outlying_states, stacked_predecessors)
-from .chunked import checked_log, gathered, is_dask_array, summary_fitted_kernel
+from .chunked import checked_log, gathered, is_dask_array, scattered, summary_fitted_kernel
 from .compression import kept_transitions
 from .controlled import ControlledTransition, LowRankControlledTransition
 from .likelihood import PredictiveLikelihood
@@ -800,9 +800,12 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         space = ObservationSpace(obs_shape, None)
         kernels = settings.fitted_kernels(X, Z, space, fit=summary_fitted_kernel)
         reg_transition = self._reg_transition(settings)
-        transition = chunked_transition(X, kernels[0], self._neighbours(local=True), reg_transition)
-        # a fitted local filter keeps every training pair: those arrays (and only those) come here
-        X, Z = gathered(X, Z)
+        # a fitted local filter keeps every training pair: those arrays (and only those) come here; the
+        # states first, as the transition's search reads them once per row chunk
+        chunks = X.chunks[0]
+        X, = gathered(X)
+        transition = chunked_transition(scattered(X, chunks), kernels[0], self._neighbours(local=True), reg_transition)
+        Z, = gathered(Z)
         found = report_outlying_states("KernelBayesFilter", X)
         self.model_ = self._local_model(settings, space, X, Z, np.arange(T - 1), kernels, reg_transition, found,
                                         transition)

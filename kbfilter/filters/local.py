@@ -137,7 +137,9 @@ def chunked_transition(X, kernel_x, n_neighbors, reg):
     Parameters
     ----------
     X : dask.array.Array of shape (T, dim_x)
-        The training states, one sequence (every state but the last is a predecessor).
+        The training states, one sequence (every state but the last is a predecessor), chunked by
+        rows and :func:`~kbfilter.filters.chunked.scattered` (the search's chains, a few at a time,
+        each read all of them).
     kernel_x : Kernel
         The fitted radial state kernel.
     n_neighbors : int
@@ -155,7 +157,7 @@ def chunked_transition(X, kernel_x, n_neighbors, reg):
     m = min(n_neighbors, X.shape[0] - 1)
     parts = [None] * len(X.chunks[0])
     for i, part in completed([dask.delayed(recorded)(_transition_rows, Q, nearest, kernel_x, reg)
-                              for Q, nearest in nearest_predecessors(X, kernel_x, m)]):
+                              for Q, nearest in nearest_predecessors(X, kernel_x, m)], bounded=True):
         parts[i] = part
     for message, category in dict.fromkeys(w for _, caught in parts for w in caught):
         warn_user(message, category)
