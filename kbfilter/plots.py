@@ -72,7 +72,7 @@ def plot_mse_box(mse_by_method, ax=None):
     Parameters
     ----------
     mse_by_method : dict of str to sequence of float
-        Each method's MSE in every run.
+        Each method's MSE in every run (a number for one run; NaN for a run that failed).
     ax : matplotlib.axes.Axes, optional
         Where to draw; a new figure when None.
 
@@ -83,11 +83,15 @@ def plot_mse_box(mse_by_method, ax=None):
     """
     if not isinstance(mse_by_method, Mapping) or not mse_by_method:
         raise ValueError(f"mse_by_method: expected a dict of method names and per-run MSEs, got {mse_by_method!r:.80}")
-    runs = {name: check_matrix(values, f"mse_by_method[{name!r}]", finite=False).ravel()
+    # a number is one run's MSE; NaN, a run that failed, is left out of its box
+    runs = {name: check_matrix(np.atleast_1d(values), f"mse_by_method[{name!r}]", finite=False).ravel()
             for name, values in mse_by_method.items()}
+    for name, values in runs.items():
+        if np.any(values < 0):
+            raise ValueError(f"mse_by_method[{name!r}]: expected mean squared errors (>= 0), got {values.min():g}")
     ax = _axes(ax)
     names = list(runs)
-    ax.boxplot([runs[n] for n in names], showmeans=True)
+    ax.boxplot([runs[n][~np.isnan(runs[n])] for n in names], showmeans=True)
     ax.set_xticks(range(1, len(names) + 1), names, rotation=20)
     ax.set_yscale("log")
     ax.set_ylabel("test MSE")

@@ -24,6 +24,15 @@ def test_the_trajectory_panels_draw_each_method_and_title_its_mse():
     plt.close("all")
 
 
+def test_the_mse_boxes_take_one_run_as_a_number_and_leave_failed_runs_out():
+    ax = plot_mse_box({"kbf": 0.05, "ekf": [0.06, np.nan, 0.08]})
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["kbf", "ekf"]
+    # each box's mean, the one marker it draws
+    means = [line.get_ydata()[0] for line in ax.get_lines() if len(line.get_xdata()) == 1]
+    assert means == pytest.approx([0.05, 0.07])
+    plt.close("all")
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda: plot_trajectory(STATES, {"m": STATES[:5]}), r"estimates\['m'\]: expected 20 rows"),
     (lambda: plot_trajectory(STATES, STATES), "estimates: expected a dict of method names"),
@@ -31,6 +40,7 @@ def test_the_trajectory_panels_draw_each_method_and_title_its_mse():
     (lambda: plot_trajectory(np.full((3, 2), np.nan), {}), "states: contains NaN"),
     (lambda: plot_mse_box({}), "mse_by_method: expected a dict"),
     (lambda: plot_mse_box({"a": ["x"]}), r"mse_by_method\['a'\]: expected a numeric array"),
+    (lambda: plot_mse_box({"a": [0.1, -0.2]}), r"mse_by_method\['a'\]: expected mean squared errors \(>= 0\), got -0.2"),
     (lambda: plot_frames([np.zeros((4, 4))] * 3, ["a"]), r"titles: expected one entry a frame \(3\), got 1"),
     (lambda: plot_frames([np.zeros(3)], ["a"]), r"frames\[0\]: expected a numeric image"),
     (lambda: plot_frames([], []), "frames: expected at least one image"),
