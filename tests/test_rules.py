@@ -190,6 +190,25 @@ def test_all_zero_ratio_falls_back_and_reports_it():
     assert kbr.posterior(None, [0.5]).info == {}
 
 
+@pytest.mark.parametrize("method", ["iw", "original"])
+def test_an_observation_beyond_every_training_observation_gives_the_prior_and_says_so(method):
+    # the observation kernel underflows to 0 at every training observation, so no posterior weight is
+    # positive; the weights were all 0 and the error came only from mean(), naming its weights
+    x, z, prior = gaussian_bayes_problem(300, 9)
+    kbr = KernelBayesRule(method=method, reg_prior=1e-3, reg_update=1e-2).fit(x, z)
+    on_states = np.maximum(kbr.prior_projection(prior), 0)
+    on_states /= on_states.sum()
+    with pytest.warns(NumericalWarning, match="no posterior weight was positive; returned the prior"):
+        far, near = kbr.posterior_batch(prior, [[1e3], [0.8]])
+    np.testing.assert_allclose(far.weights, on_states)
+    assert far.mean()[0] == pytest.approx(0.5, abs=0.1)  # the prior's mean
+    assert "collapsed" in far.info and "nonpositive_sum" not in far.info
+    np.testing.assert_allclose(near.weights, kbr.posterior(prior, [0.8]).weights, atol=1e-12)
+    ratio = np.exp(-((x[:, 0] - 0.5) ** 2) / 0.72) / np.exp(-x[:, 0] ** 2 / 2)
+    with pytest.warns(NumericalWarning, match="no posterior weight was positive"):
+        np.testing.assert_allclose(kbr.posterior_given_ratio(ratio, [1e3]).weights, ratio / ratio.sum())
+
+
 def test_true_ratio_variant():
     x, z, prior = gaussian_bayes_problem(500, 8)
     kbr = KernelBayesRule(reg_prior=1e-3, reg_update=1e-2).fit(x, z)

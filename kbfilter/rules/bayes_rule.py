@@ -577,9 +577,9 @@ class KernelBayesRule(Persistent, BaseEstimator):
             Its ``info`` holds the fallbacks taken (kind -> sentence), each also warned about
             with a :class:`~kbfilter.NumericalWarning`.
         """
-        W, info = self.weights_from_projection(self.prior_projection(prior),
-                                               self.observation_vectors(self._as_single(z)))
-        return self._embeddings(self.states_, W, self.kernel_x_, info)[0]
+        mu = self.prior_projection(prior)
+        W, info = self.weights_from_projection(mu, self.observation_vectors(self._as_single(z)))
+        return self._embeddings(self.states_, W, self.kernel_x_, info, mu)[0]
 
     def _as_single(self, z):
         check_is_fitted(self, "prior_factor_")
@@ -589,7 +589,18 @@ class KernelBayesRule(Persistent, BaseEstimator):
         return check_vector(z, "z", length=self.observations_.shape[1])[None, :]
 
     @staticmethod
-    def _embeddings(states, W, kernel, info):
+    def _embeddings(states, W, kernel, info, prior):
+        # an observation whose posterior has no positive weight (beyond the observation kernel's reach
+        # of every training observation, say) tells nothing the rule can use: its posterior is the
+        # prior, as the filters keep their belief then
+        collapsed = ~np.any(W > 0, axis=0)
+        prior = np.maximum(prior, 0.0)
+        if np.any(collapsed) and prior.sum() > 0:
+            W = W.copy()
+            W[:, collapsed] = (prior / prior.sum())[:, None]
+            info["collapsed"] = "no posterior weight was positive; returned the prior on the training states"
+            if not np.any((W.sum(axis=0) <= 0) & ~collapsed):
+                info.pop("nonpositive_sum", None)
         for message in info.values():
             warn_user(f"KernelBayesRule: {message}", NumericalWarning)
         return [KernelMean(states, W[:, j], kernel, info=info) for j in range(W.shape[1])]
@@ -610,8 +621,9 @@ class KernelBayesRule(Persistent, BaseEstimator):
         list of KernelMean
             One per observation, as :meth:`posterior` returns.
         """
-        W, info = self.weights_from_projection(self.prior_projection(prior), self.observation_vectors(Z))
-        return self._embeddings(self.states_, W, self.kernel_x_, info)
+        mu = self.prior_projection(prior)
+        W, info = self.weights_from_projection(mu, self.observation_vectors(Z))
+        return self._embeddings(self.states_, W, self.kernel_x_, info, mu)
 
     @limited_blas
     def posterior_given_ratio(self, ratio, z):
@@ -634,4 +646,4 @@ class KernelBayesRule(Persistent, BaseEstimator):
         if np.any(ratio < 0):
             raise ValueError("ratio: expected non-negative density-ratio weights")
         W, info = self.weights_from_ratio(ratio, self.observation_vectors(self._as_single(z)))
-        return self._embeddings(self.states_, W, self.kernel_x_, info)[0]
+        return self._embeddings(self.states_, W, self.kernel_x_, info, ratio)[0]
