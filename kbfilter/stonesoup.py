@@ -57,7 +57,7 @@ from stonesoup.types.update import Update
 from stonesoup.updater.base import Updater
 from sklearn.utils.validation import check_is_fitted
 
-from ._validation import check_covariance, check_rng, check_vector
+from ._validation import check_covariance, check_observation, check_rng, check_vector
 from .filters.local import LocalFilterModel
 from .systems.base import sensor_residual
 
@@ -228,7 +228,11 @@ class _FilterUpdater(Updater):
         """
         prediction = hypothesis.prediction
         belief = self._belief_at(prediction)
-        belief.update(np.asarray(hypothesis.measurement.state_vector, dtype=np.float64).ravel() if hypothesis else None)
+        z = None
+        if hypothesis:  # a missed detection is a false hypothesis
+            z = check_observation(np.asarray(hypothesis.measurement.state_vector, dtype=np.float64).ravel(),
+                                  belief.obs_shape_, "hypothesis.measurement.state_vector")
+        belief.update(z)
         return Update.from_state(prediction, StateVector(belief.x_post), CovarianceMatrix(belief.P_post),
                                  **self._carried(belief), timestamp=prediction.timestamp, hypothesis=hypothesis,
                                  target_type=self._made)

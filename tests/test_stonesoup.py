@@ -67,6 +67,18 @@ def test_a_missed_detection_keeps_the_prediction_and_the_filter_is_left_alone(fi
     np.testing.assert_array_equal(kbf.weights, before)
 
 
+@pytest.mark.parametrize("vector, message", [(np.ones((3, 1)), "expected length 2, got shape \\(3,\\)"),
+                                             (np.array([[np.nan], [1.0]]), "contains NaN")])
+def test_a_detection_that_does_not_fit_is_named_as_the_hypothesis_measurement(fitted, vector, message):
+    # it was named z, the filter's own argument, which a Stone Soup loop never wrote
+    kbf, _ = fitted
+    kbf.reset()
+    prediction = KernelBayesPredictor(kbf).predict(_state(kbf, 0), timestamp=START + SECOND)
+    hypothesis = SingleHypothesis(prediction, Detection(vector, timestamp=prediction.timestamp))
+    with pytest.raises(ValueError, match=f"hypothesis.measurement.state_vector: {message}"):
+        KernelBayesUpdater(kbf).update(hypothesis)
+
+
 def test_a_gaussian_prior_is_projected_through_seeded_samples_and_steps_follow_the_clock(fitted):
     kbf, _ = fitted
     mean, cov = np.array([1.0, 0.0]), 0.05 * np.eye(2)
