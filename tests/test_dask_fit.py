@@ -71,21 +71,20 @@ def test_the_workers_never_hold_the_log(client):
     assert np.all(np.isfinite(kbf.x))
 
 
-def _results_named(prefix, dask_worker):
-    return sum(str(key).startswith(prefix) for key in list(dask_worker.data.keys()))
-
-
 @pytest.mark.parametrize("bounded", [True, False])
 def test_a_slow_reader_finds_few_results_waiting(client, bounded):
     """Bounded, at most twice the cluster's threads of tasks are in flight, so however far the reader
     falls behind, no more results than that wait on the workers; in one graph, all of them do."""
+    def results_named(prefix, dask_worker):  # nested, so that it is sent by value (workers cannot import tests)
+        return sum(str(key).startswith(prefix) for key in list(dask_worker.data.keys()))
+
     window = 2 * sum(client.nthreads().values())
     tasks = [dask.delayed(np.full)(1000, i, dask_key_name=f"slow-reader-{bounded}-{i}") for i in range(2 * window + 1)]
     got, waiting = {}, []
     for i, value in completed(tasks, bounded=bounded):
         got[i] = value
         time.sleep(0.25)  # the workers finish the tasks they were given meanwhile
-        waiting.append(sum(client.run(_results_named, f"slow-reader-{bounded}-").values()))
+        waiting.append(sum(client.run(results_named, f"slow-reader-{bounded}-").values()))
     assert sorted(got) == list(range(len(tasks))) and all(np.all(got[i] == i) for i in got)
     if bounded:
         assert max(waiting) <= window
