@@ -204,6 +204,7 @@ def test_an_observation_beyond_every_training_observation_gives_the_prior_and_sa
     assert far.mean()[0] == pytest.approx(0.5, abs=0.1)  # the prior's mean
     assert "collapsed" in far.info and "nonpositive_sum" not in far.info
     np.testing.assert_allclose(near.weights, kbr.posterior(prior, [0.8]).weights, atol=1e-12)
+    assert not {"collapsed", "nonpositive_sum"} & set(near.info)  # each posterior reports its own update
     ratio = np.exp(-((x[:, 0] - 0.5) ** 2) / 0.72) / np.exp(-x[:, 0] ** 2 / 2)
     with pytest.warns(NumericalWarning, match="no posterior weight was positive"):
         np.testing.assert_allclose(kbr.posterior_given_ratio(ratio, [1e3]).weights, ratio / ratio.sum())

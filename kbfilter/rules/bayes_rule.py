@@ -592,18 +592,22 @@ class KernelBayesRule(Persistent, BaseEstimator):
     def _embeddings(states, W, kernel, info, prior):
         # an observation whose posterior has no positive weight (beyond the observation kernel's reach
         # of every training observation, say) tells nothing the rule can use: its posterior is the
-        # prior, as the filters keep their belief then
+        # prior, as the filters keep their belief then. Each posterior reports the fallbacks of the
+        # shared solve and those of its own column
+        shared = {kind: message for kind, message in info.items() if kind != "nonpositive_sum"}
+        infos = [dict(shared, nonpositive_sum=info["nonpositive_sum"]) if total <= 0 and "nonpositive_sum" in info
+                 else shared for total in W.sum(axis=0)]
         collapsed = ~np.any(W > 0, axis=0)
         prior = np.maximum(prior, 0.0)
         if np.any(collapsed) and prior.sum() > 0:
             W = W.copy()
             W[:, collapsed] = (prior / prior.sum())[:, None]
-            info["collapsed"] = "no posterior weight was positive; returned the prior on the training states"
-            if not np.any((W.sum(axis=0) <= 0) & ~collapsed):
-                info.pop("nonpositive_sum", None)
-        for message in info.values():
+            returned = "no posterior weight was positive; returned the prior on the training states"
+            for j in np.flatnonzero(collapsed):
+                infos[j] = dict(shared, collapsed=returned)
+        for message in dict.fromkeys(message for one in infos for message in one.values()):
             warn_user(f"KernelBayesRule: {message}", NumericalWarning)
-        return [KernelMean(states, W[:, j], kernel, info=info) for j in range(W.shape[1])]
+        return [KernelMean(states, W[:, j], kernel, info=infos[j]) for j in range(W.shape[1])]
 
     @limited_blas
     def posterior_batch(self, prior, Z):
