@@ -800,12 +800,12 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         space = ObservationSpace(obs_shape, None)
         kernels = settings.fitted_kernels(X, Z, space, fit=summary_fitted_kernel)
         reg_transition = self._reg_transition(settings)
-        # a fitted local filter keeps every training pair: those arrays (and only those) come here; the
-        # states first, as the transition's search reads them once per row chunk
+        # a fitted local filter keeps every training pair: those arrays (and only those) come here, in one
+        # graph (states and observations may come from the same tasks), before the transition, whose
+        # search reads the states once per row chunk from the workers
         chunks = X.chunks[0]
-        X, = gathered(X)
+        X, Z = gathered(X, Z)
         transition = chunked_transition(scattered(X, chunks), kernels[0], self._neighbours(local=True), reg_transition)
-        Z, = gathered(Z)
         found = report_outlying_states("KernelBayesFilter", X)
         self.model_ = self._local_model(settings, space, X, Z, np.arange(T - 1), kernels, reg_transition, found,
                                         transition)
