@@ -1,5 +1,7 @@
 """The recorded tracks: projection, resampling across gaps, splits by vehicle, the shipped recordings."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -163,6 +165,45 @@ def test_iso_times_are_read_as_seconds(tmp_path):
                     "2016-01-12 13:01:00.000,s,50.002,0.0\n")
     tracks = load_tracks_csv(path, time="t", step=10.0, max_gap=60.0, min_length=3)
     np.testing.assert_array_equal(tracks.times[0], [0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0])
+
+
+def test_an_offset_on_a_time_is_applied_and_needs_no_warning(tmp_path):
+    # numpy applies "Z" or "+01:00" and warns that it keeps no zone: the loader reads them as UTC, silently
+    rows = {"utc": ["2016-01-12 13:00:00", "2016-01-12 13:00:30", "2016-01-12 13:01:00"],
+            "zoned": ["2016-01-12T13:00:00Z", "2016-01-12T14:00:30+01:00", "2016-01-12T08:01:00-05:00"]}
+    loaded = {}
+    for name, stamps in rows.items():
+        path = tmp_path / f"{name}.csv"
+        path.write_text("t,id,lat,lon\n" + "".join(f"{t},s,{50.0 + 0.001 * i},0.0\n" for i, t in enumerate(stamps)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            loaded[name] = load_tracks_csv(path, time="t", step=10.0, max_gap=60.0, min_length=3)
+    np.testing.assert_array_equal(loaded["zoned"].times[0], loaded["utc"].times[0])
+    np.testing.assert_array_equal(loaded["zoned"].tracks[0], loaded["utc"].tracks[0])
+
+
+def test_a_recording_across_the_180th_meridian_is_projected_about_its_own_centre(tmp_path):
+    # a ship going east across longitude 180 at 20 m/s: the box of its longitudes was -180..180, so the
+    # plane's origin fell on the far side of the Earth and the track came out distorted several times over
+    origin = (-17.0, 180.0)
+    times = np.arange(0, 300, 10.0)
+    lat, lon = unproject(20.0 * times - 3000.0, np.zeros_like(times), origin)
+    assert lon.min() < -179.9 and lon.max() > 179.9
+    path = _write(tmp_path / "fiji.csv", [(t, "f", la, lo) for t, la, lo in zip(times, lat, lon)])
+    tracks = load_tracks_csv(path, time="t", step=10.0)
+    assert abs(tracks.origin[0] - lat.mean()) < 1e-3 and abs(abs(tracks.origin[1]) - 180.0) < 1e-3
+    np.testing.assert_allclose(tracks.tracks[0][:, 2], 20.0, rtol=1e-3)  # east velocity
+    np.testing.assert_allclose(tracks.tracks[0][:, 3], 0.0, atol=0.1)
+    # bounds across the meridian: from lon_min east to lon_max
+    lat_box = (lat.min() - 1, lat.max() + 1)
+    across = load_tracks_csv(path, time="t", step=10.0, bounds=(*lat_box, 179.95, -179.99))
+    kept = np.sum((lon >= 179.95) | (lon <= -179.99))
+    assert 0 < kept < len(lon) and across.dropped["outside_bounds"] == len(lon) - kept
+    # a recording that does not cross it keeps the centre of its box
+    plain = load_tracks_csv(_write(tmp_path / "plain.csv", [(t, "f", la, lo - 180.5)
+                                                           for t, la, lo in zip(times, lat, lon % 360)]),
+                            time="t", step=10.0)
+    assert abs(plain.origin[1] - ((lon % 360).min() + (lon % 360).max() - 361.0) / 2) < 1e-9
 
 
 def test_the_split_is_by_vehicle_and_reproducible():

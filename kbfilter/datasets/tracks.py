@@ -6,7 +6,8 @@ A recording is a table of position reports (time, vehicle, latitude, longitude).
    from the vehicle's previous kept report no vehicle of the kind reaches (a corrupt fix);
 2. projects every position to east / north metres on a plane: the azimuthal equidistant
    projection of a sphere of the Earth's mean radius about one origin for the whole recording
-   (the centre of its positions' latitude / longitude box unless given), which keeps distances and
+   (unless given, the centre of the smallest latitude / longitude box holding its positions, which
+   may cross the 180th meridian), which keeps distances and
    directions from the origin exact on the sphere and distorts lengths by less than 0.04 % within
    300 km of it;
 3. cuts each vehicle's reports where two consecutive ones are more than ``max_gap`` seconds apart,
@@ -21,6 +22,7 @@ east velocity and north velocity, ready for ``fit``, with the vehicles, the time
 """
 
 import csv
+import warnings
 from dataclasses import dataclass, field, replace
 from importlib import resources
 
@@ -67,6 +69,18 @@ def _origin(origin):
     if not (-90.0 < lat0 < 90.0 and -180.0 <= lon0 <= 180.0):
         raise ValueError(f"origin: expected (latitude, longitude) in degrees, got {origin!r}")
     return lat0, lon0
+
+
+def _central_longitude(lon):
+    """The middle of the shortest arc of longitude holding every ``lon``: the arc leaves out the
+    widest gap between neighbouring longitudes, which is the one across the 180th meridian unless
+    another is wider (a recording over the Pacific)."""
+    east = np.unique(np.mod(lon, 360.0))
+    gaps = np.diff(np.r_[east, east[0] + 360.0])
+    widest = len(gaps) - 1 if gaps[-1] >= gaps.max() else int(np.argmax(gaps))
+    start = east[(widest + 1) % len(east)]
+    centre = start + (360.0 - gaps[widest]) / 2
+    return float((centre + 180.0) % 360.0 - 180.0)
 
 
 def project(lat, lon, origin):
@@ -250,7 +264,7 @@ def _seconds(values, name, path):
         pass
     given = [v.strip() for v in values]
     try:
-        stamps = np.array([v or "NaT" for v in given], dtype="datetime64[ns]")
+        stamps = _date_times(given)
     except ValueError:
         first = next((i for i, v in enumerate(given) if not _is_date_time(v)), 0)
         raise ValueError(f"{name}: expected numbers (seconds) or ISO 8601 date-times, got {values[first]!r} "
@@ -262,10 +276,18 @@ def _seconds(values, name, path):
     return seconds
 
 
+def _date_times(values):
+    """Date-time strings as UTC ``datetime64[ns]``; an empty string is a missing time (NaT)."""
+    with warnings.catch_warnings():
+        # numpy applies an offset (Z, +01:00), then warns that the result keeps none: UTC is what is wanted
+        warnings.filterwarnings("ignore", "no explicit representation of timezones", UserWarning)
+        return np.array([v or "NaT" for v in values], dtype="datetime64[ns]")
+
+
 def _is_date_time(value):
     """Whether numpy reads ``value`` as a date-time (an empty cell counts as one: a missing time)."""
     try:
-        np.datetime64(value or "NaT", "ns")
+        _date_times([value])
     except ValueError:
         return False
     return True
@@ -347,7 +369,8 @@ def load_tracks_csv(path, time="time", vehicle="id", lat="lat", lon="lon", step=
     path : str or path-like
         The CSV file, with a header row.
     time, vehicle, lat, lon : str
-        The columns of the report time (seconds, or ISO 8601 date-times in UTC), the vehicle's
+        The columns of the report time (seconds, or ISO 8601 date-times: in UTC, or with an offset
+        such as ``Z`` or ``+01:00``, which is applied), the vehicle's
         identifier, and its latitude and longitude in degrees.
     step : float, default=10.0
         Seconds between resampled rows. A step that would resample the recording into more than
@@ -358,9 +381,11 @@ def load_tracks_csv(path, time="time", vehicle="id", lat="lat", lon="lon", step=
     min_length : int, default=10
         Pieces with fewer resampled rows are dropped.
     origin : (float, float), optional
-        Latitude and longitude of the plane's origin; default the centre of the reports' box.
+        Latitude and longitude of the plane's origin; default the centre of the smallest box holding
+        the reports (across the 180th meridian if that box is the smaller).
     bounds : (float, float, float, float), optional
-        ``(lat_min, lat_max, lon_min, lon_max)``: reports outside are dropped.
+        ``(lat_min, lat_max, lon_min, lon_max)``: reports outside are dropped. ``lon_min >
+        lon_max`` is a box across the 180th meridian (from ``lon_min`` east to ``lon_max``).
     max_speed : float, optional
         Metres a second: a report farther from the vehicle's previous kept report than this speed
         allows is dropped as a corrupt fix.
@@ -381,8 +406,8 @@ def load_tracks_csv(path, time="time", vehicle="id", lat="lat", lon="lon", step=
         max_speed = check_positive(max_speed, "max_speed")
     if bounds is not None:
         lat_min, lat_max, lon_min, lon_max = _degrees(bounds, "bounds", 4, "(lat_min, lat_max, lon_min, lon_max)")
-        if not (lat_min <= lat_max and lon_min <= lon_max):
-            raise ValueError(f"bounds: expected lat_min <= lat_max and lon_min <= lon_max, got {bounds!r}")
+        if not lat_min <= lat_max:
+            raise ValueError(f"bounds: expected lat_min <= lat_max, got {bounds!r}")
     if origin is not None:
         origin = _origin(origin)
     times, ids, lats, lons = _read_columns(path, [time, vehicle, lat, lon])
@@ -396,13 +421,14 @@ def load_tracks_csv(path, time="time", vehicle="id", lat="lat", lon="lon", step=
     dropped = {"no_time": int(np.sum(keep & ~timed)), "no_position": int(np.sum(~keep))}
     keep &= timed
     if bounds is not None:
-        inside = (la >= lat_min) & (la <= lat_max) & (lo >= lon_min) & (lo <= lon_max)
+        in_lon = (lo >= lon_min) & (lo <= lon_max) if lon_min <= lon_max else (lo >= lon_min) | (lo <= lon_max)
+        inside = (la >= lat_min) & (la <= lat_max) & in_lon
         dropped["outside_bounds"] = int(np.sum(keep & ~inside))
         keep &= inside
     if not np.any(keep):
         raise ValueError(f"path: {path} holds no report with a position (inside bounds)")
     t, ids, la, lo = t[keep], ids[keep], la[keep], lo[keep]
-    origin = ((la.min() + la.max()) / 2, (lo.min() + lo.max()) / 2) if origin is None else origin
+    origin = ((la.min() + la.max()) / 2, _central_longitude(lo)) if origin is None else origin
     east, north = project(la, lo, origin)
     kept = []
     dropped["implausible_speed"] = dropped["repeated_time"] = 0
