@@ -341,6 +341,20 @@ def test_a_feature_map_that_cannot_serve_the_observation_kernel_is_named(rotatio
                     call()
         kbf.update(test_obs[0])
         assert np.all(np.isfinite(kbf.x))
+        # in a run, before the first step: by its index, with the belief where it was
+        zs = [test_obs[0], None, [-20.0, 0.0], test_obs[1]]
+        kmc = kb.KernelMonteCarloFilter(system, n_particles=20, features=logarithm, random_state=0).fit(X, Z)
+        runs = [kbf.batch_filter, kbf.smooth, kmc.batch_filter]
+        if approximation == "exact":
+            runs.append(lambda zs: kb.kernel_smoother(kbf, np.full((len(zs), len(X)), 1.0 / len(X)), zs))
+        for run in runs:
+            owner = getattr(run, "__self__", kbf)
+            before = owner.x.copy()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                with pytest.raises(ValueError, match=r"zs\[2\]: the feature map gave NaN or infinite values"):
+                    run(zs)
+            np.testing.assert_array_equal(owner.x, before)
     # more of the log, mapped by the fitted map
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)

@@ -465,6 +465,12 @@ class Filter:
         for a motion given as a callable) leaves it to ``predict``."""
         return None
 
+    def _checked_run(self, zs, us):
+        """:func:`checked_run` with what this filter knows: the observations' shape and feature
+        map (``features_`` of a fitted learned filter) and the control's dimension."""
+        return checked_run(zs, us, self._observation_shape(), self._control_dimension(),
+                           getattr(self, "features_", None))
+
     def _run(self, zs, us):
         """Filter ``zs`` (checked by :func:`checked_run`), yielding ``(x_post, P_post, x_prior,
         P_prior)`` after each step: the loop of :meth:`batch_filter` and of the smoothers."""
@@ -501,7 +507,7 @@ class Filter:
         means_p, covs_p : same shapes
             Predicted estimates ``x_prior``, ``P_prior`` at each step.
         """
-        rows = list(self._run(*checked_run(zs, us, self._observation_shape(), self._control_dimension())))
+        rows = list(self._run(*self._checked_run(zs, us)))
         if not rows:
             raise ValueError("zs: expected at least one observation")
         means, covs, means_p, covs_p = (np.array(col) for col in zip(*rows))
@@ -677,7 +683,7 @@ class LearnedFilter(CountedFallbacks, Filter, BaseEstimator):
         return None
 
 
-def checked_run(zs, us=None, obs_shape=None, dim_u=None):
+def checked_run(zs, us=None, obs_shape=None, dim_u=None, features=None):
     """The observations and controls of a run, as lists, checked before any step.
 
     Parameters
@@ -693,6 +699,9 @@ def checked_run(zs, us=None, obs_shape=None, dim_u=None):
     dim_u : int, optional
         The control's dimension, 0 for a filter that takes none; when given, the controls are
         checked the same way (a control at every step of the right length, or none at all).
+    features : transformer, optional
+        The fitted observation feature map (with ``obs_shape``): every observation is mapped
+        through it at once, and one it maps to NaN or infinite values is refused by its index.
 
     Returns
     -------
@@ -705,9 +714,16 @@ def checked_run(zs, us=None, obs_shape=None, dim_u=None):
     if not zs:
         raise ValueError("zs: expected at least one observation")
     if obs_shape is not None:
-        for t, z in enumerate(zs):
-            if z is not None:
-                check_observation(z, obs_shape, f"zs[{t}]")
+        given = [t for t, z in enumerate(zs) if z is not None]
+        flat = [check_observation(zs[t], obs_shape, f"zs[{t}]") for t in given]
+        if features is not None and given:
+            # a map fitted on finite training observations may still overflow on a new one (a log
+            # below the training range): found before the first step has moved the belief
+            mapped = np.asarray(features.transform(np.stack(flat)), dtype=np.float64)
+            bad = np.flatnonzero(~np.all(np.isfinite(mapped.reshape(len(given), -1)), axis=1))
+            if bad.size:
+                raise ValueError(f"zs[{given[bad[0]]}]: the feature map gave NaN or infinite values for this "
+                                 f"observation")
     if us is not None:
         us = as_steps(us)
         if len(us) != len(zs):

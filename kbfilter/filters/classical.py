@@ -24,7 +24,7 @@ from .._warnings import warn_user
 from ..linalg import NumericalWarning
 from ..systems import System
 from ..systems.base import model_covariance, observation_mean_of, transition_mean_given
-from .base import Filter, checked_run, motion_control_dimension, sample_next, system_control
+from .base import Filter, motion_control_dimension, sample_next, system_control
 from .particles import MAX_PARTICLES, HoldsParticles, ParticleBelief, ParticleWeightsAlias
 
 __all__ = ["ExtendedKalman", "UnscentedKalman", "ParticleFilter", "InteractingMultipleModel", "backward_smoothing"]
@@ -486,7 +486,7 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, _StartsFromFirstObser
             Their covariances.
         """
         _gaussian_transition(self.system)  # before any work
-        zs, us = checked_run(zs, us, self._observation_shape(), self._control_dimension())
+        zs, us = self._checked_run(zs, us)
         particles, weights = [], []
         for _ in self._run(zs, us):
             particles.append(self.belief.particles.copy())

@@ -23,7 +23,7 @@ from ..operators import Operator
 from ..persistence import Persistent, persistent, saved_before_fit
 from ..rules.conditional import ConditionalEmbedding
 from ..threads import limited_blas
-from .base import (OUTSIDE_MARGIN, LearnedFilter, SharedModel, TrainingBox, checked_run, probe_loaded,
+from .base import (OUTSIDE_MARGIN, LearnedFilter, SharedModel, TrainingBox, probe_loaded,
                    report_outlying_states, stacked_predecessors)
 from .chunked import checked_log, gathered, is_dask_array, scattered, summary_fitted_kernel
 from .compression import kept_transitions
@@ -1262,7 +1262,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         True
         """
         check_is_fitted(self, "model_")
-        zs, us = checked_run(zs, us, self.obs_shape_, self._control_dimension())
+        zs, us = self._checked_run(zs, us)
         model = self.model_
         if not isinstance(model, LocalFilterModel):
             weights = [self.weights.copy() for _ in self._run(zs, us)]

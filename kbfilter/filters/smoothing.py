@@ -201,7 +201,7 @@ def kernel_smoother(filt, weights, zs, us=None):
     if model.observation is None:
         raise ValueError("filt: kernel_smoother smooths weights over all the training states; a filter with "
                          "approximation='local' keeps its belief on a support: call filt.smooth(zs)")
-    zs, us = checked_run(zs, us, filt.obs_shape_, model.dim_u or 0)
+    zs, us = checked_run(zs, us, filt.obs_shape_, model.dim_u or 0, filt.features_)
     weights = check_matrix(weights, "weights", n_features=len(model.states), allow_1d=False)
     if weights.shape[0] != len(zs):
         raise ValueError(f"weights: expected one row per observation ({len(zs)}), got {weights.shape[0]}")
