@@ -114,6 +114,25 @@ def _same(a, b):
     return a is b or (isinstance(a, (str, Real)) and isinstance(b, (str, Real)) and type(a) is type(b) and a == b)
 
 
+def _hashable(value):
+    """A hashable stand-in for a grid value: lists and arrays by their contents (``inputs=[2, 3]``
+    is a list), other unhashable objects by identity, as :func:`_same` compares them."""
+    if isinstance(value, np.ndarray):
+        return ("ndarray", value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__,) + tuple(_hashable(v) for v in value)
+    try:
+        hash(value)
+    except TypeError:
+        return ("object", id(value))
+    return value
+
+
+def _key(point):
+    """A grid point (a tuple of values) as a dictionary key."""
+    return tuple(_hashable(v) for v in point)
+
+
 def _reused(fitted, fitted_with, params):
     """``fitted`` (fitted with ``fitted_with``) with ``params`` set by its ``with_params``, or None."""
     with_params = getattr(fitted, "with_params", None)  # a filter outside the library may not have it
@@ -488,12 +507,13 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
     splits = [validation_split(states, observations, validation_length, fold, controls)
               for fold in reversed(range(n_folds))][::-1]
     runs = [(split, seed) for split in splits for seed in seeds]
-    scores, failures, consistency = {}, {}, {}
+    # keyed by _key(point); evaluated holds the points themselves
+    scores, failures, consistency, evaluated = {}, {}, {}, {}
     names = list(grid)
     bar = tqdm(desc="tuning", disable=not progress, leave=False, unit="fit")
 
     def evaluate(points):
-        todo = [p for p in dict.fromkeys(points) if p not in scores]
+        todo = [p for k, p in {_key(p): p for p in points}.items() if k not in scores]
         # consecutive points go to one worker, which fits once for those a fitted filter can take
         # without a new fit (with_params: a sweep along such a parameter); one run of points a worker
         chunks = _chunks(todo, max(1, effective_n_jobs(n_jobs) // len(runs)))
@@ -504,11 +524,12 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
         per_point = [[results[c * len(runs) + r][j] for r in range(len(runs))]
                      for c, chunk in enumerate(chunks) for j in range(len(chunk))]
         for p, mine in zip(todo, per_point):
-            scores[p] = float(np.mean([mse for mse, _, _ in mine]))
-            consistency[p] = [c for _, _, c in mine]
+            scores[_key(p)] = float(np.mean([mse for mse, _, _ in mine]))
+            evaluated[_key(p)] = p
+            consistency[_key(p)] = [c for _, _, c in mine]
             message = next((m for _, m, _ in mine if m is not None), None)
             if message is not None:
-                failures[p] = message
+                failures[_key(p)] = message
         bar.update(len(todo) * len(runs))
 
     def coordinate_search(current):
@@ -520,34 +541,35 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
             for i, name in enumerate(names):
                 candidates = [tuple(current[:i] + [v] + current[i + 1:]) for v in grid[name]]
                 evaluate(candidates)
-                current = list(min(candidates, key=lambda p: scores[p]))
-            if current == before:
+                current = list(min(candidates, key=lambda p: scores[_key(p)]))
+            if _key(current) == _key(before):
                 break
 
     added, counts = {}, Counter()
-    current = [valid[n] if valid[n] in grid[n] else grid[n][len(grid[n]) // 2] for n in names]
+    current = [valid[n] if any(_hashable(v) == _hashable(valid[n]) for v in grid[n]) else grid[n][len(grid[n]) // 2]
+               for n in names]
     while True:
         if search == "grid":
             bar.total = int(np.prod([len(v) for v in grid.values()])) * len(runs)
             evaluate(list(itertools.product(*grid.values())))
         else:
             coordinate_search(current)
-        best = min(scores, key=lambda p: scores[p])
-        if not np.isfinite(scores[best]) or not _extend_edges(grid, dict(zip(names, best)), added, counts,
+        best = min(scores, key=lambda k: scores[k])
+        if not np.isfinite(scores[best]) or not _extend_edges(grid, dict(zip(names, evaluated[best])), added, counts,
                                                                max_extensions):
             break
-        current = list(best)
+        current = list(evaluated[best])
     bar.total = bar.n
     bar.refresh()
     bar.close()
     if failures:
         first = next(iter(failures))
-        cause = f"the first, {dict(zip(names, first))}, raised {failures[first]}"
+        cause = f"the first, {dict(zip(names, evaluated[first]))}, raised {failures[first]}"
         if not np.isfinite(scores[best]):
             raise ValueError(f"param_grid: every evaluated setting failed on the validation data; {cause}")
         warn_user(f"tune_filter: {len(failures)} of {len(scores)} settings failed and were skipped; {cause}",
                   NumericalWarning)
-    best_params = dict(zip(names, best))
+    best_params = dict(zip(names, evaluated[best]))
     _edge_warnings(grid, best_params, added, max_extensions)
     calibrated = {}
     if calibrate and "covariance_scale" in valid:
@@ -557,7 +579,7 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
     tuned = tuned.fit(states, observations) if controls is None else tuned.fit(states, observations, controls)
     tuned.refit_time_ = time.perf_counter() - start
     tuned.best_params_ = best_params
-    tuned.search_table_ = [dict(zip(names, p), mse=m) for p, m in scores.items()]
+    tuned.search_table_ = [dict(zip(names, evaluated[k]), mse=m) for k, m in scores.items()]
     tuned.param_grid_ = dict(grid)
     tuned.extended_params_ = {name: tuple(values) for name, values in added.items()}
     tuned.validation_nees_ = (float(np.mean(consistency[best])) if None not in consistency[best] else None)

@@ -212,6 +212,24 @@ def test_tune_filter_tunes_the_learned_motion_filter_on_its_own_grid(cv_data):
     assert len(tuned.search_table_) >= 3 and all(np.isfinite(r["mse"]) for r in tuned.search_table_)
 
 
+def test_a_grid_of_lists_or_arrays_is_searched_as_one_of_tuples(cv_data):
+    # the inputs are column lists: tune_filter stopped at "unhashable type: 'list'", and arrays at numpy's
+    # "truth value of an array is ambiguous"
+    train, _, _ = cv_data
+    template = LearnedMotionFilter(CV, n_particles=100, random_state=0)
+    obs = [x[:, :2] for x in train[:3]]
+    tables = {}
+    for kind, search in [(tuple, "coordinate"), (list, "coordinate"), (np.array, "grid")]:
+        tuned = kb.tune_filter(template, train[:3], obs, param_grid={"inputs": [kind([2, 3]), kind([0, 1, 2, 3])],
+                                                                     "n_neighbors": [10, 30]},
+                               validation_length=60, progress=False, search=search)
+        assert isinstance(tuned.best_params_["inputs"], type(kind([2, 3])))
+        tables[kind] = sorted((tuple(int(c) for c in r["inputs"]), r["n_neighbors"], r["mse"])
+                              for r in tuned.search_table_)
+    assert tables[list] == tables[tuple]
+    assert set(tables[np.array]) >= set(tables[tuple]) and len(tables[np.array]) == 4
+
+
 def _neighbour_offsets(motion, X):
     """The recorded offsets of each row's neighbours, found by brute force on the standardised
     inputs."""
