@@ -55,6 +55,19 @@ def check_square(A, name, what="matrix"):
     return A
 
 
+def check_state_samples(X, name, dim):
+    """Samples of a ``dim``-dimensional state as an (n, dim) float64 array: an (n, dim) array, or
+    one state of shape (dim,) as one sample (for ``dim == 1`` a 1-D array is ``n`` samples of the
+    scalar state, as :func:`check_matrix` reads it)."""
+    arr = _as_float(X, name, "a numeric array")
+    if arr.ndim == 1 and dim > 1:
+        if arr.shape[0] != dim:
+            raise ValueError(f"{name}: expected samples of the state, an (n, {dim}) array, or one state of length "
+                             f"{dim}; got shape {arr.shape}")
+        arr = arr[None, :]
+    return check_matrix(arr, name, n_features=dim)
+
+
 def check_saved_matrix(X, name, **kwargs):
     """A fitted array read from a file: a float64 ndarray, as ``fit`` stores it (no conversion may
     hide another dtype), then checked as :func:`check_matrix` checks it (``kwargs``)."""

@@ -186,6 +186,33 @@ def test_user_prior_moves_the_initial_estimate(rotation_data):
     assert np.linalg.norm(kbf.x - [1.0, 0.0]) < 0.3 < np.linalg.norm(uniform - [1.0, 0.0])
 
 
+@pytest.mark.parametrize("make", [lambda: KernelBayesFilter(), lambda: KernelBayesFilter(approximation="local"),
+                                  lambda: kb.KernelMonteCarloFilter(Rotation(), n_particles=40, random_state=0),
+                                  lambda: kb.LearnedMotionFilter(n_particles=40, random_state=0)])
+def test_one_known_state_is_a_prior_of_one_sample(rotation_data, make):
+    # a state of shape (dim_x,) was read as dim_x samples of a scalar: "expected 2 columns, got 1"
+    (states, obs), (_, test_obs) = rotation_data
+    filt = make().fit(states[:200], obs[:200])
+    start = states[7]
+    for prior in (start, list(start), start[None, :]):
+        filt.reset(prior=prior)
+        x0 = filt.x.copy()
+        runs = [filt.batch_filter(test_obs[:5])[0]]
+        filt.reset(prior=start[None, :])
+        np.testing.assert_array_equal(filt.x, x0)
+        runs.append(filt.batch_filter(test_obs[:5])[0])
+        np.testing.assert_array_equal(*runs)
+    with pytest.raises(ValueError, match=r"prior: expected samples of the state, an \(n, 2\) array, or one state of "
+                                         r"length 2; got shape \(3,\)"):
+        filt.reset(prior=[1.0, 2.0, 3.0])
+    if hasattr(filt, "n_particles"):  # the particles are n_particles however many samples the prior has
+        for prior in (start, states[:5], states[:100]):
+            assert filt.reset(prior=prior).particles.shape == (40, 2)
+            filt.predict()
+            filt.update(test_obs[0])
+            assert filt.particles.shape == (40, 2)
+
+
 def test_works_inside_a_filterpy_loop_with_saver(rotation_data):
     (states, obs), (_, test_obs) = rotation_data
     kbf = KernelBayesFilter().fit(states, obs)

@@ -14,7 +14,7 @@ from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import as_steps, check_choice, check_controls, check_int, check_matrix, check_positive, check_rng, \
-    check_sequences, check_vector
+    check_sequences, check_state_samples, check_vector
 from .._warnings import warn_user
 from ..embedding import KernelMean, clipped_weights, normalise_weights, probability_weights, weighted_covariance
 from ..kernels import fitted_kernel
@@ -952,9 +952,10 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
 
         Parameters
         ----------
-        prior : KernelMean, array-like of shape (n, dim_x) or None, default=None
+        prior : KernelMean, array-like of shape (n, dim_x) or (dim_x,), or None, default=None
             A kernel mean on the state space (its weights, which must have a positive sum, are
-            read as a probability's) or samples of the initial state. The exact and
+            read as a probability's) or samples of the initial state (one state, of shape
+            (dim_x,), is one sample). The exact and
             low-rank filters project it onto the training states,
             ``w = (G_x + T eps I)^{-1} G_{x,u} gamma``; with ``approximation="local"``, whose
             belief is a weighted sample of training states, each sample's weight goes to its
@@ -1035,7 +1036,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
                              "np.random.default_rng(0).multivariate_normal(mean, cov, size=500)")
         dim_x = self.states_.shape[1]
         if not isinstance(prior, KernelMean):
-            points = check_matrix(prior, "prior", n_features=dim_x)
+            points = check_state_samples(prior, "prior", dim_x)
             return points, np.full(points.shape[0], 1.0 / points.shape[0])
         if prior.points.shape[1] != dim_x:
             raise ValueError(f"prior: expected a kernel mean on {dim_x}-dimensional states, "

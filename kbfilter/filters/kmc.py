@@ -11,7 +11,7 @@ from collections import Counter
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_choice, check_fraction, check_int, check_matrix, check_rng
+from .._validation import check_choice, check_fraction, check_int, check_rng, check_state_samples
 from ..embedding import KernelMean, clipped_weights, herd, normalise_weights, weighted_covariance
 from ..persistence import Persistent, persistent, saved_before_fit
 from ..threads import limited_blas
@@ -433,9 +433,10 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, PredictiveLikelihood, L
 
         Parameters
         ----------
-        prior : (mean, cov) or array-like of shape (m, dim_x), optional
+        prior : (mean, cov) or array-like of shape (m, dim_x) or (dim_x,), optional
             A Gaussian to draw the particles from (with the filter's random numbers), or samples
-            of the initial state, of which ``n_particles`` are picked by herding. By default the
+            of the initial state (one state, of shape (dim_x,), is one sample), of which
+            ``n_particles`` are picked by herding. By default the
             particles are drawn uniformly from the training states.
 
         Returns
@@ -452,7 +453,7 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, PredictiveLikelihood, L
         elif isinstance(prior, tuple) and len(prior) == 2:
             self.belief = ParticleBelief.drawn_from_gaussian(prior, X.shape[1], N, self._rng)
         else:
-            samples = check_matrix(prior, "prior", n_features=X.shape[1])
+            samples = check_state_samples(prior, "prior", X.shape[1])
             if len(samples) != N:
                 samples = KernelMean(samples, kernel=self.rule_.kernel_x_).herd(N).points
             self.belief = ParticleBelief(samples)

@@ -43,7 +43,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_choice, check_fraction, check_int, check_matrix, check_observation, check_positive, \
-    check_rng, check_sequences, check_state_sequences, check_training_magnitude
+    check_rng, check_sequences, check_state_samples, check_state_sequences, check_training_magnitude
 from ..embedding import weighted_covariance
 from ..persistence import Persistent, persistent, saved_before_fit
 from ..systems.base import sensor_residual
@@ -537,8 +537,11 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Learned
 
         Parameters
         ----------
-        prior : (mean, cov) or array-like of shape (n_particles, dim_x), optional
-            A Gaussian to draw the particles from, or the particles; by default they are drawn
+        prior : (mean, cov), array-like of shape (m, dim_x) or (dim_x,), optional
+            A Gaussian to draw the particles from, or samples of the initial state (one state, of
+            shape (dim_x,), is one sample): ``m = n_particles`` samples are the particles, and
+            otherwise ``n_particles`` are drawn from them uniformly with the filter's random
+            numbers (with replacement when ``m < n_particles``). By default the particles are drawn
             uniformly from the training states.
 
         Returns
@@ -564,7 +567,9 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Learned
             return ParticleBelief.drawn_from(self.states_, N, self._rng)
         if isinstance(prior, tuple) and len(prior) == 2:
             return ParticleBelief.drawn_from_gaussian(prior, d, N, self._rng)
-        return ParticleBelief(check_matrix(prior, "prior", n_features=d))
+        samples = check_state_samples(prior, "prior", d)
+        # samples of another number than the particles are drawn from, as the training states are
+        return ParticleBelief(samples) if len(samples) == N else ParticleBelief.drawn_from(samples, N, self._rng)
 
     def _start_batch(self, zs):
         # like the Kalman filters: a first belief from the first observation, when the sensor gives one
