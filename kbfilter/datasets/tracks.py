@@ -295,6 +295,12 @@ def _is_date_time(value):
 
 def _numbers(values, name, path):
     """A column of numbers, an empty cell read as missing (NaN)."""
+    try:  # numpy's own conversion, for a column that holds numbers only
+        out = np.array(values, dtype=np.float64)
+    except ValueError:
+        pass  # an empty cell, or a cell that is no number (named below)
+    else:
+        return out
     out = np.full(len(values), np.nan)
     for i, v in enumerate(values):
         if v.strip():
@@ -310,17 +316,21 @@ def _read_columns(path, columns):
     try:
         # utf-8-sig: a spreadsheet's CSV export starts with a byte-order mark, which would be part of the first name
         with open(path, newline="", encoding="utf-8-sig") as handle:
-            reader = csv.DictReader(handle)
-            missing = [c for c in columns if c not in (reader.fieldnames or ())]
+            reader = csv.reader(handle)
+            header = next(reader, [])
+            missing = [c for c in columns if c not in header]
             if missing:
-                raise ValueError(f"path: {path} has no column {missing[0]!r} (it has "
-                                 f"{', '.join(reader.fieldnames or ())})")
+                raise ValueError(f"path: {path} has no column {missing[0]!r} (it has {', '.join(header)})")
+            # a name that appears twice is read from its last column, as csv.DictReader reads it
+            where = [len(header) - 1 - header[::-1].index(c) for c in columns]
+            needed = max(where) + 1
             rows = []
             for row in reader:
-                values = [row[c] for c in columns]
-                if None in values:  # csv's mark of a row shorter than the header
+                if not row:  # a blank line, which csv.DictReader skipped too
+                    continue
+                if len(row) < needed:
                     raise ValueError(f"path: {path} line {reader.line_num} has fewer fields than its header")
-                rows.append(values)
+                rows.append([row[i] for i in where])
     except (UnicodeDecodeError, csv.Error) as exc:
         raise ValueError(f"path: {path} is not a UTF-8 CSV file ({exc})") from None
     if not rows:
@@ -432,9 +442,13 @@ def load_tracks_csv(path, time="time", vehicle="id", lat="lat", lon="lon", step=
     east, north = project(la, lo, origin)
     kept = []
     dropped["implausible_speed"] = dropped["repeated_time"] = 0
-    for name in sorted(set(ids.tolist())):
-        mine = np.flatnonzero(ids == name)
-        mine = mine[np.argsort(t[mine], kind="stable")]
+    # every vehicle's reports in time order (a tie in the file's order) from one sort, not a pass
+    # over all the reports a vehicle: a day of AIS holds thousands of vessels and millions of reports
+    names, vehicle = np.unique(ids, return_inverse=True)
+    order = np.lexsort((t, vehicle))
+    starts = np.searchsorted(vehicle[order], np.arange(len(names) + 1))
+    for v, name in enumerate(names.tolist()):
+        mine = order[starts[v]:starts[v + 1]]
         first = np.r_[True, np.diff(t[mine]) > 0]  # one report per time: the first
         dropped["repeated_time"] += int(np.sum(~first))
         mine = mine[first]
