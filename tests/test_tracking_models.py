@@ -91,6 +91,24 @@ def test_the_turn_noise_is_chosen_on_training_tracks_by_the_stated_rule():
     assert noise == pytest.approx(np.sqrt(np.mean(np.diff(rates[1:]) ** 2)), rel=1e-6)
 
 
+def test_noises_fitted_on_tracks_that_cannot_give_them_are_refused_by_name():
+    rng = np.random.default_rng(1)
+    track = np.cumsum(rng.normal(size=(60, 4)), axis=0)
+    straight = np.column_stack([5.0 * np.arange(60.0), np.zeros(60), np.full(60, 5.0), np.zeros(60)])
+    for model in (ConstantVelocity, CoordinatedTurn):
+        # one array is one track, as a list of it is
+        assert model.fitted(track, step=2.0).accel == model.fitted([track], step=2.0).accel
+        # velocities that never change: an acceleration noise of 0, refused as accel=0 the user never gave
+        with pytest.raises(ValueError, match="tracks: no velocity changes from one row to the next"):
+            model.fitted([straight, np.zeros((20, 4))], step=2.0)
+        for tracks, message in [([], "tracks: expected at least one training track, got none"),
+                                ([track, track[:1]], r"tracks\[1\]: expected at least 2 samples"),
+                                ([track[:, :3]], r"tracks\[0\]: expected 4 columns"),
+                                (3.0, r"tracks: expected a list of \(n_i, 4\) arrays")]:
+            with pytest.raises(ValueError, match=message):
+                model.fitted(tracks, step=2.0)
+
+
 def _manoeuvre(rng):
     """Straight north, a left turn of 90 degrees at 0.1 rad/s, straight west again: 1-second steps."""
     speed, rows = 10.0, []

@@ -12,6 +12,8 @@ simulated (``observe``), with stretches of missing observations (``None``) where
 wants them.
 """
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from .._validation import check_bool, check_fraction, check_int, check_matrix, check_model_scale, check_positive, \
@@ -431,8 +433,29 @@ class _TrackingModel(System):
         return x
 
     @staticmethod
-    def _velocity_changes(tracks):
-        return np.concatenate([np.diff(check_matrix(t, "tracks", n_features=4)[:, 2:], axis=0) for t in tracks])
+    def _training_tracks(tracks):
+        """``tracks`` as a list of (n_i, 4) arrays of at least two rows; one array is one track."""
+        if isinstance(tracks, np.ndarray) and tracks.ndim == 2:
+            tracks = [tracks]
+        if not isinstance(tracks, Iterable):
+            raise ValueError(f"tracks: expected a list of (n_i, 4) arrays (a TrackSet's .tracks), got "
+                             f"{type(tracks).__name__}")
+        tracks = [check_matrix(t, f"tracks[{i}]", n_features=4, min_samples=2) for i, t in enumerate(tracks)]
+        if not tracks:
+            raise ValueError("tracks: expected at least one training track, got none")
+        return tracks
+
+    @classmethod
+    def _fitted_accel(cls, tracks, step):
+        """``accel`` on training tracks: the RMS velocity change a step over the step."""
+        changes = np.concatenate([np.diff(t[:, 2:], axis=0) for t in tracks])
+        accel = float(np.sqrt(np.mean(changes**2))) / step
+        if not accel > 0:
+            # a model that never expects a change of velocity trusts its prediction over every observation
+            raise ValueError("tracks: no velocity changes from one row to the next on any training track, so the "
+                             "acceleration noise would be 0; pass tracks that manoeuvre, or build the model with "
+                             "a chosen accel")
+        return accel
 
 
 @persistent("step", "accel", "sensor", "speed", holds={"sensor": ("PositionFixes", "RangeBearing")})
@@ -478,7 +501,7 @@ class ConstantVelocity(_TrackingModel):
 
         Parameters
         ----------
-        tracks : list of ndarray of shape (n_i, 4)
+        tracks : list of ndarray of shape (n_i, 4), or one such array
             Training tracks (never the test tracks).
         step : float
             Seconds between their rows.
@@ -493,7 +516,7 @@ class ConstantVelocity(_TrackingModel):
             The model.
         """
         step = check_positive(step, "step")
-        return cls(step, float(np.sqrt(np.mean(cls._velocity_changes(tracks) ** 2))) / step, sensor, speed)
+        return cls(step, cls._fitted_accel(cls._training_tracks(tracks), step), sensor, speed)
 
     def transition_mean(self, X):
         return np.atleast_2d(X) @ self.F.T
@@ -569,7 +592,7 @@ class CoordinatedTurn(_TrackingModel):
 
         Parameters
         ----------
-        tracks : list of ndarray of shape (n_i, 4)
+        tracks : list of ndarray of shape (n_i, 4), or one such array
             Training tracks (never the test tracks).
         step : float
             Seconds between their rows.
@@ -584,10 +607,11 @@ class CoordinatedTurn(_TrackingModel):
             The model.
         """
         step = check_positive(step, "step")
-        accel = float(np.sqrt(np.mean(cls._velocity_changes(tracks) ** 2))) / step
+        tracks = cls._training_tracks(tracks)
+        accel = cls._fitted_accel(tracks, step)
         changes = []
         for track in tracks:
-            v = check_matrix(track, "tracks", n_features=4)[:, 2:]
+            v = track[:, 2:]
             moving = np.hypot(v[:, 0], v[:, 1]) >= min_speed
             rate = wrapped_angle(np.diff(np.arctan2(v[:, 0], v[:, 1]))) / step
             valid = moving[:-1] & moving[1:]
