@@ -355,6 +355,11 @@ def test_a_feature_map_that_cannot_serve_the_observation_kernel_is_named(rotatio
                 with pytest.raises(ValueError, match=r"zs\[2\]: the feature map gave NaN or infinite values"):
                     run(zs)
             np.testing.assert_array_equal(owner.x, before)
+        # past the first block the run is mapped in
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            with pytest.raises(ValueError, match=r"zs\[299\]: the feature map gave NaN"):
+                kbf.batch_filter([test_obs[0]] * 299 + [[-20.0, 0.0]])
     # more of the log, mapped by the fitted map
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)

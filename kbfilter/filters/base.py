@@ -683,6 +683,10 @@ class LearnedFilter(CountedFallbacks, Filter, BaseEstimator):
         return None
 
 
+#: observations a run's feature-map check maps at a time
+MAPPED_BLOCK = 256
+
+
 def checked_run(zs, us=None, obs_shape=None, dim_u=None, features=None):
     """The observations and controls of a run, as lists, checked before any step.
 
@@ -715,14 +719,18 @@ def checked_run(zs, us=None, obs_shape=None, dim_u=None, features=None):
         raise ValueError("zs: expected at least one observation")
     if obs_shape is not None:
         given = [t for t, z in enumerate(zs) if z is not None]
-        flat = [check_observation(zs[t], obs_shape, f"zs[{t}]") for t in given]
-        if features is not None and given:
+        # a block at a time, so that a long run of images is never held twice (checked as float64)
+        for start in range(0, len(given), MAPPED_BLOCK):
+            steps = given[start:start + MAPPED_BLOCK]
+            block = [check_observation(zs[t], obs_shape, f"zs[{t}]") for t in steps]
+            if features is None:
+                continue
             # a map fitted on finite training observations may still overflow on a new one (a log
             # below the training range): found before the first step has moved the belief
-            mapped = np.asarray(features.transform(np.stack(flat)), dtype=np.float64)
-            bad = np.flatnonzero(~np.all(np.isfinite(mapped.reshape(len(given), -1)), axis=1))
+            mapped = np.asarray(features.transform(np.stack(block)), dtype=np.float64).reshape(len(block), -1)
+            bad = np.flatnonzero(~np.all(np.isfinite(mapped), axis=1))
             if bad.size:
-                raise ValueError(f"zs[{given[bad[0]]}]: the feature map gave NaN or infinite values for this "
+                raise ValueError(f"zs[{steps[bad[0]]}]: the feature map gave NaN or infinite values for this "
                                  f"observation")
     if us is not None:
         us = as_steps(us)
