@@ -340,8 +340,10 @@ class _RadialKernel(Kernel):
             The kernel, with ``bandwidth_`` (and ``column_scale_``) set.
         """
         self._check_params()
+        X = check_matrix(X, "X", min_samples=2 if self.standardise else 1)
+        # the bandwidth is measured on points of this many coordinates: others are refused, not measured
+        self.n_features_in_ = X.shape[1]
         if self.standardise:
-            X = check_matrix(X, "X", min_samples=2)
             # scikit-learn's scaler leaves a constant column's scale at 1 (it adds nothing to distances)
             self.column_scale_ = StandardScaler(with_mean=False).fit(X).scale_
             X = X / self.column_scale_
@@ -376,6 +378,7 @@ class _RadialKernel(Kernel):
         column_std = check_vector(column_std, "column_std", length=sample.shape[1])
         if isinstance(self.bandwidth, str) and self.bandwidth == "bkl":
             raise ValueError("bandwidth: 'bkl' needs all the data; give 'median' or a float to fit from a summary")
+        self.n_features_in_ = sample.shape[1]
         if self.standardise:
             # the scaler's rule: a column that does not vary keeps scale 1
             self.column_scale_ = np.where(column_std < 10 * np.finfo(np.float64).eps, 1.0, column_std)
@@ -428,6 +431,13 @@ class _RadialKernel(Kernel):
             if not (isinstance(c, np.ndarray) and c.ndim == 1 and c.dtype == np.float64 and c.size > 0
                     and np.all(np.isfinite(c)) and np.all(c > 0)):
                 raise ValueError("column_scale_: expected a non-empty 1-D float array of positive finite numbers")
+        if hasattr(self, "n_features_in_"):  # a file saved before the kernel recorded it has none
+            n = self.n_features_in_
+            if not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
+                raise ValueError(f"n_features_in_: expected a positive integer, got {n!r}")
+            if self.standardise and n != self.column_scale_.shape[0]:
+                raise ValueError(f"n_features_in_: expected {self.column_scale_.shape[0]} (one column scale each), "
+                                 f"got {n}")
 
     def coordinates(self, X):
         """The points with each column divided by its standard deviation in the fit data when
@@ -443,9 +453,17 @@ class _RadialKernel(Kernel):
         ndarray of shape (n, d)
             Their coordinates.
         """
+        self._check_width(X, "X")
         if not self.standardise:
             return X
         return X / self._column_scale(X, "X")
+
+    def _check_width(self, X, name):
+        """A ValueError unless the points ``X`` have the fit data's number of coordinates (when the
+        kernel was fitted): the bandwidth of the fit data means nothing for points of another dimension."""
+        n = getattr(self, "n_features_in_", None)
+        if n is not None and X.shape[-1] != n:
+            raise ValueError(f"{name}: expected {n} columns (the fit data's), got {X.shape[-1]}")
 
     def _column_scale(self, X=None, name="X"):
         """``column_scale_`` of a standardised kernel, or NotFittedError before ``fit``; with
@@ -475,6 +493,7 @@ class _RadialKernel(Kernel):
             Their coordinates in bandwidths.
         """
         s = self._resolved()
+        self._check_width(X, "X")
         if self.standardise:
             s = s * self._column_scale(X, "X")
         return X / s
@@ -515,6 +534,7 @@ class _RadialKernel(Kernel):
         # points far from the origin (1e8 and 1e8 + 1 would be at distance 0) and overflows to NaN past
         # 1e154: measure them from one of the points, in bandwidths.
         s = self._resolved()
+        self._check_width(A, "A")
         if self.standardise:
             s = s * self._column_scale(A, "A")  # one bandwidth per column, in the data's units
         origin = A[0]
@@ -534,7 +554,7 @@ class _RadialKernel(Kernel):
         return G
 
 
-@persistent("bandwidth_", "column_scale_")
+@persistent("bandwidth_", "column_scale_", "n_features_in_")
 class GaussianKernel(_RadialKernel):
     """Gaussian (RBF) kernel ``exp(-||a - b||^2 / (2 s^2))`` (algorithms §1).
 
@@ -559,6 +579,16 @@ class GaussianKernel(_RadialKernel):
         the data's units. Columns in different units (an angle and an angular velocity) then
         count alike; on one column, or columns of equal spread, the kernel is unchanged. The
         filters' default state kernel is standardised.
+
+    Attributes
+    ----------
+    bandwidth_ : float
+        The bandwidth ``s`` ``fit`` resolved (``scale`` included).
+    column_scale_ : ndarray of shape (n_features,)
+        With ``standardise``: the fit data's column standard deviations.
+    n_features_in_ : int
+        The fit data's number of columns: a fitted kernel refuses points of another dimension,
+        whose distances its bandwidth was not measured for.
 
     Examples
     --------
@@ -598,7 +628,7 @@ class GaussianKernel(_RadialKernel):
         return np.exp(sq, out=sq)
 
 
-@persistent("bandwidth_", "column_scale_")
+@persistent("bandwidth_", "column_scale_", "n_features_in_")
 class LaplaceKernel(_RadialKernel):
     """Laplace kernel ``exp(-||a - b|| / s)`` with the Euclidean norm (algorithms §1).
 
@@ -617,6 +647,16 @@ class LaplaceKernel(_RadialKernel):
     standardise : bool, default=False
         Measure distances between standardised points (each column divided by its standard
         deviation in the fit data), as for :class:`GaussianKernel`.
+
+    Attributes
+    ----------
+    bandwidth_ : float
+        The bandwidth ``s`` ``fit`` resolved (``scale`` included).
+    column_scale_ : ndarray of shape (n_features,)
+        With ``standardise``: the fit data's column standard deviations.
+    n_features_in_ : int
+        The fit data's number of columns: a fitted kernel refuses points of another dimension,
+        whose distances its bandwidth was not measured for.
 
     Examples
     --------

@@ -6,6 +6,7 @@ from sklearn.exceptions import NotFittedError
 
 from kbfilter import GaussianKernel, LaplaceKernel, LinearKernel, median_distance
 from kbfilter.kernels import median_rows
+from kbfilter.persistence import load, save
 
 
 @pytest.fixture
@@ -83,17 +84,23 @@ def test_bad_arrays(data):
         GaussianKernel(1.0)(bad)
 
 
-@pytest.mark.parametrize("kernel", [GaussianKernel(standardise=True), LaplaceKernel(standardise=True)])
-def test_a_standardising_kernel_refuses_points_of_another_dimension(kernel):
-    # one scale a column: a kernel fitted on one column would broadcast it over three, silently
+@pytest.mark.parametrize("kernel", [GaussianKernel(standardise=True), LaplaceKernel(standardise=True),
+                                    GaussianKernel(), LaplaceKernel(), GaussianKernel(bandwidth=2.0)])
+def test_a_fitted_kernel_refuses_points_of_another_dimension(kernel, tmp_path):
+    # a standardising kernel would broadcast one column's scale over three; any other measured three
+    # coordinates with the median distance of one, silently
     kernel = clone(kernel).fit(np.random.default_rng(0).normal(size=(50, 1)))
     P = np.ones((3, 3))
-    for call, name in ((lambda: kernel(P, P), "A"), (lambda: kernel(P), "A"), (lambda: kernel.diag(P), "X"),
-                       (lambda: kernel.in_bandwidths(P), "X"), (lambda: kernel.coordinates(P), "X"),
-                       (lambda: kernel.gram_batched(P[None]), "X")):
-        with pytest.raises(ValueError, match=f"{name}: expected 1 columns \\(the fit data's\\), got 3"):
-            call()
-    assert kernel(P[:, :1], P[:2, :1]).shape == (3, 2)
+    for fitted in (kernel, kernel.frozen(), load(save(kernel, tmp_path / "k.npz"))):
+        for call, name in ((lambda: fitted(P, P), "A"), (lambda: fitted(P), "A"), (lambda: fitted.diag(P), "X"),
+                           (lambda: fitted.in_bandwidths(P), "X"), (lambda: fitted.coordinates(P), "X"),
+                           (lambda: fitted.gram_batched(P[None]), "X"), (lambda: fitted.paired(P, P), "X")):
+            with pytest.raises(ValueError, match=f"{name}: expected 1 columns \\(the fit data's\\), got 3"):
+                call()
+        np.testing.assert_array_equal(fitted(P[:, :1], P[:2, :1]), kernel(P[:, :1], P[:2, :1]))
+    if not (isinstance(kernel.bandwidth, str) or kernel.standardise):
+        # before fit, a kernel with a bandwidth of its own takes points of any dimension
+        assert clone(kernel)(P).shape == (3, 3)
 
 
 @pytest.mark.parametrize("kernel", [GaussianKernel(), GaussianKernel(standardise=True, scale=0.5),
