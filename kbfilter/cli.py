@@ -238,25 +238,35 @@ def build_parser():
 
 
 def _backend(args, parser):
-    """The joblib backend the arguments ask for, as a context manager; checked before any work."""
+    """The joblib backend the arguments ask for, as a context manager, its arguments checked first
+    (before the output folder is made: a bad backend leaves nothing behind)."""
     if args.scheduler and args.backend != "dask":
         parser.error("--scheduler needs --backend dask")
     if args.backend is None:
-        return contextlib.nullcontext()
+        return contextlib.nullcontext
     from joblib import parallel_config
 
     if args.backend != "dask":
         try:
-            return parallel_config(backend=args.backend)
+            with parallel_config(backend=args.backend):  # refuses an unknown name, and sets nothing after
+                pass
         except ValueError as exc:
             parser.error(f"argument --backend: {exc}")
+        return lambda: parallel_config(backend=args.backend)
     try:
         from dask.distributed import Client
     except ImportError:
         parser.error("--backend dask needs dask[distributed]: pip install 'kbfilter[cluster]'")
+    return lambda: _dask_backend(Client, args.scheduler)
+
+
+def _dask_backend(Client, scheduler):
+    """The Dask backend: a client of ``scheduler``, or of a new local cluster."""
+    from joblib import parallel_config
+
     # without a scheduler: a local cluster of processes with one thread each, so that workers
     # do not compete for the cores
-    client = Client(args.scheduler) if args.scheduler else Client(threads_per_worker=1)
+    client = Client(scheduler) if scheduler else Client(threads_per_worker=1)
     stack = contextlib.ExitStack()
     stack.enter_context(client)
     stack.enter_context(parallel_config(backend="dask"))
@@ -313,6 +323,7 @@ def bench_command(args, parser, folder_per_length=False):
     many = folder_per_length or len(args.train_lengths) > 1
     folders = _output_folders(args, parser, f"results/bench-{args.system}", args.train_lengths, many)
     system_params = dict(args.system_params)
+    backend = _backend(args, parser)
     try:
         check_n_jobs(args.jobs)
         configs = {T: BenchConfig.checked(args.system, args.runs, T, args.test_length, args.methods,
@@ -323,12 +334,11 @@ def bench_command(args, parser, folder_per_length=False):
             writable_folder(folder)
     except ValueError as exc:
         parser.error(f"argument {_as_flags(str(exc))}")
-    backend = _backend(args, parser)
 
     import matplotlib
 
     matplotlib.use("Agg")
-    with backend, _terminated_as_interrupted():
+    with backend(), _terminated_as_interrupted():
         for T, folder in folders.items():
             print(f"kbfilter bench {args.system}: {args.runs} runs, training {T} steps "
                   f"(last {configs[T].validation_length} for tuning), test {args.test_length} steps; results in "

@@ -1,6 +1,8 @@
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -172,12 +174,16 @@ def test_image_bench_writes_frames_with_marks(tmp_path):
     (["bench", "localization", "--system-param", "distinct_walls=maybe"],
      "--system-param: distinct_walls: expected True or False"),
 ])
-def test_cli_bad_arguments_one_line_and_exit_code_2(args, fragment):
-    proc = subprocess.run([sys.executable, "-m", "kbfilter", *args], capture_output=True, text=True)
+def test_cli_bad_arguments_one_line_and_exit_code_2(args, fragment, tmp_path):
+    # in a folder of its own, with this checkout's package: a refused command leaves nothing behind
+    # (a bad --backend or --scheduler was found after the default output folder had been made)
+    proc = subprocess.run([sys.executable, "-m", "kbfilter", *args], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(Path(kb.__file__).parents[1])})
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     # the error names the command, whether argparse or the bench's own checks found it
     assert len(lines) == 1 and fragment in lines[0] and lines[0].startswith("kbfilter bench: error: ")
+    assert not list(tmp_path.iterdir())
 
 
 def test_cli_without_a_command_shows_help_and_fails():
