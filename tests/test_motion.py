@@ -214,7 +214,7 @@ def test_tune_filter_tunes_the_learned_motion_filter_on_its_own_grid(cv_data):
 
 def test_a_grid_of_lists_or_arrays_is_searched_as_one_of_tuples(cv_data):
     # the inputs are column lists: tune_filter stopped at "unhashable type: 'list'", and arrays at numpy's
-    # "truth value of an array is ambiguous"
+    # "operands could not be broadcast together"
     train, _, _ = cv_data
     template = LearnedMotionFilter(CV, n_particles=100, random_state=0)
     obs = [x[:, :2] for x in train[:3]]

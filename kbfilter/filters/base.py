@@ -705,7 +705,8 @@ def checked_run(zs, us=None, obs_shape=None, dim_u=None, features=None):
         checked the same way (a control at every step of the right length, or none at all).
     features : transformer, optional
         The fitted observation feature map (with ``obs_shape``): every observation is mapped
-        through it at once, and one it maps to NaN or infinite values is refused by its index.
+        through it before the first step, :data:`MAPPED_BLOCK` at a time, and one it maps to NaN
+        or infinite values is refused by its index.
 
     Returns
     -------

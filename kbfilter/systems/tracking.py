@@ -445,8 +445,8 @@ class _TrackingModel(System):
             raise ValueError("tracks: expected at least one training track, got none")
         return tracks
 
-    @classmethod
-    def _fitted_accel(cls, tracks, step):
+    @staticmethod
+    def _fitted_accel(tracks, step):
         """``accel`` on training tracks: the RMS velocity change a step over the step."""
         changes = np.concatenate([np.diff(t[:, 2:], axis=0) for t in tracks])
         accel = float(np.sqrt(np.mean(changes**2))) / step
