@@ -13,15 +13,19 @@ import scipy.sparse as sp
 
 
 def _as_float(X, name, what):
+    if X is None:  # numpy would read it as NaN, and the message would be about a shape () or a NaN
+        raise ValueError(f"{name}: expected {what}, got None")
     if sp.issparse(X):
         raise ValueError(f"{name}: sparse input is not supported; expected a dense array (call .toarray())")
     try:
         arr = np.asarray(X)
+        if arr.dtype == object and any(v is None for v in arr.flat):
+            raise ValueError(f"{name}: expected {what}, got None among the values")
         if np.iscomplexobj(arr):
             raise ValueError(f"{name}: Complex data not supported; expected real numbers")
         return arr.astype(np.float64, copy=False)
     except (TypeError, ValueError) as exc:
-        if "Complex data" in str(exc):
+        if "Complex data" in str(exc) or "got None" in str(exc):
             raise
         raise ValueError(f"{name}: expected {what} ({exc})") from exc
 

@@ -230,6 +230,12 @@ def test_true_ratio_variant():
         (lambda kbr, prior: kbr.posterior_batch(prior, np.zeros((3, 2))),
          r"z: expected 1 columns \(features per sample\)"),
         (lambda kbr, prior: kbr.posterior("prior", [1.0]), "prior: expected a KernelMean"),
+        # numpy's own conversion named nothing ("could not convert string to float"; None became NaN)
+        (lambda kbr, prior: kbr.posterior(prior, "one"), "z: expected a numeric 1-D array"),
+        (lambda kbr, prior: kbr.posterior_given_ratio(np.ones(60), None), "z: expected a numeric 1-D array, got None"),
+        (lambda kbr, prior: KernelBayesRule().fit(None, [1.0, 2.0]), "states: expected a numeric array, got None"),
+        (lambda kbr, prior: kbr.posterior(KernelMean(np.zeros((3, 1)), [1.0, None, 2.0]), [1.0]),
+         "weights: expected .* got None among the values"),
     ],
 )
 def test_kbr_bad_input(call, match):

@@ -583,9 +583,9 @@ class KernelBayesRule(Persistent, BaseEstimator):
 
     def _as_single(self, z):
         check_is_fitted(self, "prior_factor_")
-        z = np.asarray(z, dtype=np.float64)
-        if z.ndim == 0:
-            z = z[None]
+        if z is not None and np.ndim(z) == 0:
+            z = [z]  # a number is an observation of length 1
+        # through the checks, not numpy's own conversion: a string or None is named z
         return check_vector(z, "z", length=self.observations_.shape[1])[None, :]
 
     @staticmethod
