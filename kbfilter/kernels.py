@@ -650,13 +650,8 @@ class LaplaceKernel(_RadialKernel):
 
     Attributes
     ----------
-    bandwidth_ : float
-        The bandwidth ``s`` ``fit`` resolved (``scale`` included).
-    column_scale_ : ndarray of shape (n_features,)
-        With ``standardise``: the fit data's column standard deviations.
-    n_features_in_ : int
-        The fit data's number of columns: a fitted kernel refuses points of another dimension,
-        whose distances its bandwidth was not measured for.
+    bandwidth_, column_scale_, n_features_in_
+        As for :class:`GaussianKernel`.
 
     Examples
     --------
