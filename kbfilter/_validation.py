@@ -19,14 +19,15 @@ def _as_float(X, name, what):
         raise ValueError(f"{name}: sparse input is not supported; expected a dense array (call .toarray())")
     try:
         arr = np.asarray(X)
-        if arr.dtype == object and any(v is None for v in arr.flat):
-            raise ValueError(f"{name}: expected {what}, got None among the values")
-        if np.iscomplexobj(arr):
-            raise ValueError(f"{name}: Complex data not supported; expected real numbers")
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}: expected {what} ({exc})") from exc
+    if arr.dtype == object and any(v is None for v in arr.flat):
+        raise ValueError(f"{name}: expected {what}, got None among the values")
+    if np.iscomplexobj(arr):
+        raise ValueError(f"{name}: Complex data not supported; expected real numbers")
+    try:
         return arr.astype(np.float64, copy=False)
     except (TypeError, ValueError) as exc:
-        if "Complex data" in str(exc) or "got None" in str(exc):
-            raise
         raise ValueError(f"{name}: expected {what} ({exc})") from exc
 
 
