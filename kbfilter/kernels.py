@@ -456,24 +456,24 @@ class _RadialKernel(Kernel):
         self._check_width(X, "X")
         if not self.standardise:
             return X
-        return X / self._column_scale(X, "X")
+        return X / self._column_scale()
 
     def _check_width(self, X, name):
         """A ValueError unless the points ``X`` have the fit data's number of coordinates (when the
-        kernel was fitted): the bandwidth of the fit data means nothing for points of another dimension."""
+        kernel was fitted): the bandwidth of the fit data means nothing for points of another dimension,
+        and one scale a column would be broadcast over them. A file saved before the kernel recorded
+        ``n_features_in_`` gives the width by its column scales, if it has them."""
         n = getattr(self, "n_features_in_", None)
+        if n is None and hasattr(self, "column_scale_"):
+            n = self.column_scale_.shape[0]
         if n is not None and X.shape[-1] != n:
             raise ValueError(f"{name}: expected {n} columns (the fit data's), got {X.shape[-1]}")
 
-    def _column_scale(self, X=None, name="X"):
-        """``column_scale_`` of a standardised kernel, or NotFittedError before ``fit``; with
-        points ``X`` (named ``name``), a ValueError unless they have the fit data's columns."""
+    def _column_scale(self):
+        """``column_scale_`` of a standardised kernel, or NotFittedError before ``fit`` (the points'
+        width is :meth:`_check_width`'s to check)."""
         if not hasattr(self, "column_scale_"):
             raise NotFittedError(f"{type(self).__name__}(standardise=True) must be fitted to data before use")
-        if X is not None and X.shape[-1] != self.column_scale_.shape[0]:
-            # one scale a column: points of another dimension would be scaled by broadcasting, silently
-            raise ValueError(f"{name}: expected {self.column_scale_.shape[0]} columns (the fit data's), "
-                             f"got {X.shape[-1]}")
         return self.column_scale_
 
     def in_bandwidths(self, X):
@@ -495,7 +495,7 @@ class _RadialKernel(Kernel):
         s = self._resolved()
         self._check_width(X, "X")
         if self.standardise:
-            s = s * self._column_scale(X, "X")
+            s = s * self._column_scale()
         return X / s
 
     def of_squared_distance(self, sq, out=None):
@@ -536,7 +536,7 @@ class _RadialKernel(Kernel):
         s = self._resolved()
         self._check_width(A, "A")
         if self.standardise:
-            s = s * self._column_scale(A, "A")  # one bandwidth per column, in the data's units
+            s = s * self._column_scale()  # one bandwidth per column, in the data's units
         origin = A[0]
         with np.errstate(over="ignore", invalid="ignore"):  # what overflows here is measured again below
             a, b = (A - origin) / s, (B - origin) / s

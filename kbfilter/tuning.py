@@ -524,12 +524,13 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
         per_point = [[results[c * len(runs) + r][j] for r in range(len(runs))]
                      for c, chunk in enumerate(chunks) for j in range(len(chunk))]
         for p, mine in zip(todo, per_point):
-            scores[_key(p)] = float(np.mean([mse for mse, _, _ in mine]))
-            evaluated[_key(p)] = p
-            consistency[_key(p)] = [c for _, _, c in mine]
+            key = _key(p)
+            scores[key] = float(np.mean([mse for mse, _, _ in mine]))
+            evaluated[key] = p
+            consistency[key] = [c for _, _, c in mine]
             message = next((m for _, m, _ in mine if m is not None), None)
             if message is not None:
-                failures[_key(p)] = message
+                failures[key] = message
         bar.update(len(todo) * len(runs))
 
     def coordinate_search(current):

@@ -1,3 +1,5 @@
+import copy
+
 import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
@@ -98,6 +100,12 @@ def test_a_fitted_kernel_refuses_points_of_another_dimension(kernel, tmp_path):
             with pytest.raises(ValueError, match=f"{name}: expected 1 columns \\(the fit data's\\), got 3"):
                 call()
         np.testing.assert_array_equal(fitted(P[:, :1], P[:2, :1]), kernel(P[:, :1], P[:2, :1]))
+    if kernel.standardise:
+        # a kernel saved before it recorded n_features_in_ knows its width by its column scales
+        older = copy.copy(kernel)
+        del older.n_features_in_
+        with pytest.raises(ValueError, match="A: expected 1 columns \\(the fit data's\\), got 3"):
+            older(P)
     if not (isinstance(kernel.bandwidth, str) or kernel.standardise):
         # before fit, a kernel with a bandwidth of its own takes points of any dimension
         assert clone(kernel)(P).shape == (3, 3)
