@@ -181,6 +181,14 @@ def test_the_imm_refuses_what_it_cannot_mix():
         InteractingMultipleModel([CoordinatedTurn(), CoordinatedTurn(turning=False)], kind="pf")
     with pytest.raises(RuntimeError, match="no belief yet"):
         InteractingMultipleModel([CoordinatedTurn(), CoordinatedTurn(turning=False)]).predict()
+    # one model where a list was expected, and a list holding something else, are named
+    with pytest.raises(ValueError, match="systems: expected a list of two or more models, got CoordinatedTurn"):
+        InteractingMultipleModel(CoordinatedTurn())
+    with pytest.raises(ValueError, match=r"systems\[1\]: expected a kbfilter System, got str"):
+        InteractingMultipleModel([CoordinatedTurn(), "turning"])
+    # the start the user gave is named as they gave it
+    with pytest.raises(ValueError, match="x0: expected length 5"):
+        InteractingMultipleModel([CoordinatedTurn(), CoordinatedTurn(turning=False)]).initialize(np.zeros(4), np.eye(5))
 
 
 def test_roughening_jitters_each_coordinate_by_the_stated_spread():

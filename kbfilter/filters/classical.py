@@ -6,6 +6,8 @@ not given an initial belief starts from the first observation: belief ``system.i
 (``N(z_0, R)`` for the circular systems) at t = 0, so ``z_0`` is not used twice.
 """
 
+from collections.abc import Iterable
+
 import numpy as np
 from filterpy.kalman import ExtendedKalmanFilter, MerweScaledSigmaPoints, UnscentedKalmanFilter
 from scipy.linalg import LinAlgError
@@ -62,9 +64,9 @@ class _StartsFromFirstObservation(Filter):
                          f"call initialize(x0, P0) first")
 
 
-def _check_system(system):
+def _check_system(system, name="system"):
     if not isinstance(system, System):
-        raise ValueError(f"system: expected a kbfilter System, got {type(system).__name__}")
+        raise ValueError(f"{name}: expected a kbfilter System, got {type(system).__name__}")
     return system
 
 
@@ -113,7 +115,8 @@ class _GaussianFilter(_StartsFromFirstObservation):
         self
             The filter, with its belief set.
         """
-        self.x, self.P = x0, check_covariance(P0, "P0", self.system.dim_x)
+        self.x, self.P = (check_vector(x0, "x0", length=self.system.dim_x),
+                          check_covariance(P0, "P0", self.system.dim_x))
         return self
 
     @property
@@ -642,7 +645,9 @@ class InteractingMultipleModel(_StartsFromFirstObservation):
     """
 
     def __init__(self, systems, switch=0.05, kind="ekf"):
-        systems = [_check_system(s) for s in systems]
+        if isinstance(systems, System) or not isinstance(systems, Iterable):
+            raise ValueError(f"systems: expected a list of two or more models, got {type(systems).__name__}")
+        systems = [_check_system(s, f"systems[{i}]") for i, s in enumerate(systems)]
         if len(systems) < 2:
             raise ValueError(f"systems: expected two or more models, got {len(systems)}")
         shapes = {(s.dim_x, s.dim_z) for s in systems}
