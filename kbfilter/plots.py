@@ -2,6 +2,7 @@
 imported only when a figure is made, and nothing is ever shown."""
 
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 
@@ -393,11 +394,24 @@ def save_figure(ax, path):
     ax : matplotlib.axes.Axes
         Any axes of the figure.
     path : str or path-like
-        The image file; its suffix chooses the format.
+        The image file, in a folder that exists (its suffix chooses the format), or a binary
+        file object (written as PNG).
     """
-    fig = ax.figure
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig = getattr(ax, "figure", None)
+    if not callable(getattr(fig, "savefig", None)):
+        raise ValueError(f"ax: expected matplotlib axes, got {type(ax).__name__}")
+    if not callable(getattr(path, "write", None)):
+        try:
+            folder = Path(path).parent
+        except TypeError:
+            raise ValueError(f"path: expected a file name or a binary file object, got {type(path).__name__}") from None
+        if not folder.is_dir():
+            raise ValueError(f"path: the folder {str(folder)!r} does not exist; make it first")
     import matplotlib.pyplot as plt
 
-    plt.close(fig)
+    # closed whether or not the write succeeds, so that a failed save does not leave it open
+    try:
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+    finally:
+        plt.close(fig)

@@ -1,5 +1,7 @@
 """The figure helpers: what they draw, and arguments that do not fit refused by name before a figure is made."""
 
+import io
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -9,7 +11,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import kbfilter as kb  # noqa: E402
-from kbfilter.plots import plot_frames, plot_map, plot_mse_box, plot_tracks, plot_trajectory  # noqa: E402
+from kbfilter.plots import plot_frames, plot_map, plot_mse_box, plot_tracks, plot_trajectory, save_figure  # noqa: E402
 
 STATES = np.column_stack([np.linspace(0.0, 1.0, 20), np.linspace(1.0, 0.0, 20)])
 _ROOM = kb.systems.RobotInRoom()
@@ -81,3 +83,23 @@ def test_too_few_axes_are_refused_before_anything_is_drawn():
     assert plot_frames([np.zeros((4, 4))] * 2, ["a"] * 2, axes=[[axes[0]], [axes[1]]]) is axes[0]
     assert all(ax.images for ax in axes)
     plt.close("all")
+
+
+def test_a_figure_is_saved_where_asked_and_a_destination_that_cannot_be_is_refused_before_drawing(tmp_path):
+    ax = plot_mse_box({"a": [1.0, 2.0]})
+    with pytest.raises(ValueError, match="path: the folder .*missing.* does not exist; make it first"):
+        save_figure(ax, tmp_path / "missing" / "box.png")
+    with pytest.raises(ValueError, match="ax: expected matplotlib axes, got str"):
+        save_figure("box", tmp_path / "box.png")
+    assert not list(tmp_path.iterdir())
+    save_figure(ax, tmp_path / "box.png")
+    assert (tmp_path / "box.png").read_bytes()[:4] == b"\x89PNG"
+    buffer = io.BytesIO()
+    other = plot_mse_box({"a": [1.0, 2.0]})
+    save_figure(other, buffer)
+    assert buffer.getvalue()[:4] == b"\x89PNG"
+    # a write that fails still closes the figure
+    failing = plot_mse_box({"a": [1.0, 2.0]})
+    with pytest.raises(ValueError, match="Format 'nope' is not supported"):
+        save_figure(failing, tmp_path / "box.nope")
+    assert failing.figure.number not in plt.get_fignums()
