@@ -4,10 +4,12 @@ Weights may be negative and need not sum to one: what the kernel rules return is
 measure. Point estimates, expectations, distances and resampling all live here.
 """
 
+from collections.abc import Mapping
+
 import numpy as np
 from sklearn.base import clone
 
-from ._validation import check_int, check_matrix, check_vector
+from ._validation import check_int, check_matrix, check_positive, check_vector
 from ._warnings import warn_user
 from .kernels import GaussianKernel, Kernel
 from .linalg import NumericalWarning
@@ -222,6 +224,10 @@ class KernelMean:
             self.weights = np.full(n, 1.0 / n)
         else:
             self.weights = check_vector(weights, "weights", length=n)
+            with np.errstate(over="ignore"):
+                total = self.weights.sum()
+            if not np.isfinite(total):
+                raise ValueError("weights: their sum overflows a float; divide them by their largest first")
         if kernel is None:
             kernel = GaussianKernel("median")
         if not isinstance(kernel, Kernel):
@@ -231,6 +237,12 @@ class KernelMean:
                 raise ValueError(f"points: expected at least 2 points to fit the kernel's bandwidth on, got {n}; for a "
                                  f"one-point embedding pass a kernel with a fixed bandwidth, e.g. GaussianKernel(1.0)")
             kernel = clone(kernel).fit(self.points)
+        width = getattr(kernel, "n_features_in_", None)
+        if width is not None and width != self.points.shape[1]:
+            raise ValueError(f"kernel: fitted on points of dimension {width}, got points of dimension "
+                             f"{self.points.shape[1]}")
+        if info is not None and not isinstance(info, Mapping):
+            raise ValueError(f"info: expected a dict of notes, got {type(info).__name__}")
         self.kernel = kernel
         self.info = dict(info or {})
 
@@ -399,6 +411,7 @@ class KernelMean:
         if not isinstance(self.kernel, GaussianKernel):
             raise ValueError("kernel: mode() needs a GaussianKernel (the fixed point is specific to it)")
         max_iter = check_int(max_iter, "max_iter")
+        tol = check_positive(tol, "tol", allow_zero=True)
         start = int(np.argmax(self.evaluate(self.points)))
         x = self.points[start].copy()
         scale = max(float(np.ptp(self.points, axis=0).max()), 1.0)
@@ -433,17 +446,27 @@ class KernelMean:
         -------
         KernelMean
             ``m`` points with weight ``sum_i w_i / m`` each, so the total mass is kept.
+
+        Raises
+        ------
+        ValueError
+            When the weights' sum is not positive: herding approximates a probability, and an
+            embedding of no mass or of negative mass describes none.
         """
         m = check_int(m, "m", maximum=MAX_HERD_PICKS)
+        total = float(self.weights.sum())
+        if not total > 0:
+            raise ValueError(f"weights: herding approximates an embedding of positive mass (a probability), got sum "
+                             f"{total:.4g}; clip them first (positive_weights())")
         own = candidates is None
         candidates = self.points if own else check_matrix(candidates, "candidates", n_features=self.points.shape[1])
         gram = self.kernel(candidates) if candidates.shape[0] ** 2 <= HERD_GRAM_ENTRIES else None
         # among its own points the embedding's values are the candidates' Gram matrix times the weights
         cross = gram if own and gram is not None else self.kernel(candidates, self.points)
-        target = cross @ self.weights / max(abs(self.weights.sum()), np.finfo(float).tiny)
+        target = cross @ self.weights / total
         if gram is not None:
             picked = herd(target, lambda j: gram[:, j], m)
         else:
             picked = herd(target, lambda j: self.kernel(candidates, candidates[j : j + 1])[:, 0], m)
-        weights = np.full(m, self.weights.sum() / m)
+        weights = np.full(m, total / m)
         return KernelMean(candidates[picked], weights, kernel=self.kernel)

@@ -105,6 +105,28 @@ def test_bad_input():
         m.expect("x")
     with pytest.raises(ValueError, match="f: returned values that are not finite"):
         m.expect(lambda x: np.where(x[:, 0] > 0, 1.0, np.inf))
+    with pytest.raises(ValueError, match="weights: their sum overflows a float"):
+        KernelMean([[0.0], [1.0]], [1e308, 1e308])
+    # a kernel fitted on points of another dimension is named here, not inside its first evaluation
+    fitted = GaussianKernel().fit(np.arange(15.0).reshape(5, 3))
+    with pytest.raises(ValueError, match="kernel: fitted on points of dimension 3, got points of dimension 1"):
+        KernelMean([[0.0], [1.0]], kernel=fitted)
+    with pytest.raises(ValueError, match="info: expected a dict of notes, got list"):
+        KernelMean([[0.0], [1.0]], info=["clipped"])
+    with pytest.raises(ValueError, match="tol: expected a non-negative finite number, got nan"):
+        m.mode(tol=np.nan)
+
+
+def test_herding_refuses_an_embedding_of_no_positive_mass_and_keeps_the_mass_it_is_given():
+    points = np.array([[0.0], [1.0], [2.0]])
+    for weights in ([0.0, 0.0, 0.0], [-1.0, 0.2, 0.3]):
+        with pytest.raises(ValueError, match="weights: herding approximates an embedding of positive mass"):
+            KernelMean(points, weights, kernel=GaussianKernel(1.0)).herd(3)
+    # a positive mass other than one is kept, and the picks are those of the probability it scales
+    scaled = KernelMean(points, [0.5, 1.0, 0.5], kernel=GaussianKernel(1.0)).herd(4)
+    probability = KernelMean(points, [0.25, 0.5, 0.25], kernel=GaussianKernel(1.0)).herd(4)
+    np.testing.assert_array_equal(scaled.points, probability.points)
+    np.testing.assert_allclose(scaled.weights, np.full(4, 0.5))
 
 
 def test_an_unfitted_kernel_is_cloned_not_changed_and_each_embedding_gets_its_own_bandwidth():
