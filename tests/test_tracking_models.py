@@ -168,6 +168,13 @@ def test_the_imm_is_filterpys_recursion_and_a_missing_measurement_leaves_its_mod
     np.testing.assert_array_equal(ours.x_post, ours.x_prior)
 
 
+def test_a_bearing_error_beyond_what_a_gaussian_on_a_wrapped_angle_describes_is_refused_as_likely_degrees():
+    assert RangeBearing(bearing_noise=np.pi / 4).bearing_noise == np.pi / 4
+    with pytest.raises(ValueError, match=r"bearing_noise: expected a standard deviation in radians, at most pi/4 "
+                                         r"\(45 degrees\), got 2; was it given in degrees\?"):
+        RangeBearing(bearing_noise=2.0)
+
+
 def test_the_imm_refuses_what_it_cannot_mix():
     with pytest.raises(ValueError, match="systems: expected two or more models"):
         InteractingMultipleModel([CoordinatedTurn()])

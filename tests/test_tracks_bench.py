@@ -129,6 +129,7 @@ def test_the_learned_motion_settings_reach_the_learned_filters_only(setting, val
     (["--jobs", "0"], "--jobs"),
     (["--proposal", "smart"], "--proposal"),
     (["--local-mean", "median"], "--local-mean"),
+    (["--sensor", "radar", "--bearing-noise", "2"], "--bearing-noise: expected a standard deviation in radians"),
     (["--out", "/proc/kbfilter-cannot-write-here"], "--out: cannot write results"),
 ])
 def test_bad_arguments_give_one_line_naming_the_flag_and_exit_code_2(args, fragment, capsys):

@@ -176,6 +176,7 @@ class TracksConfig:
         if config.max_test_tracks is not None:
             check_int(config.max_test_tracks, "max_test_tracks", minimum=1)
         check_int(config.map_tracks, "map_tracks", minimum=0)
+        config.sensor_model()     # the sensor's own checks, before any work
         return cls(**{**asdict(config), "methods": methods})
 
     def sensor_model(self):

@@ -178,7 +178,9 @@ class RangeBearing:
     range_noise : float, default=50.0
         The standard deviation of the range, metres.
     bearing_noise : float, default=0.01
-        The standard deviation of the bearing, radians (0.01 rad is 0.57 degrees).
+        The standard deviation of the bearing, radians (0.01 rad is 0.57 degrees), at most
+        ``pi / 4``: beyond it a Gaussian error no longer describes a bearing that wraps at
+        ``+-pi``.
 
     Examples
     --------
@@ -195,6 +197,12 @@ class RangeBearing:
         self.site = check_vector(site, "site", length=2)
         self.range_noise = check_model_scale(range_noise, "range_noise")
         self.bearing_noise = check_model_scale(bearing_noise, "bearing_noise")
+        # a bearing wraps at +-pi: up to pi/4 the Gaussian puts under 1e-4 of its mass beyond, so
+        # the filters' Gaussian reading of a wrapped bearing holds; a larger error is most often
+        # a bearing error given in degrees
+        if self.bearing_noise > np.pi / 4:
+            raise ValueError(f"bearing_noise: expected a standard deviation in radians, at most pi/4 (45 degrees), "
+                             f"got {self.bearing_noise:g}; was it given in degrees?")
         self.observation_cov = np.diag([self.range_noise**2, self.bearing_noise**2])
 
     def _offsets(self, X):
