@@ -45,6 +45,21 @@ def test_a_constant_column_does_not_break_standardising():
     np.testing.assert_allclose(k(data), kb.GaussianKernel(standardise=True).fit(data[:, :1])(data[:, :1]), rtol=1e-12)
 
 
+@pytest.mark.parametrize("approximation", ["exact", "local"])
+def test_a_state_column_that_never_changes_is_estimated_as_it_was_without_a_warning(approximation):
+    states, observations = kb.systems.Rotation().simulate(300, rng=0)
+    logged = np.column_stack([states, np.full(300, 5.0)])           # e.g. a recorded constant, a flag
+    kbf = kb.KernelBayesFilter(approximation=approximation).fit(logged, observations)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", kb.NumericalWarning)
+        means = kbf.batch_filter(observations[:40])[0]
+    np.testing.assert_allclose(means[:, 2], 5.0, rtol=1e-12)
+    # and the other columns are those of the filter that never saw it
+    np.testing.assert_allclose(means[:, :2], kb.KernelBayesFilter(approximation=approximation).fit(
+        states, observations).batch_filter(observations[:40])[0], rtol=1e-9, atol=1e-12)
+    assert not kbf.diagnostics
+
+
 def test_standardise_is_checked_and_needs_a_fit():
     with pytest.raises(ValueError, match="standardise: expected True or False"):
         kb.GaussianKernel(standardise="yes").fit(X)

@@ -222,7 +222,10 @@ class TrainingBox:
 
     def __init__(self, states):
         low, high = states.min(axis=0), states.max(axis=0)
-        self.low, self.high = low - OUTSIDE_MARGIN * (high - low), high + OUTSIDE_MARGIN * (high - low)
+        # a column that never changes has no range: an estimate of it is that value up to the
+        # rounding of normalised signed weights, which is not leaving the box
+        margin = np.maximum(OUTSIDE_MARGIN * (high - low), 1e-9 * np.maximum(np.abs(low), np.abs(high)))
+        self.low, self.high = low - margin, high + margin
 
     def outside(self, x):
         """Whether some coordinate of an estimate lies outside the box.
