@@ -46,9 +46,12 @@ def _errors(values, estimates, value_name, estimate_name):
 def _normalised_squares(values, estimates, covs, names):
     """``e^T C^{-1} e`` per step for ``e = values - estimates``; ``names`` are the three arguments'."""
     value_name, estimate_name, cov_name = names
+    covs = np.asarray(covs, dtype=np.float64)
+    if np.ndim(values) == 1 and covs.ndim == 2:
+        # one step's vector and its (d, d) covariance, as a filter reports them after a step
+        values, estimates, covs = np.asarray(values)[None], np.asarray(estimates)[None], covs[None]
     errors = _errors(values, estimates, value_name, estimate_name)
     n, d = errors.shape
-    covs = np.asarray(covs, dtype=np.float64)
     if covs.shape != (n, d, d):
         raise ValueError(f"{cov_name}: expected shape ({n}, {d}, {d}), one covariance a step, got {covs.shape}")
     if not np.all(np.isfinite(covs)):
@@ -71,7 +74,8 @@ def nees(truth, means, covs):
     Parameters
     ----------
     truth : array-like of shape (n_steps, dim_x)
-        The true states.
+        The true states (one step's state, of shape ``(dim_x,)``, with ``covs`` of shape
+        ``(dim_x, dim_x)``, gives that step's value alone).
     means : array-like of shape (n_steps, dim_x)
         The estimates.
     covs : array-like of shape (n_steps, dim_x, dim_x)
@@ -92,7 +96,8 @@ def nis(zs, z_means, z_covs):
     Parameters
     ----------
     zs : array-like of shape (n_steps, dim_z)
-        The observations.
+        The observations (one step's, of shape ``(dim_z,)``, with ``z_covs`` of shape
+        ``(dim_z, dim_z)``, gives that step's value alone).
     z_means : array-like of shape (n_steps, dim_z)
         The predicted observations.
     z_covs : array-like of shape (n_steps, dim_z, dim_z)

@@ -327,7 +327,13 @@ def test_nees_and_nis_are_filterpys():
         kf.update(z)
         nis.append(kb.stats.nis(z[None], z_mean[None], S[None])[0])
         expected.append(kf.mahalanobis ** 2)
+        # one step's vectors and covariance, as a filter holds them after the step, give that step's value
+        np.testing.assert_allclose(kb.stats.nis(z, z_mean, S), [nis[-1]], rtol=1e-12)
     np.testing.assert_allclose(nis, expected, rtol=1e-10)
+    np.testing.assert_allclose(kb.stats.nees(truth[4], means[4], covs[4]), NEES(truth[4:5], means[4:5], covs[4:5]),
+                               rtol=1e-10)
+    # a run of a one-dimensional state is still a run
+    assert kb.stats.nees(truth[:, 0], means[:, 0], covs[:, :1, :1]).shape == (20,)
 
 
 def test_the_chi2_band_holds_the_mean_of_chi2_draws_95_percent_of_the_time():
