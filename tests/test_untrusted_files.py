@@ -319,6 +319,28 @@ def test_a_landmark_factor_of_another_shape_never_reaches_lapack(tmp_path):
     assert "illegal value" not in result.stdout + result.stderr
 
 
+@pytest.mark.parametrize("field, change, message", [
+    ("state_gram", "arrays[key] = arrays[key][:, :2].copy()", "state_gram: expected shape (40, 40)"),
+    # the model's own copy of the states (the file shares one array with the rule's)
+    ("states", "arrays['evil'] = arrays[key][:30].copy(); model['fields']['states'] = {'t': 'array', 'key': 'evil'}",
+     "states: expected the 40 training states"),
+    ("state_gram", "model['fields']['state_gram'] = None", "expected the state kernel's Gram matrix or its features"),
+])
+def test_a_monte_carlo_model_whose_parts_disagree_is_refused_at_load(field, change, message, tmp_path):
+    body = f'''
+        motion = kb.systems.Rotation()
+        path = kb.KernelMonteCarloFilter(motion, n_particles=20, random_state=0).fit(X, Z).save(out + "/kmc.npz")
+        arrays, meta = parts(path)
+        model = find(meta["root"], lambda n: n.get("class") == "KernelMonteCarloModel")
+        key = model["fields"]["{field}"]["key"]
+        {change}
+        load(write(out + "/evil.npz", arrays, meta))
+    '''
+    result = _run(body, tmp_path)
+    assert result.returncode == 0 and "evil.npz" in result.stdout and message in result.stdout, \
+        result.stdout + result.stderr[-2000:]
+
+
 def test_members_the_description_does_not_name_are_never_read(tmp_path):
     """A compressed member that would inflate to 1 GiB, appended to a valid file, is not opened."""
     body = '''

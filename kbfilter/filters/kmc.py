@@ -11,7 +11,8 @@ from collections import Counter
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_choice, check_fraction, check_int, check_rng, check_state_samples
+from .._validation import (check_choice, check_fraction, check_int, check_rng, check_saved_matrix,
+                           check_state_samples)
 from ..embedding import KernelMean, clipped_weights, herd, normalise_weights, weighted_covariance
 from ..persistence import Persistent, persistent, saved_before_fit
 from ..threads import limited_blas
@@ -148,6 +149,20 @@ class KernelMonteCarloModel(SharedModel):
 
     def __init__(self, observation, states, state_gram, state_features, fit_diagnostics, resample="herding",
                  candidates="both"):
+        # built by fit, or from a saved file (untrusted): each part must fit the others
+        states = check_saved_matrix(states, "states")
+        n = states.shape[0]
+        if n != observation.rule.n_train_:
+            raise ValueError(f"states: expected the {observation.rule.n_train_} training states of the observation "
+                             f"model, got {n}")
+        if (state_gram is None) == (state_features is None):
+            raise ValueError("state_gram, state_features: expected the state kernel's Gram matrix or its features, "
+                             "one of them")
+        if state_gram is not None and check_saved_matrix(state_gram, "state_gram").shape != (n, n):
+            raise ValueError(f"state_gram: expected shape ({n}, {n}), one row and column a training state, got "
+                             f"{state_gram.shape}")
+        if state_features is not None and check_saved_matrix(state_features, "state_features").shape[0] != n:
+            raise ValueError(f"state_features: expected {n} rows, one a training state, got {state_features.shape[0]}")
         self.observation = observation
         self.states = states
         self.state_gram = state_gram
