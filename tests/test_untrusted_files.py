@@ -341,6 +341,20 @@ def test_a_monte_carlo_model_whose_parts_disagree_is_refused_at_load(field, chan
         result.stdout + result.stderr[-2000:]
 
 
+@pytest.mark.parametrize("approximation", ["exact", "local"])
+def test_an_observation_shape_that_disagrees_with_the_training_observations_is_refused_at_load(approximation,
+                                                                                              tmp_path):
+    body = f'''
+        kbf = kb.KernelBayesFilter(approximation="{approximation}", features=None).fit(X, Z)
+        arrays, meta = parts(kbf.save(out + "/kbf.npz"))
+        find(meta["root"], lambda n: n.get("class") == "ObservationSpace")["fields"]["obs_shape"]["items"] = [3]
+        load(write(out + "/evil.npz", arrays, meta))
+    '''
+    result = _run(body, tmp_path)
+    assert result.returncode == 0 and "evil.npz" in result.stdout, result.stdout + result.stderr[-2000:]
+    assert "space: observations of shape (3,) do not match" in result.stdout, result.stdout
+
+
 def test_members_the_description_does_not_name_are_never_read(tmp_path):
     """A compressed member that would inflate to 1 GiB, appended to a valid file, is not opened."""
     body = '''

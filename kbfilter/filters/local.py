@@ -239,8 +239,9 @@ class LocalFilterModel(SharedModel):
         T = states.shape[0]
         if observations.shape[0] != T:
             raise ValueError(f"observations: expected one per training state ({T}), got {observations.shape[0]}")
-        if not all(callable(getattr(space, name, None)) for name in ("map", "admits")):
+        if not all(callable(getattr(space, name, None)) for name in ("map", "admits", "check_width")):
             raise ValueError(f"space: expected an ObservationSpace, got {type(space).__name__}")
+        space.check_width(observations.shape[1], "the training observations'")
         if not (isinstance(successors, SparseOperator) and successors.shape == (T, T)
                 and successors.matrix.nnz % T == 0 and np.all(np.diff(successors.matrix.indptr) == successors.matrix.nnz // T)):
             raise ValueError(f"successors: expected a sparse operator over the {T} training states, with the same "

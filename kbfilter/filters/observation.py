@@ -426,6 +426,20 @@ class ObservationSpace(SharedModel):
             if row.ndim != 2 or row.shape[0] != 1 or not np.all(np.isfinite(row)):
                 raise ValueError("features: the loaded feature map does not map an observation to one finite row")
 
+    def check_width(self, width, whose):
+        """Refuse mapped observations of ``width`` columns that this space cannot have made: with
+        no feature map, an observation of ``obs_shape`` flattened.
+
+        Parameters
+        ----------
+        width : int
+            The columns of the mapped training observations.
+        whose : str
+            Whose they are, for the message (``"the rule's"``).
+        """
+        if self.features is None and int(np.prod(self.obs_shape)) != width:
+            raise ValueError(f"space: observations of shape {self.obs_shape} do not match {whose} {width} columns")
+
     @classmethod
     def fitted(cls, features, obs_shape, Z, X):
         """Fit the feature map a filter's ``features`` parameter asks for, and map the observations.
@@ -571,9 +585,7 @@ class LearnedObservationModel(SharedModel):
             raise ValueError(f"space: expected an ObservationSpace, got {type(space).__name__}")
         if not (isinstance(rule, KernelBayesRule) and hasattr(rule, "states_")):
             raise ValueError(f"rule: expected a fitted KernelBayesRule, got {type(rule).__name__}")
-        if space.features is None and int(np.prod(space.obs_shape)) != rule.observations_.shape[1]:
-            raise ValueError(f"space: observations of shape {space.obs_shape} do not match the rule's "
-                             f"{rule.observations_.shape[1]} columns")
+        space.check_width(rule.observations_.shape[1], "the rule's")
         self.space = space
         self.rule = rule
         self.fit_diagnostics = fit_diagnostics
