@@ -68,6 +68,9 @@ __all__ = ["KernelBayesState", "KernelBayesStatePrediction", "KernelBayesStateUp
 
 #: a Gaussian track state is projected onto the training states through this many of its samples
 PROJECTION_SAMPLES = 200
+#: the most steps of the training log one prediction runs: each is a step of the filter, so a
+#: timestamp a day after the prior with one-second steps would run for hours
+MAX_PREDICTION_STEPS = 10_000
 
 
 def _state_parameters(carried):
@@ -140,6 +143,10 @@ def _steps(step, prior, timestamp):
     steps = (timestamp - prior.timestamp) / step
     if steps < -1e-9:
         raise ValueError(f"timestamp: expected a time after the prior's ({prior.timestamp}), got {timestamp}")
+    if steps > MAX_PREDICTION_STEPS:
+        raise ValueError(f"timestamp: {timestamp} is {steps:,.0f} steps of {step} after the prior's time "
+                         f"({prior.timestamp}); a prediction runs the learned motion once a step and takes at most "
+                         f"{MAX_PREDICTION_STEPS:,} (a track that old is better started again)")
     return int(round(steps))
 
 
@@ -255,7 +262,8 @@ class KernelBayesPredictor(_FilterPredictor):
         from the prior to ``timestamp`` is taken as the nearest whole number of steps (a
         measurement 14 s after the prior with 10 s steps is predicted one step ahead, 16 s two);
         resample irregular reports to the log's step to avoid that rounding (as
-        :func:`~kbfilter.datasets.load_tracks_csv` does).
+        :func:`~kbfilter.datasets.load_tracks_csv` does). At most :data:`MAX_PREDICTION_STEPS`
+        steps a prediction.
     seed : int
         Seeds the samples that project a Gaussian prior.
     transition_model : None
@@ -442,7 +450,8 @@ class LearnedMotionPredictor(_FilterPredictor):
         from the prior to ``timestamp`` is taken as the nearest whole number of steps (a
         measurement 14 s after the prior with 10 s steps is predicted one step ahead, 16 s two);
         resample irregular reports to the log's step to avoid that rounding (as
-        :func:`~kbfilter.datasets.load_tracks_csv` does).
+        :func:`~kbfilter.datasets.load_tracks_csv` does). At most :data:`MAX_PREDICTION_STEPS`
+        steps a prediction.
     transition_model : None
         Not used: the motion is the filter's (Stone Soup asks every predictor for one).
     control_model : None

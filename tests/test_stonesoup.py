@@ -92,6 +92,10 @@ def test_a_gaussian_prior_is_projected_through_seeded_samples_and_steps_follow_t
     np.testing.assert_allclose(prediction.weights, kbf.weights_prior, atol=1e-12)
     with pytest.raises(ValueError, match="timestamp: expected a time after the prior's"):
         KernelBayesPredictor(kbf, step=SECOND).predict(prior, timestamp=START - 2 * SECOND)
+    # a time far ahead (a stale track, a clock in another zone) is refused before it runs for hours
+    with pytest.raises(ValueError, match=r"timestamp: .* is 86,400 steps of 0:00:01 after the prior's time .* at most "
+                                         r"10,000"):
+        KernelBayesPredictor(kbf, step=SECOND).predict(prior, timestamp=START + datetime.timedelta(days=1))
     # a zero step divided by zero, a negative one blamed the timestamp, a number (in no unit) was a TypeError
     for step in (datetime.timedelta(0), -SECOND, 1.0):
         for predictor in (KernelBayesPredictor, LearnedMotionPredictor):
