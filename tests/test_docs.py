@@ -35,7 +35,8 @@ def _documented_objects():
     import inspect
 
     api = (ROOT / "docs" / "api.rst").read_text(encoding="utf-8")
-    for module_name, members in re.findall(r"automodule:: (\S+)\n\s+:members: ([^\n]+)", api):
+    # a long list of members goes on over lines indented past the option's
+    for module_name, members in re.findall(r"automodule:: (\S+)\n\s+:members: ([^\n]+(?:\n {5,}\S[^\n]*)*)", api):
         module = importlib.import_module(module_name)
         for name in (m.strip() for m in members.split(",")):
             obj = getattr(module, name)
