@@ -236,6 +236,18 @@ def test_forecast_refuses_what_it_cannot_use(ar1_filter):
         kbf.forecast(0)
     with pytest.raises(ValueError, match="us: expected one control per step ahead"):
         kbf.forecast(2, us=[[0.0]])
+    with pytest.raises(ValueError, match=r"us\[0\]: this filter takes no control; expected None"):
+        kbf.forecast(2, us=[[0.0], [0.0]])
+    # a controlled filter's forecast names the controls it was not given, not predict's argument
+    rng = np.random.default_rng(0)
+    controls = rng.normal(size=(100, 1))
+    states = np.cumsum(controls, axis=0) + 0.1 * rng.normal(size=(100, 1))
+    controlled = kb.KernelBayesFilter().fit(states, states + 0.1 * rng.normal(size=(100, 1)), controls=controls)
+    with pytest.raises(ValueError, match=r"us: this filter takes a control of shape \(1,\) at every step; got none"):
+        controlled.forecast(2)
+    with pytest.raises(ValueError, match=r"us\[1\]: expected a control of shape \(1,\), got None"):
+        controlled.forecast(2, us=[[0.0], None])
+    assert controlled.forecast(2, us=[[0.0], [1.0]])[0].shape == (2, 1)
     # a horizon whose answer cannot be held is refused after one step, and the belief is left as it was
     before = kbf.x.copy(), kbf.P.copy()
     with pytest.raises(ValueError, match="k: 1000000000000000 steps ahead .* more than this machine can hold"):

@@ -538,10 +538,7 @@ class Filter:
             Their covariances.
         """
         k = check_int(k, "k")
-        if us is not None:
-            us = as_steps(us)
-            if len(us) != k:
-                raise ValueError(f"us: expected one control per step ahead ({k}), got {len(us)}")
+        us = checked_controls(us, k, self._control_dimension(), "step ahead")
         ahead = copy.deepcopy(self)
         means = covs = None
         for i in range(k):
@@ -736,10 +733,33 @@ def checked_run(zs, us=None, obs_shape=None, dim_u=None, features=None):
             if bad.size:
                 raise ValueError(f"zs[{steps[bad[0]]}]: the feature map gave NaN or infinite values for this "
                                  f"observation")
+    return zs, checked_controls(us, len(zs), dim_u)
+
+
+def checked_controls(us, n, dim_u=None, per="observation"):
+    """The controls of ``n`` steps, as a list, checked before any step.
+
+    Parameters
+    ----------
+    us : iterable of array-like, or array-like, or None
+        One control a step.
+    n : int
+        The steps.
+    dim_u : int, optional
+        The control's dimension, 0 for a filter that takes none (then every control must be
+        None); None checks only their number.
+    per : str, default="observation"
+        What one step is, for the message.
+
+    Returns
+    -------
+    list or None
+        The controls.
+    """
     if us is not None:
         us = as_steps(us)
-        if len(us) != len(zs):
-            raise ValueError(f"us: expected one control per observation ({len(zs)}), got {len(us)}")
+        if len(us) != n:
+            raise ValueError(f"us: expected one control per {per} ({n}), got {len(us)}")
     if dim_u == 0:
         given = [t for t, u in enumerate(us or ()) if u is not None]
         if given:
@@ -751,7 +771,7 @@ def checked_run(zs, us=None, obs_shape=None, dim_u=None, features=None):
             if u is None:
                 raise ValueError(f"us[{t}]: expected a control of shape ({dim_u},), got None")
             check_step_control(u, dim_u, f"us[{t}]")
-    return zs, us
+    return us
 
 
 def observation_shape(observations):
