@@ -586,3 +586,13 @@ def test_batch_filter_continues_from_the_current_belief_and_reset_starts_afresh(
     again = kbf.reset().batch_filter(obs[250:260])[0]
     np.testing.assert_array_equal(again, first)
     assert not np.allclose(continued[0], first[0])
+
+
+def test_the_oscillation_takes_a_whole_number_of_oscillations_a_turn():
+    assert kb.systems.Oscillation(M=3.0).M == 3
+    with pytest.raises(ValueError, match="M: expected a whole number of oscillations a turn, got 2.5"):
+        kb.systems.Oscillation(M=2.5)
+    # with a whole M the radius is a function of the point: the same either side of theta = +-pi
+    system = kb.systems.Oscillation(M=3)
+    np.testing.assert_allclose(system.transition_mean([[-1.0, 1e-12]]), system.transition_mean([[-1.0, -1e-12]]),
+                               atol=1e-9)

@@ -26,7 +26,8 @@ class Oscillation(System):
     b : float
         Amplitude of the radial oscillation ``1 + b sin(M theta)``.
     M : int
-        Its frequency.
+        Its frequency: the oscillations a turn (a whole number, so that the radius is a
+        function of the point on the circle).
     process_noise : float
         Standard deviation ``s_x`` of the process noise (per coordinate).
     observation_noise : float
@@ -47,6 +48,10 @@ class Oscillation(System):
         self.omega = check_real(omega, "omega", maximum=MAX_TRAINING_MAGNITUDE)
         self.b = check_real(b, "b", maximum=MAX_TRAINING_MAGNITUDE)
         self.M = check_real(M, "M", maximum=MAX_TRAINING_MAGNITUDE)
+        # sin(M theta) is a function of the point on the circle only for a whole M: another M
+        # makes the radius jump where theta wraps from pi to -pi
+        if self.M != round(self.M):
+            raise ValueError(f"M: expected a whole number of oscillations a turn, got {self.M:g}")
         self.process_noise = check_model_scale(process_noise, "process_noise")
         self.observation_noise = check_model_scale(observation_noise, "observation_noise")
 
