@@ -645,7 +645,7 @@ class InteractingMultipleModel(_StartsFromFirstObservation):
     """
 
     def __init__(self, systems, switch=0.05, kind="ekf"):
-        if isinstance(systems, System) or not isinstance(systems, Iterable):
+        if not isinstance(systems, Iterable):
             raise ValueError(f"systems: expected a list of two or more models, got {type(systems).__name__}")
         systems = [_check_system(s, f"systems[{i}]") for i, s in enumerate(systems)]
         if len(systems) < 2:
