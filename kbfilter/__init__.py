@@ -4,7 +4,7 @@ The documentation (``docs/``, built with Sphinx) has the user guide, the API ref
 algorithms in the library's notation; docstrings cite its sections as "algorithms §N".
 """
 
-from . import features, filters, stats, systems
+from . import features, filters, progress, stats, systems
 from .embedding import KernelMean
 from .filters import KernelBayesFilter, KernelMonteCarloFilter, LearnedMotionFilter, kernel_smoother
 from .kernel_approximation import NystromKernel, RandomFourierKernel
@@ -42,6 +42,7 @@ def __getattr__(name):
 __all__ = [
     "features",
     "filters",
+    "progress",
     "stats",
     "systems",
     "KernelBayesFilter",

@@ -28,6 +28,7 @@ from ._warnings import warn_user
 from .filters.grids import (BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, MONTE_CARLO_IMAGE_GRID,
                             MONTE_CARLO_SCALABLE_IMAGE_GRID, NEIGHBOUR_GRID, SCALABLE_BLUR_GRID, SCALABLE_GRID)
 from .linalg import NumericalWarning
+from .progress import quiet_progress
 from .stats import mean_nees
 from .threads import limited_blas
 
@@ -149,7 +150,8 @@ def _validation_scores(estimator, settings, train, validation):
     x_val, z_val, *u_val = validation
     scores, fitted, fitted_with = [], None, None
     for params in settings:
-        with warnings.catch_warnings():
+        # tune_filter's own bar counts these fits
+        with warnings.catch_warnings(), quiet_progress():
             warnings.simplefilter("ignore", NumericalWarning)
             try:
                 kbf = _reused(fitted, fitted_with, params)
@@ -577,7 +579,8 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
         calibrated["covariance_scale"] = _calibrated_scale(filter, consistency[best], states)
     start = time.perf_counter()
     tuned = clone(filter).set_params(**best_params, **calibrated)
-    tuned = tuned.fit(states, observations) if controls is None else tuned.fit(states, observations, controls)
+    with quiet_progress(not progress):
+        tuned = tuned.fit(states, observations) if controls is None else tuned.fit(states, observations, controls)
     tuned.refit_time_ = time.perf_counter() - start
     tuned.best_params_ = best_params
     tuned.search_table_ = [dict(zip(names, evaluated[k]), mse=m) for k, m in scores.items()]

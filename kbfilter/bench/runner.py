@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 
 from .._validation import check_bool, check_choice, check_int, check_n_jobs
 from ..linalg import NumericalWarning
+from ..progress import quiet_progress
 from ..stats import mean_nees
 from ..threads import limited_blas
 from ..tuning import check_param_grid, check_validation_length, tune_filter
@@ -309,7 +310,8 @@ def run_trial(config, seed, train_length=None, test_length=None, methods=None, v
     for name in config.methods:
         method = CATALOGUE[name]
         snapshots = SNAPSHOT_STEPS if keep_estimates and name == config.reference else ()
-        with warnings.catch_warnings():
+        # the bench's own bar counts the runs; the fits inside one are quiet
+        with warnings.catch_warnings(), quiet_progress():
             warnings.simplefilter("ignore", NumericalWarning)  # counted in diagnostics, not printed
             # every method that draws random numbers gets the same fresh streams
             rngs = [np.random.default_rng(s) for s in (streams if method.stochastic else streams[:1])]

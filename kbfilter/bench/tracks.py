@@ -48,6 +48,7 @@ from .._validation import check_bool, check_choice, check_int, check_n_jobs, che
 from ..datasets import load_opensky, load_solent
 from ..filters import ExtendedKalman, InteractingMultipleModel, KernelBayesFilter, LearnedMotionFilter, ParticleFilter
 from ..filters.motion import LOCAL_MEANS, PROPOSALS
+from ..progress import quiet_progress
 from ..stats import mean_nees
 from ..systems import ConstantVelocity, CoordinatedTurn, PositionFixes, RangeBearing, dropouts
 from .report import folder_lock, partial_name, provenance, published, writable_folder
@@ -277,7 +278,8 @@ def run_tracks_split(config, tracks, split):
     train, test = tracks.split(test_size=config.test_size, random_state=split)
     sensor = config.sensor_model()
     rows, paths = [], []
-    with warnings.catch_warnings():
+    # the bench's own bar counts the splits; the fits inside one are quiet
+    with warnings.catch_warnings(), quiet_progress():
         # reacquisitions and fit reports would repeat on every track: each filter's diagnostics
         # (what it counted) go into its scores instead
         warnings.simplefilter("ignore")

@@ -1,0 +1,64 @@
+"""Progress bars on long fits: shown on the work's own line, quiet where a caller counts the work."""
+
+import numpy as np
+import pytest
+
+import kbfilter as kb
+from kbfilter.filters.local import localized_transition
+
+BAR = "learning the transition"
+
+
+@pytest.fixture()
+def oscillation():
+    return kb.systems.Oscillation().simulate(600, rng=0)
+
+
+@pytest.fixture()
+def immediate(monkeypatch):
+    # every bar shown from its start, as a fit of 10^6 states shows it after PROGRESS_DELAY
+    monkeypatch.setattr(kb.progress, "PROGRESS_DELAY", 0.0)
+
+
+def test_a_local_fit_shows_its_progress_unless_kept_quiet(oscillation, immediate, capsys):
+    kb.KernelBayesFilter(approximation="local").fit(*oscillation)
+    shown = capsys.readouterr().err
+    assert BAR in shown and "0/600 " in shown
+    with kb.progress.quiet_progress():
+        kb.KernelBayesFilter(approximation="local").fit(*oscillation)
+    assert capsys.readouterr().err == ""
+    # quiet_progress(False) leaves the bars as they are, and the quiet block ended with the with
+    with kb.progress.quiet_progress(False):
+        kb.KernelBayesFilter(approximation="local").fit(*oscillation)
+    assert BAR in capsys.readouterr().err
+
+
+def test_the_default_delay_keeps_short_fits_silent(oscillation, capsys):
+    kb.KernelBayesFilter(approximation="local").fit(*oscillation)
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("progress", [True, False])
+def test_tuning_counts_its_fits_on_its_own_bar(oscillation, immediate, capsys, progress):
+    kb.tune_filter(kb.KernelBayesFilter(approximation="local"), *oscillation, validation_length=100, n_jobs=1,
+                   param_grid={"scale": [0.5, 1.0], "reg_update": [1e-2, 1e-1]}, progress=progress,
+                   max_extensions=0)
+    shown = capsys.readouterr().err
+    # the fits on the 500 training steps are tune_filter's to count; the final fit on all 600 is
+    # shown as a fit of the user's own is, unless progress=False
+    assert "/500 " not in shown
+    assert ("0/600 " in shown) == progress and ("tuning" in shown) == progress
+
+
+def test_the_transition_learned_in_blocks_is_the_transition_learned_at_once(oscillation):
+    X = oscillation[0]
+    kernel = kb.GaussianKernel(standardise=True).fit(X)
+    pred = np.arange(len(X) - 1)
+    queries = np.arange(0, len(X), 3)
+    whole = localized_transition(X, pred, kernel, 20, 1e-2, queries)
+    blocks = localized_transition(X, pred, kernel, 20, 1e-2, queries, block=7)
+    for a, b in zip(whole[:3], blocks[:3]):
+        np.testing.assert_array_equal(a, b)
+    assert whole[0].shape == (len(queries), 20)
+    with pytest.raises(ValueError, match="block"):
+        localized_transition(X, pred, kernel, 20, 1e-2, queries, block=0)
