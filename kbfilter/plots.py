@@ -407,6 +407,8 @@ def save_figure(ax, path):
             raise ValueError(f"path: expected a file name or a binary file object, got {type(path).__name__}") from None
         if not folder.is_dir():
             raise ValueError(f"path: the folder {str(folder)!r} does not exist; make it first")
+        if Path(path).is_dir():
+            raise ValueError(f"path: {str(path)!r} is a folder; expected a file name (e.g. in it)")
     import matplotlib.pyplot as plt
 
     # closed whether or not the write succeeds, so that a failed save does not leave it open

@@ -91,7 +91,10 @@ def test_a_figure_is_saved_where_asked_and_a_destination_that_cannot_be_is_refus
         save_figure(ax, tmp_path / "missing" / "box.png")
     with pytest.raises(ValueError, match="ax: expected matplotlib axes, got str"):
         save_figure("box", tmp_path / "box.png")
-    assert not list(tmp_path.iterdir())
+    (tmp_path / "figures").mkdir()
+    with pytest.raises(ValueError, match="path: .*figures' is a folder; expected a file name"):
+        save_figure(ax, tmp_path / "figures")
+    assert [p.name for p in tmp_path.iterdir()] == ["figures"] and not list((tmp_path / "figures").iterdir())
     save_figure(ax, tmp_path / "box.png")
     assert (tmp_path / "box.png").read_bytes()[:4] == b"\x89PNG"
     buffer = io.BytesIO()
