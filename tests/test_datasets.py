@@ -94,6 +94,25 @@ def test_loading_drops_corrupt_fixes_and_says_how_many(tmp_path):
         load_tracks_csv(path, time="t", step=10.0, max_gap=30.0, min_length=1000)
 
 
+@pytest.mark.parametrize("corrupt", [[0], [1], [0, 1]])
+def test_a_corrupt_fix_at_the_start_is_dropped_not_the_track_after_it(tmp_path, corrupt):
+    # every later report was measured from the first one, so a corrupt first fix dropped them all
+    origin = (50.0, 0.0)
+    times = np.arange(0, 300, 10.0)
+    lat, lon = unproject(np.zeros_like(times), 5.0 * times, origin)
+    rows = [(t, "b", la, lo) for t, la, lo in zip(times, lat, lon)]
+    for i in corrupt:
+        rows[i] = (rows[i][0], "b", 51.0 + 0.1 * i, 0.0)   # about 100 km off
+    tracks = load_tracks_csv(_write(tmp_path / "log.csv", rows), time="t", step=10.0, max_gap=30.0,
+                             origin=origin, max_speed=50.0)
+    assert tracks.dropped["implausible_speed"] == len(corrupt)
+    assert len(tracks) == 1
+    # a corrupt second fix is passed over as one in the middle is; a corrupt first one starts the track later
+    first = 0 if corrupt == [1] else max(corrupt) + 1
+    np.testing.assert_allclose(tracks.times[0], times[first:])
+    np.testing.assert_allclose(tracks.tracks[0][:, 1], 5.0 * times[first:], atol=1e-6)
+
+
 @pytest.mark.parametrize("stamp", [str, lambda t: f"2016-01-12T13:{int(t) // 60:02d}:{int(t) % 60:02d}"])
 def test_a_report_without_a_time_is_dropped_and_counted_not_the_file(tmp_path, stamp):
     # one empty time made numpy read the column of seconds as dates ("10" as the year 10), or the

@@ -339,12 +339,20 @@ def _read_columns(path, columns):
 
 
 def _plausible(t, east, north, max_speed):
-    """Indices of the reports kept when each must be reachable from the last kept one at ``max_speed``."""
-    kept = [0]
-    for i in range(1, len(t)):
-        j = kept[-1]
+    """Indices of the reports kept when each must be reachable from the last kept one at ``max_speed``.
+
+    The first kept is the first report from which one of the next two is reachable: a corrupt first
+    fix would otherwise be the anchor every later report is measured from, and take them all with it.
+    """
+    def reachable(j, i):
         dt = t[i] - t[j]
-        if dt > 0 and np.hypot(east[i] - east[j], north[i] - north[j]) <= max_speed * dt:
+        return dt > 0 and np.hypot(east[i] - east[j], north[i] - north[j]) <= max_speed * dt
+
+    n = len(t)
+    start = next((j for j in range(n - 1) if any(reachable(j, i) for i in range(j + 1, min(j + 3, n)))), 0)
+    kept = [start]
+    for i in range(start + 1, n):
+        if reachable(kept[-1], i):
             kept.append(i)
     return np.array(kept)
 
@@ -398,7 +406,9 @@ def load_tracks_csv(path, time="time", vehicle="id", lat="lat", lon="lon", step=
         lon_max`` is a box across the 180th meridian (from ``lon_min`` east to ``lon_max``).
     max_speed : float, optional
         Metres a second: a report farther from the vehicle's previous kept report than this speed
-        allows is dropped as a corrupt fix.
+        allows is dropped as a corrupt fix. A vehicle's first kept report is its first from which
+        one of the next two is reachable, so that a corrupt first fix is dropped rather than every
+        report after it.
     attribution : str
         Kept on the result.
 
