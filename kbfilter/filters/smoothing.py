@@ -171,7 +171,8 @@ def kernel_smoother(filt, weights, zs, us=None):
         The fitted filter that produced ``weights``.
     weights : array-like of shape (n_steps, n)
         Its posterior weights (``filt.weights``) after each ``update`` of the run (``n`` is
-        ``filt.n_train_``, the training states it keeps).
+        ``filt.n_train_``, the training states it keeps), each row summing to 1 as the filter
+        keeps them (to 1e-6).
     zs : sequence of array-like or None
         The observations of those steps (None: missing).
     us : sequence of array-like, optional
@@ -205,6 +206,11 @@ def kernel_smoother(filt, weights, zs, us=None):
     weights = check_matrix(weights, "weights", n_features=len(model.states), allow_1d=False)
     if weights.shape[0] != len(zs):
         raise ValueError(f"weights: expected one row per observation ({len(zs)}), got {weights.shape[0]}")
+    # the backward pass reads the beliefs as the filter keeps them: rescaled rows change its answer
+    off = np.flatnonzero(np.abs(weights.sum(axis=1) - 1.0) > 1e-6)
+    if off.size:
+        raise ValueError(f"weights: expected the filter's weights, each row summing to 1; row {off[0]} sums to "
+                         f"{weights[off[0]].sum():.6g}")
     log_emissions = np.zeros((len(model.states), len(zs)))
     for t, z in enumerate(zs):
         row = None if z is None else model.observation.admit(z)
