@@ -44,7 +44,8 @@ def _parse(value, name):
         n = int(value)
     except (TypeError, ValueError):
         n = 0
-    if n < 1 or (not isinstance(value, str) and n != value):
+    # True is 1 to int(), but a flag is not a thread count
+    if n < 1 or isinstance(value, bool) or (not isinstance(value, str) and n != value):
         raise ValueError(f"{name}: expected a positive integer or None ('default'), got {value!r}")
     return n
 

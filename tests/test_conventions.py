@@ -141,8 +141,10 @@ def test_entry_points_run_under_the_blas_thread_setting_and_restore_it():
         _RecordingKernel.seen = []
         kb.KernelBayesFilter(kernel_x=_RecordingKernel()).fit(states, obs)
         assert all(s == set(outside.values()) for s in _RecordingKernel.seen)
-        with pytest.raises(ValueError, match="n: expected a positive integer or None"):
-            kb.set_blas_threads(0)
+        for bad in (0, True, 2.5):
+            with pytest.raises(ValueError, match="n: expected a positive integer or None"):
+                kb.set_blas_threads(bad)
+        assert kb.blas_threads() is None   # a refused setting leaves the last one
     finally:
         kb.set_blas_threads(previous)
     assert kb.blas_threads() == previous
