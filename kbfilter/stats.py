@@ -24,12 +24,17 @@ from scipy import stats as _scipy_stats
 
 from ._validation import check_fraction, check_int, check_matrix
 
-__all__ = ["nees", "nis", "mean_nees", "chi2_band"]
+__all__ = ["nees", "nis", "mean_nees", "chi2_band", "SYMMETRY_RTOL"]
+
+
+#: how far a covariance may differ from its transpose, relative to its largest entry (round-off)
+SYMMETRY_RTOL = 1e-8
 
 
 class _NoStatistic(ValueError):
     """The arguments fit together but the statistic does not exist: an estimate or a covariance is
-    not finite, or a covariance is not positive definite (what :func:`mean_nees` reports as None)."""
+    not finite, or a covariance is not symmetric or not positive definite (what :func:`mean_nees`
+    reports as None)."""
 
 
 def _errors(values, estimates, value_name, estimate_name):
@@ -56,6 +61,14 @@ def _normalised_squares(values, estimates, covs, names):
         raise ValueError(f"{cov_name}: expected shape ({n}, {d}, {d}), one covariance a step, got {covs.shape}")
     if not np.all(np.isfinite(covs)):
         raise _NoStatistic(f"{cov_name}: expected finite covariances")
+    # a covariance is symmetric up to round-off (filters' differ from their transposes by about 1e-15
+    # of their largest entry); one that is not, such as a Cholesky factor passed for P, is refused
+    # rather than read as its symmetric part
+    scale = np.max(np.abs(covs), axis=(1, 2))
+    skewed = np.flatnonzero(np.max(np.abs(covs - np.swapaxes(covs, 1, 2)), axis=(1, 2)) > SYMMETRY_RTOL * scale)
+    if skewed.size:
+        raise _NoStatistic(f"{cov_name}[{skewed[0]}]: expected a symmetric covariance (a Cholesky factor L is the "
+                           f"covariance L @ L.T)")
     out = np.empty(n)
     for t in range(n):
         try:
@@ -79,7 +92,8 @@ def nees(truth, means, covs):
     means : array-like of shape (n_steps, dim_x)
         The estimates.
     covs : array-like of shape (n_steps, dim_x, dim_x)
-        The covariances the filter reported (positive definite).
+        The covariances the filter reported (symmetric to ``SYMMETRY_RTOL`` of their largest entry,
+        and positive definite).
 
     Returns
     -------
@@ -101,7 +115,7 @@ def nis(zs, z_means, z_covs):
     z_means : array-like of shape (n_steps, dim_z)
         The predicted observations.
     z_covs : array-like of shape (n_steps, dim_z, dim_z)
-        Their covariances ``S`` (positive definite).
+        Their covariances ``S`` (symmetric, as ``covs`` of :func:`nees`, and positive definite).
 
     Returns
     -------
@@ -126,7 +140,7 @@ def mean_nees(truth, means, covs):
     -------
     float or None
         The mean of :func:`nees` over the steps; None when ``covs`` is None, an estimate or a
-        covariance is not finite, or a covariance is not positive definite (e.g. a point estimate
+        covariance is not finite, or a covariance is not symmetric or not positive definite (e.g. a point estimate
         that reports ``P = 0``), so a benchmark can report "no covariance" instead of failing.
 
     Raises

@@ -351,6 +351,15 @@ def test_nees_and_nis_are_filterpys():
                                rtol=1e-10)
     # a run of a one-dimensional state is still a run
     assert kb.stats.nees(truth[:, 0], means[:, 0], covs[:, :1, :1]).shape == (20,)
+    # a Cholesky factor passed for P was read as its symmetric part, a number that is no NEES
+    factors = np.linalg.cholesky(covs)
+    with pytest.raises(ValueError, match=r"covs\[0\]: expected a symmetric covariance"):
+        kb.stats.nees(truth, means, factors)
+    assert kb.stats.mean_nees(truth, means, factors) is None
+    # round-off asymmetry, as filters' covariances carry, is not refused
+    nudged = covs.copy()
+    nudged[:, 0, 1] *= 1 + 1e-12
+    np.testing.assert_allclose(kb.stats.nees(truth, means, nudged), NEES(truth, means, covs), rtol=1e-9)
 
 
 def test_the_chi2_band_holds_the_mean_of_chi2_draws_95_percent_of_the_time():
