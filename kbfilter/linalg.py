@@ -17,6 +17,7 @@ from scipy.linalg.lapack import dgetrs as getrs, dpotrf as potrf, dpotrs as potr
 from ._validation import check_matrix, check_square
 from ._warnings import warn_user
 from .persistence import persistent
+from .progress import progress_bar
 
 __all__ = ["NumericalWarning", "SPDFactor", "spd_factor", "ridge_factor", "solve_spd", "Woodbury", "pivoted_cholesky",
            "batched_pivoted_cholesky", "column_entries"]
@@ -295,20 +296,23 @@ def pivoted_cholesky(diag, column, max_rank, tol=1e-12, trace_tol=None):
     L = np.zeros((n, max_rank), order="F")
     pivots = []
     threshold = tol * max(float(residual.max()), 0.0)
-    for j in range(max_rank):
-        i = int(np.argmax(residual))
-        pivot = residual[i]
-        if pivot <= threshold or pivot <= 0:
-            break
-        # a tolerance as large as the trace itself would accept no column at all, and a factor without
-        # columns is no approximation a solve can use: the first column is always taken
-        if j > 0 and trace_tol is not None and np.sum(np.maximum(residual, 0.0)) <= trace_tol:
-            break
-        col = np.asarray(column(i), dtype=np.float64) - L[:, :j] @ L[i, :j]
-        L[:, j] = col / np.sqrt(pivot)
-        residual -= L[:, j] ** 2
-        residual[i] = 0.0  # exact by construction; avoid re-picking through round-off
-        pivots.append(i)
+    # the bar counts columns up to max_rank; a tolerance usually stops it earlier
+    with progress_bar(max_rank, "pivoted Cholesky", unit="column") as bar:
+        for j in range(max_rank):
+            i = int(np.argmax(residual))
+            pivot = residual[i]
+            if pivot <= threshold or pivot <= 0:
+                break
+            # a tolerance as large as the trace itself would accept no column at all, and a factor without
+            # columns is no approximation a solve can use: the first column is always taken
+            if j > 0 and trace_tol is not None and np.sum(np.maximum(residual, 0.0)) <= trace_tol:
+                break
+            col = np.asarray(column(i), dtype=np.float64) - L[:, :j] @ L[i, :j]
+            L[:, j] = col / np.sqrt(pivot)
+            residual -= L[:, j] ** 2
+            residual[i] = 0.0  # exact by construction; avoid re-picking through round-off
+            pivots.append(i)
+            bar.update()
     r = len(pivots)
     return np.ascontiguousarray(L[:, :r]), np.asarray(pivots, dtype=np.intp)
 

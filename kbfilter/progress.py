@@ -1,9 +1,10 @@
 """Progress bars on long fits, and how to keep them quiet.
 
 A fit on the local path at ``T = 10^6`` training states runs for most of a minute, nearly all of
-it learning the transition at every state. That work shows a `tqdm <https://tqdm.github.io>`_
-bar on standard error once it has run for ``PROGRESS_DELAY`` seconds, so a short fit (all of
-them below about ``10^5`` states) prints nothing, and the bar is removed when the work is done.
+it learning the localized transition at every state; a Nyström fit at ``T = 10^5`` spends a third
+of its time choosing landmarks by pivoted Cholesky. That work shows a
+`tqdm <https://tqdm.github.io>`_ bar on standard error once it has run for ``PROGRESS_DELAY``
+seconds, so short work prints nothing, and the bar is removed when the work is done.
 
 :func:`~kbfilter.tune_filter` and the benchmarks keep the fits they run themselves quiet and show
 their own bar instead (``progress=False`` quiets the tuned filter's final fit too). Quiet a

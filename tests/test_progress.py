@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 import kbfilter as kb
-from kbfilter.filters.local import localized_transition
+from kbfilter.rules.conditional_weights import QUERY_BLOCK
 
-BAR = "learning the transition"
+BAR = "localized conditional embedding"
 
 
 @pytest.fixture()
@@ -33,6 +33,12 @@ def test_a_local_fit_shows_its_progress_unless_kept_quiet(oscillation, immediate
     assert BAR in capsys.readouterr().err
 
 
+def test_a_nystrom_fit_shows_its_landmarks_and_its_localized_transition(oscillation, immediate, capsys):
+    kb.KernelBayesFilter(approximation="nystrom", transition="knn").fit(*oscillation)
+    shown = capsys.readouterr().err
+    assert "pivoted Cholesky" in shown and BAR in shown
+
+
 def test_the_default_delay_keeps_short_fits_silent(oscillation, capsys):
     kb.KernelBayesFilter(approximation="local").fit(*oscillation)
     assert capsys.readouterr().err == ""
@@ -50,15 +56,15 @@ def test_tuning_counts_its_fits_on_its_own_bar(oscillation, immediate, capsys, p
     assert ("0/600 " in shown) == progress and ("tuning" in shown) == progress
 
 
-def test_the_transition_learned_in_blocks_is_the_transition_learned_at_once(oscillation):
-    X = oscillation[0]
-    kernel = kb.GaussianKernel(standardise=True).fit(X)
-    pred = np.arange(len(X) - 1)
-    queries = np.arange(0, len(X), 3)
-    whole = localized_transition(X, pred, kernel, 20, 1e-2, queries)
-    blocks = localized_transition(X, pred, kernel, 20, 1e-2, queries, block=7)
-    for a, b in zip(whole[:3], blocks[:3]):
-        np.testing.assert_array_equal(a, b)
-    assert whole[0].shape == (len(queries), 20)
-    with pytest.raises(ValueError, match="block"):
-        localized_transition(X, pred, kernel, 20, 1e-2, queries, block=0)
+def test_the_localized_embedding_answers_in_blocks_as_query_by_query():
+    # more queries than one block: each block's neighbourhoods and weights are those of the queries alone
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(300, 2))
+    embedding = kb.ConditionalEmbedding(method="knn", n_neighbors=20).fit(A, np.sin(A))
+    Q = rng.normal(size=(QUERY_BLOCK + 50, 2))
+    idx, vals, reach = embedding.local_weights(Q, return_distance=True)
+    assert idx.shape == vals.shape == (len(Q), 20) and reach.shape == (len(Q),)
+    for rows in (slice(0, 30), slice(QUERY_BLOCK - 10, QUERY_BLOCK + 10), slice(len(Q) - 30, len(Q))):
+        alone = embedding.local_weights(Q[rows], return_distance=True)
+        for whole, part in zip((idx, vals, reach), alone):
+            np.testing.assert_array_equal(whole[rows], part)

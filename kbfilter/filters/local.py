@@ -37,7 +37,6 @@ from .._warnings import warn_user
 from ..embedding import KernelMean, clipped_weights, weighted_covariance
 from ..operators import SparseOperator
 from ..persistence import persistent
-from ..progress import progress_bar
 from ..rules.bayes_rule import posterior_from_projection
 from ..rules.conditional import ConditionalEmbedding
 from ..rules.conditional_weights import neighbourhood_weights
@@ -95,15 +94,10 @@ class _Gram:
         return self.kernel.of_squared_distance(sq, out=sq)
 
 
-#: the states :func:`localized_transition` learns at between two updates of its progress bar
-TRANSITION_BLOCK = 20_000
-
-
-def localized_transition(X, pred, kernel_x, n_neighbors, reg, queries, block=TRANSITION_BLOCK):
+def localized_transition(X, pred, kernel_x, n_neighbors, reg, queries):
     """The localized (kNN) conditional embedding of ``x_{t+1}`` given ``x_t``, read at some states.
 
-    The queries are taken ``block`` at a time, each one's row independent of the others, with a
-    progress bar (:mod:`kbfilter.progress`) over them: at ``T = 10^6`` this is most of a fit.
+    At ``T = 10^6`` this is most of a fit; it shows a progress bar (:mod:`kbfilter.progress`).
 
     Parameters
     ----------
@@ -118,9 +112,7 @@ def localized_transition(X, pred, kernel_x, n_neighbors, reg, queries, block=TRA
     reg : float
         The embedding's regulariser ``lam'``.
     queries : ndarray of int, shape (q,)
-        The states whose transition is wanted (at least one).
-    block : int, default=TRANSITION_BLOCK
-        How many queries are searched and solved at a time.
+        The states whose transition is wanted.
 
     Returns
     -------
@@ -135,13 +127,7 @@ def localized_transition(X, pred, kernel_x, n_neighbors, reg, queries, block=TRA
     """
     embedding = ConditionalEmbedding(method="knn", n_neighbors=min(n_neighbors, len(pred)), kernel_in=kernel_x,
                                      kernel_out=kernel_x, reg=reg).fit(X[pred], X[pred + 1])
-    block = check_int(block, "block")
-    parts = []
-    with progress_bar(len(queries), "learning the transition", unit="state") as bar:
-        for start in range(0, len(queries), block):
-            parts.append(embedding.local_weights(X[queries[start:start + block]], return_distance=True))
-            bar.update(len(parts[-1][0]))
-    idx, weights, reach = (np.concatenate(column) for column in zip(*parts))
+    idx, weights, reach = embedding.local_weights(X[queries], return_distance=True)
     return pred[idx] + 1, weights, reach, Counter({f"transition_{k}": v for k, v in embedding.diagnostics_.items()})
 
 

@@ -18,15 +18,19 @@ from .._validation import check_int, check_positive, check_rng
 from ..linalg import Woodbury, batched_pivoted_cholesky, pivoted_cholesky, ridge_factor, spd_factor
 from ..operators import DenseOperator, LowRankOperator, SparseOperator
 from ..persistence import Persistent, persistent
+from ..progress import progress_bar
 from .sparse_embedding import sparse_coefficients
 
-__all__ = ["WEIGHT_METHODS", "weight_method", "ConditionalWeights", "neighbourhood_weights"]
+__all__ = ["WEIGHT_METHODS", "weight_method", "ConditionalWeights", "neighbourhood_weights", "QUERY_BLOCK"]
 
 #: method name -> the class that computes its weights
 WEIGHT_METHODS = {}
 
 # Bound on the entries of a dense (n_train x chunk) block built while answering queries.
 BLOCK_ENTRIES = 2**22
+
+#: queries the localized (``knn``) method answers between two updates of its progress bar
+QUERY_BLOCK = 20_000
 
 # Relative accuracy of the low-rank local solve: residual trace of the pivoted Cholesky at most
 # this times the ridge, which bounds the relative error of the solution by the same number.
@@ -335,10 +339,17 @@ class LocalWeights(ConditionalWeights):
         -------
         idx, vals[, reach]
         """
-        found = self.neighbors_.kneighbors(kernel.coordinates(Q), return_distance=return_distance)
-        dist, idx = found if return_distance else (None, found)
-        vals = neighbourhood_weights(kernel, Q, A, idx, self.reg, low_rank=self.solver == "auto")
-        return (idx, vals, dist[:, -1]) if return_distance else (idx, vals)
+        parts = []
+        # each query's neighbourhood is its own: answered a block at a time, with a progress bar on
+        # long work (a transition learned at every one of 10^6 training states)
+        with progress_bar(Q.shape[0], "localized conditional embedding", unit="query") as bar:
+            for rows in chunks(Q.shape[0], QUERY_BLOCK):
+                found = self.neighbors_.kneighbors(kernel.coordinates(Q[rows]), return_distance=return_distance)
+                dist, idx = found if return_distance else (None, found)
+                vals = neighbourhood_weights(kernel, Q[rows], A, idx, self.reg, low_rank=self.solver == "auto")
+                parts.append((idx, vals, dist[:, -1]) if return_distance else (idx, vals))
+                bar.update(len(idx))
+        return tuple(np.concatenate(column) for column in zip(*parts))
 
     def weights(self, Q, A, kernel):
         idx, vals = self.local_weights(Q, A, kernel)
