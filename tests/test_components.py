@@ -14,7 +14,7 @@ import kbfilter.kernels as kernels
 from kbfilter.filters import NearestNeighbourParticleFilter, ParticleFilter
 from kbfilter.filters.base import LearnedFilter, training_pairs
 from kbfilter.filters.observation import ObservationSettings, observation_grid
-from kbfilter.filters.particles import ParticleBelief
+from kbfilter.filters.particles import ParticleBelief, resampling_due, systematic_resample
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +63,20 @@ def test_resampling_only_when_the_effective_sample_size_is_low():
     assert belief.resample_if_due(0.5, rng)
     np.testing.assert_array_equal(belief.particles[:, 0], np.full(10, 9.0))
     np.testing.assert_array_equal(belief.weights, np.full(10, 0.1))
+
+
+def test_systematic_resampling_keeps_each_particle_about_n_times_its_weight_and_refuses_other_weights():
+    weights = np.array([0.05, 0.45, 0.0, 0.5])
+    counts = np.bincount(systematic_resample(weights, 0), minlength=4)
+    # systematic resampling keeps particle j floor(n w_j) or ceil(n w_j) times
+    assert np.all(np.abs(counts - 4 * weights) < 1) and counts[2] == 0
+    np.testing.assert_array_equal(systematic_resample(weights, 3), systematic_resample(weights, np.random.default_rng(3)))
+    # unnormalised weights kept particle 0 alone, NaN or negative ones gave indices all the same
+    for bad, message in [(np.ones(4), "summing to 1, got a sum of 4"), (np.array([0.5, np.nan, 0.5]), "finite"),
+                         (np.array([0.5, 0.6, -0.1]), "non-negative"), (np.full((2, 2), 0.25), "1-D")]:
+        for check in (lambda w: systematic_resample(w, 0), lambda w: resampling_due(w, 0.5)):
+            with pytest.raises(ValueError, match=f"weights: expected .*{message}"):
+                check(bad)
 
 
 def test_a_belief_is_refused_when_its_weights_do_not_match_its_particles():

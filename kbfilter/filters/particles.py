@@ -8,7 +8,7 @@ nearest-neighbour particle filter and the Kernel Monte Carlo filter) holds its b
 import numpy as np
 from scipy.special import logsumexp
 
-from .._validation import check_covariance, check_matrix, check_vector
+from .._validation import check_covariance, check_matrix, check_rng, check_vector
 from .._warnings import warn_user
 from ..embedding import weighted_covariance
 from ..persistence import persistent
@@ -20,13 +20,26 @@ __all__ = ["ParticleBelief", "HoldsParticles", "ParticleWeightsAlias", "resampli
 MAX_PARTICLES = 10**6
 
 
+def _probabilities(weights):
+    """``weights`` checked as the normalised weights of particles: one per particle, finite, none
+    negative, summing to 1 (to 1e-6; what normalisation leaves is about 1e-15 a particle)."""
+    weights = np.asarray(weights, dtype=np.float64)
+    if weights.ndim != 1 or not weights.size:
+        raise ValueError(f"weights: expected a 1-D array with one weight a particle, got shape {weights.shape}")
+    if not np.all(np.isfinite(weights)) or weights.min() < 0:
+        raise ValueError("weights: expected finite, non-negative weights")
+    if abs(weights.sum() - 1.0) > 1e-6:
+        raise ValueError(f"weights: expected normalised weights summing to 1, got a sum of {weights.sum():.6g}")
+    return weights
+
+
 def resampling_due(weights, threshold):
     """Whether weighted particles are due for resampling (the rule every particle filter here uses).
 
     Parameters
     ----------
     weights : ndarray of shape (n,)
-        Normalised weights.
+        Normalised weights (finite, non-negative, summing to 1).
     threshold : float in (0, 1]
         The fraction of ``n`` the effective sample size ``1 / sum_j w_j^2`` must not fall below;
         1 means after every update.
@@ -36,6 +49,7 @@ def resampling_due(weights, threshold):
     bool
         True when the particles should be resampled.
     """
+    weights = _probabilities(weights)
     return threshold >= 1 or 1.0 / np.sum(weights**2) < threshold * len(weights)
 
 
@@ -47,17 +61,18 @@ def systematic_resample(weights, rng):
     Parameters
     ----------
     weights : ndarray of shape (n,)
-        Normalised weights.
-    rng : numpy.random.Generator
-        The random numbers.
+        Normalised weights (finite, non-negative, summing to 1).
+    rng : numpy.random.Generator or int
+        The random numbers, or a seed for them.
 
     Returns
     -------
     ndarray of int, shape (n,)
         The indices of the particles kept, each as often as it is drawn.
     """
+    weights = _probabilities(weights)
     n = len(weights)
-    positions = (rng.uniform() + np.arange(n)) / n
+    positions = (check_rng(rng, "rng").uniform() + np.arange(n)) / n
     cumulative = np.cumsum(weights)
     cumulative[-1] = 1.0
     return np.searchsorted(cumulative, positions)
