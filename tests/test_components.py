@@ -82,6 +82,16 @@ def test_systematic_resampling_keeps_each_particle_about_n_times_its_weight_and_
 def test_a_belief_is_refused_when_its_weights_do_not_match_its_particles():
     with pytest.raises(ValueError, match="weights: expected one weight per particle"):
         ParticleBelief(np.zeros((3, 2)), np.ones(4) / 4)
+    # weights that are no probability were kept as given, and estimates made from them
+    for bad in (np.ones(3), np.array([0.5, 0.6, -0.1]), np.array([0.5, np.nan, 0.5])):
+        with pytest.raises(ValueError, match="weights: expected (finite, non-negative|normalised)"):
+            ParticleBelief(np.zeros((3, 2)), bad)
+    belief = ParticleBelief(np.arange(3.0)[:, None])
+    with pytest.raises(ValueError, match="factor: expected a non-negative likelihood"):
+        belief.reweight(np.array([1.0, -1.0, 1.0]))
+    with pytest.raises(ValueError, match=r"factor: expected one value per particle, shape \(3,\)"):
+        belief.reweight(np.ones(2))
+    np.testing.assert_array_equal(belief.weights, np.full(3, 1 / 3))
 
 
 def test_the_bootstrap_filter_is_bayes_rule_on_its_particle_belief(rotation):

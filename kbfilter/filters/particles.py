@@ -87,7 +87,7 @@ class ParticleBelief:
     particles : array-like of shape (n, dim_x)
         The particles.
     weights : array-like of shape (n,), optional
-        Their normalised weights; equal weights by default.
+        Their normalised weights (finite, non-negative, summing to 1); equal weights by default.
 
     Attributes
     ----------
@@ -109,9 +109,9 @@ class ParticleBelief:
     def __init__(self, particles, weights=None):
         self.particles = check_matrix(particles, "particles")
         n = len(self.particles)
-        self.weights = np.full(n, 1.0 / n) if weights is None else np.asarray(weights, dtype=np.float64)
-        if self.weights.shape != (n,):
-            raise ValueError(f"weights: expected one weight per particle, shape ({n},), got {self.weights.shape}")
+        if weights is not None and np.shape(weights) != (n,):
+            raise ValueError(f"weights: expected one weight per particle, shape ({n},), got {np.shape(weights)}")
+        self.weights = np.full(n, 1.0 / n) if weights is None else _probabilities(weights)
 
     @classmethod
     def drawn_from(cls, states, n, rng):
@@ -232,6 +232,11 @@ class ParticleBelief:
         bool
             False, with the weights left as they were, when no particle keeps a positive weight.
         """
+        factor = np.asarray(factor, dtype=np.float64)
+        if factor.shape != self.weights.shape:
+            raise ValueError(f"factor: expected one value per particle, shape {self.weights.shape}, got {factor.shape}")
+        if np.any(factor < 0):
+            raise ValueError("factor: expected a non-negative likelihood at each particle")
         a = self.weights * factor
         total = a.sum()
         if not total > 0:
