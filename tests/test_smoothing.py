@@ -177,6 +177,40 @@ def test_the_particle_smoother_approaches_the_rts_smoother_on_a_linear_gaussian_
         ParticleFilter(cv, 50, rng=0).smooth(cv.simulate(5, rng=0)[1])
 
 
+def test_the_particle_smoother_is_its_formula_and_refuses_a_run_that_does_not_fit_together():
+    rng = np.random.default_rng(0)
+    F, Q = np.array([[0.8, 0.2], [-0.2, 0.8]]), 0.1 * np.eye(2)
+    particles = [rng.normal(size=(4, 2)) for _ in range(3)]
+    weights = [w / w.sum() for w in rng.uniform(0.1, 1.0, size=(3, 4))]
+    # brute force: w_t|T^i = w_t^i sum_j w_t+1|T^j p(x_t+1^j | x_t^i) / sum_k w_t^k p(x_t+1^j | x_t^k)
+    def density(b, a):
+        e = b - F @ a
+        return np.exp(-0.5 * e @ np.linalg.solve(Q, e))
+    expected = [weights[2]]
+    for t in (1, 0):
+        p = np.array([[density(b, a) for a in particles[t]] for b in particles[t + 1]])  # (j, i)
+        w = weights[t] * ((expected[0] / (p @ weights[t])) @ p)
+        expected.insert(0, w / w.sum())
+    smoothed = kb.filters.classical.backward_smoothing(PLANE, particles, weights)
+    np.testing.assert_allclose(smoothed, expected, rtol=1e-12)
+    # a run whose parts did not fit was smoothed anyway: fewer weights than steps read the last
+    # step's for another, unnormalised weights gave other answers
+    smooth = kb.filters.classical.backward_smoothing
+    fewer = [particles[0][:3], *particles[1:]]
+    fewer_weights = [weights[0][:3] / weights[0][:3].sum(), *weights[1:]]
+    cases = [((PLANE, particles, weights[:2]), r"weights: expected one array of weights per step .*3.*got 2"),
+             ((PLANE, particles, [w * 5 for w in weights]), r"weights\[0\]: expected normalised weights"),
+             ((PLANE, [p[:3] for p in particles], weights), r"weights\[0\]: expected one weight per particle"),
+             ((PLANE, fewer, fewer_weights), r"particles\[1\]: expected the 3"),
+             ((PLANE, [p[:, :1] for p in particles], weights), r"particles\[0\]: expected 2 columns"),
+             ((PLANE, [], []), "particles: expected the particles of at least one step"),
+             ((PLANE, particles, weights, [np.zeros(1)] * 3), r"us\[0\]: .*takes no control"),
+             (("plane", particles, weights), "system: expected a System with Gaussian transitions, got str")]
+    for args, message in cases:
+        with pytest.raises(ValueError, match=message):
+            smooth(*args)
+
+
 # -- forecasts ------------------------------------------------------------------------------------------
 
 def _fitted_filters():

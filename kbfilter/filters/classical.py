@@ -18,6 +18,7 @@ from .._validation import (
     check_covariance,
     check_fraction,
     check_int,
+    check_matrix,
     check_observation,
     check_rng,
     check_vector,
@@ -26,7 +27,7 @@ from .._warnings import warn_user
 from ..linalg import NumericalWarning
 from ..systems import System
 from ..systems.base import model_covariance, observation_mean_of, transition_mean_given
-from .base import Filter, motion_control_dimension, sample_next, system_control
+from .base import Filter, checked_controls, motion_control_dimension, sample_next, system_control
 from .particles import MAX_PARTICLES, HoldsParticles, ParticleBelief, ParticleWeightsAlias
 
 __all__ = ["ExtendedKalman", "UnscentedKalman", "ParticleFilter", "InteractingMultipleModel", "backward_smoothing"]
@@ -563,19 +564,25 @@ def backward_smoothing(system, particles, weights, us=None):
     system : System
         The model, with Gaussian transitions ``f(x) + N(0, Q)`` and ``Q`` positive definite.
     particles : sequence of ndarray of shape (N, dim_x)
-        Each step's particles, as the filter held them after its update.
+        Each step's particles, as the filter held them after its update (the same ``N`` at every
+        step, at least one step).
     weights : sequence of ndarray of shape (N,)
-        Their normalised weights.
+        Their normalised weights, one array a step (finite, non-negative, summing to 1).
     us : sequence of array-like, optional
-        The controls (``us[t]`` moved the system to step ``t``).
+        The controls (``us[t]`` moved the system to step ``t``), one a step, for a system that
+        takes them.
 
     Returns
     -------
     ndarray of shape (n_steps, N)
         The smoothed weights of each step's particles.
     """
+    if not isinstance(system, System):
+        raise ValueError(f"system: expected a System with Gaussian transitions, got {type(system).__name__}")
     factor = _gaussian_transition(system)
-    smoothed = [np.asarray(weights[-1], dtype=np.float64)]
+    particles, weights = _stored_run(particles, weights, factor.shape[0])
+    us = checked_controls(us, len(particles), motion_control_dimension(system), per="step")
+    smoothed = [weights[-1]]
     for t in range(len(particles) - 2, -1, -1):
         mean = transition_mean_given(system, particles[t], None if us is None else us[t + 1])
         # log p(x_{t+1}^j | x_t^i), up to a constant that cancels, for every pair (j, i)
@@ -587,6 +594,29 @@ def backward_smoothing(system, particles, weights, us=None):
             log_smoothed = logsumexp(log_joint + (np.log(smoothed[-1]) - normaliser)[:, None], axis=0)
         smoothed.append(np.exp(log_smoothed - logsumexp(log_smoothed)))
     return np.array(smoothed[::-1])
+
+
+def _stored_run(particles, weights, dim_x):
+    """A filter's stored run checked step by step: the same ``N`` particles of ``dim_x`` finite
+    coordinates at every step, each step's weights a probability over them."""
+    if isinstance(particles, np.ndarray) or isinstance(weights, np.ndarray):
+        particles, weights = list(particles), list(weights)
+    if not len(particles):
+        raise ValueError("particles: expected the particles of at least one step, got none")
+    if len(weights) != len(particles):
+        raise ValueError(f"weights: expected one array of weights per step of particles ({len(particles)}), "
+                         f"got {len(weights)}")
+    particles = [check_matrix(p, f"particles[{t}]", n_features=dim_x) for t, p in enumerate(particles)]
+    n = len(particles[0])
+    checked = []
+    for t, (p, w) in enumerate(zip(particles, weights)):
+        if len(p) != n:
+            raise ValueError(f"particles[{t}]: expected the {n} particles of every other step, got {len(p)}")
+        try:
+            checked.append(ParticleBelief(p, w).weights)
+        except ValueError as exc:
+            raise ValueError(f"weights[{t}]: {str(exc).removeprefix('weights: ')}") from None
+    return particles, checked
 
 
 def _moment_matched(weights, beliefs):
