@@ -533,3 +533,21 @@ def test_a_saved_filter_keeps_its_calibration_and_smooths_after_loading(tmp_path
     np.testing.assert_allclose(means, plain_means, atol=1e-12)
     np.testing.assert_allclose(covs, 0.5 * plain_covs, rtol=1e-10)
     assert loaded.log_likelihood == pytest.approx(plain.log_likelihood)
+
+
+def test_the_backward_pass_refuses_weights_and_densities_that_do_not_fit_together(ar1_filter):
+    kbf, _, _ = ar1_filter
+    n = kbf.n_train_
+    weights, log_emissions = np.full((4, n), 1.0 / n), np.zeros((n, 4))
+    smoothed, _ = kb.filters.smoothing.backward_pass(kbf.model_.transition, weights, log_emissions)
+    np.testing.assert_allclose(smoothed.sum(axis=1), 1.0)
+    cases = [(weights[:3], log_emissions, r"weights: expected one row per column of log_emissions \(4\), got 3"),
+             (weights * 2, log_emissions, "weights: expected the filter's weights, each row summing to 1"),
+             (weights, log_emissions[:, :, None], r"log_emissions: expected an array of shape \(n, n_steps\)"),
+             (weights, np.where(np.eye(n, 4) > 0, np.nan, 0.0), "log_emissions: expected log densities"),
+             (weights, np.c_[np.zeros((n, 3)), np.full(n, -np.inf)], "log_emissions: column 3 is -inf at every")]
+    for w, log, message in cases:
+        with pytest.raises(ValueError, match=message):
+            kb.filters.smoothing.backward_pass(kbf.model_.transition, w, log)
+    with pytest.raises(ValueError, match=r"controls: expected one control per step \(4\), got 2"):
+        kb.filters.smoothing.backward_pass(kbf.model_.transition, weights, log_emissions, controls=[None, None])

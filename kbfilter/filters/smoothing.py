@@ -47,6 +47,19 @@ __all__ = ["kernel_smoother", "backward_pass", "local_backward_pass", "CANCELLAT
 CANCELLATION = 0.1
 
 
+def _beliefs(weights, n_steps, n, per):
+    """The filter's posterior weights of a run: ``n_steps`` rows over ``n`` training states, each
+    summing to 1 as the filter keeps them (rescaled rows would change the backward pass's answer)."""
+    weights = check_matrix(weights, "weights", n_features=n, allow_1d=False)
+    if weights.shape[0] != n_steps:
+        raise ValueError(f"weights: expected one row per {per} ({n_steps}), got {weights.shape[0]}")
+    off = np.flatnonzero(np.abs(weights.sum(axis=1) - 1.0) > 1e-6)
+    if off.size:
+        raise ValueError(f"weights: expected the filter's weights, each row summing to 1; row {off[0]} sums to "
+                         f"{weights[off[0]].sum():.6g}")
+    return weights
+
+
 def backward_pass(transition, weights, log_emissions, controls=None):
     """Smoothed weights from the filter's weights, its transition and the observations' log densities.
 
@@ -55,10 +68,10 @@ def backward_pass(transition, weights, log_emissions, controls=None):
     transition : LearnedTransition, ControlledTransition or LowRankControlledTransition
         The filter's transition (``adjoint(v, u)`` applies ``A(u)^T``).
     weights : ndarray of shape (n_steps, n)
-        The filter's (normalised) posterior weights at each step.
+        The filter's posterior weights at each step, each row summing to 1 (to 1e-6).
     log_emissions : ndarray of shape (n, n_steps)
-        ``log p(z_t | x_j)`` up to a constant per step; a column of zeros for a step without an
-        observation.
+        ``log p(z_t | x_j)`` up to a constant per step (``-inf`` where the density is 0); a column
+        of zeros for a step without an observation.
     controls : sequence of array-like, optional
         ``controls[t]`` is the control that moved the system to step ``t`` (as ``batch_filter``
         takes them); needed for a transition learned with controls.
@@ -70,7 +83,19 @@ def backward_pass(transition, weights, log_emissions, controls=None):
     events : collections.Counter
         How often each rule of the module docstring was needed.
     """
-    n_steps, n = weights.shape
+    log_emissions = np.asarray(log_emissions, dtype=np.float64)
+    if log_emissions.ndim != 2:
+        raise ValueError(f"log_emissions: expected an array of shape (n, n_steps), got shape {log_emissions.shape}")
+    n, n_steps = log_emissions.shape
+    weights = _beliefs(weights, n_steps, n, "column of log_emissions")
+    if np.any(np.isnan(log_emissions) | (log_emissions == np.inf)):
+        raise ValueError("log_emissions: expected log densities (finite, or -inf where a density is 0)")
+    empty = np.flatnonzero(~np.isfinite(log_emissions).any(axis=0))
+    if empty.size:
+        raise ValueError(f"log_emissions: column {empty[0]} is -inf at every training state (an observation of "
+                         f"density 0 everywhere); expected a finite entry in every column")
+    if controls is not None and len(controls) != n_steps:
+        raise ValueError(f"controls: expected one control per step ({n_steps}), got {len(controls)}")
     smoothed = np.empty_like(weights)
     smoothed[-1] = weights[-1]
     events = Counter()
@@ -203,14 +228,7 @@ def kernel_smoother(filt, weights, zs, us=None):
         raise ValueError("filt: kernel_smoother smooths weights over all the training states; a filter with "
                          "approximation='local' keeps its belief on a support: call filt.smooth(zs)")
     zs, us = checked_run(zs, us, filt.obs_shape_, model.dim_u or 0, filt.features_)
-    weights = check_matrix(weights, "weights", n_features=len(model.states), allow_1d=False)
-    if weights.shape[0] != len(zs):
-        raise ValueError(f"weights: expected one row per observation ({len(zs)}), got {weights.shape[0]}")
-    # the backward pass reads the beliefs as the filter keeps them: rescaled rows change its answer
-    off = np.flatnonzero(np.abs(weights.sum(axis=1) - 1.0) > 1e-6)
-    if off.size:
-        raise ValueError(f"weights: expected the filter's weights, each row summing to 1; row {off[0]} sums to "
-                         f"{weights[off[0]].sum():.6g}")
+    weights = _beliefs(weights, len(zs), len(model.states), "observation")
     log_emissions = np.zeros((len(model.states), len(zs)))
     for t, z in enumerate(zs):
         row = None if z is None else model.observation.admit(z)
