@@ -7,6 +7,7 @@ from a weighted sample to it, and Gaussian conditionals.
 
 import numpy as np
 
+from ._validation import check_covariance, check_matrix, check_positive, check_real, check_vector
 from .linalg import column_entries
 
 __all__ = [
@@ -43,9 +44,25 @@ def gaussian_kernel_mean(Y, mu, V, s):
     >>> float(gaussian_kernel_mean([[0.0]], [0.0], [[1.0]], 1.0)[0])  # 1/sqrt(2)
     0.7071067811865476
     """
-    Y = np.atleast_2d(np.asarray(Y, dtype=np.float64))
-    mu = np.asarray(mu, dtype=np.float64)
-    V = np.atleast_2d(np.asarray(V, dtype=np.float64))
+    mu, V, s = _gaussian(mu, V, s)
+    return _kernel_mean(_points(Y, "Y", len(mu)), mu, V, s)
+
+
+def _gaussian(mu, V, s):
+    """``N(mu, V)`` and the bandwidth ``s``, checked: ``mu`` a finite vector, ``V`` a covariance of
+    its dimension (symmetric, positive semi-definite; a number for one dimension), ``s`` positive."""
+    mu = check_vector(np.atleast_1d(mu), "mu")
+    return mu, check_covariance(np.atleast_2d(V), "V", len(mu)), check_positive(s, "s")
+
+
+def _points(Y, name, d):
+    """Points in ``d`` dimensions: rows of a matrix, or one point given as a vector when ``d > 1``
+    (a vector in one dimension is that many points)."""
+    Y = np.asarray(Y)
+    return check_matrix(Y[None] if Y.ndim == 1 and d > 1 else Y, name, n_features=d)
+
+
+def _kernel_mean(Y, mu, V, s):
     d = V.shape[0]
     S = V + s * s * np.eye(d)
     diff = Y - mu
@@ -68,7 +85,11 @@ def gaussian_kernel_mean_sqnorm(V, s):
     float
         ``||m_P||^2 = det(I + 2 V / s^2)^(-1/2)`` (it does not depend on ``mu``).
     """
-    V = np.atleast_2d(np.asarray(V, dtype=np.float64))
+    V = np.atleast_2d(V)
+    return _sqnorm(check_covariance(V, "V", np.shape(V)[0]), check_positive(s, "s"))
+
+
+def _sqnorm(V, s):
     return float(np.linalg.det(np.eye(V.shape[0]) + 2.0 * V / (s * s)) ** -0.5)
 
 
@@ -95,13 +116,16 @@ def rkhs_error_to_gaussian(points, weights, mu, V, s, sq_norm_hat=None):
     float
         The RKHS distance.
     """
-    points = np.atleast_2d(np.asarray(points, dtype=np.float64))
-    weights = np.asarray(weights, dtype=np.float64)
-    if sq_norm_hat is None:
+    mu, V, s = _gaussian(mu, V, s)
+    points = _points(points, "points", len(mu))
+    weights = check_vector(weights, "weights", length=len(points))
+    if sq_norm_hat is not None:
+        sq_norm_hat = check_real(sq_norm_hat, "sq_norm_hat")
+    else:
         diff = points[:, None, :] - points[None, :, :]
         G = np.exp(-np.einsum("ijd,ijd->ij", diff, diff) / (2 * s * s))
         sq_norm_hat = weights @ G @ weights
-    sq = gaussian_kernel_mean_sqnorm(V, s) - 2 * weights @ gaussian_kernel_mean(points, mu, V, s) + sq_norm_hat
+    sq = _sqnorm(V, s) - 2 * weights @ _kernel_mean(points, mu, V, s) + sq_norm_hat
     return float(np.sqrt(max(sq, 0.0)))
 
 
@@ -134,15 +158,32 @@ def gaussian_conditional(mean, cov, idx_given, idx_out):
     >>> float(gain[0, 0]), float(cov[0, 0])
     (0.5, 0.75)
     """
-    mean = np.asarray(mean, dtype=np.float64)
-    cov = np.asarray(cov, dtype=np.float64)
-    g, o = np.asarray(idx_given), np.asarray(idx_out)
+    mean = check_vector(mean, "mean")
+    d = len(mean)
+    cov = check_covariance(cov, "cov", d)
+    g, o = _coordinates(idx_given, "idx_given", d), _coordinates(idx_out, "idx_out", d)
+    both = np.intersect1d(g, o)
+    if both.size:
+        raise ValueError(f"idx_out: expected coordinates other than the given ones, got {both[0]} in both")
     Sgg = cov[np.ix_(g, g)]
     Sog = cov[np.ix_(o, g)]
-    gain = np.linalg.solve(Sgg, Sog.T).T
+    try:
+        gain = np.linalg.solve(Sgg, Sog.T).T
+    except np.linalg.LinAlgError:
+        raise ValueError("cov: the covariance of the given coordinates is singular; no conditional on them") from None
     offset = mean[o] - gain @ mean[g]
     cond_cov = cov[np.ix_(o, o)] - gain @ Sog.T
     return gain, offset, cond_cov
+
+
+def _coordinates(idx, name, d):
+    """Distinct coordinate indices in ``0 .. d-1``, at least one."""
+    idx = np.atleast_1d(np.asarray(idx))
+    if idx.ndim != 1 or not idx.size or idx.dtype.kind not in "iu":
+        raise ValueError(f"{name}: expected one or more integer coordinates, got {idx.tolist()!r}")
+    if idx.min() < 0 or idx.max() >= d or len(np.unique(idx)) != len(idx):
+        raise ValueError(f"{name}: expected distinct coordinates of 0 .. {d - 1}, got {idx.tolist()}")
+    return idx
 
 
 def random_joint_gaussian(d_in, d_out, rng):
@@ -161,9 +202,9 @@ def conditional_rkhs_errors(W, B, Q, gain, offset, cond_cov, s_out, sq_norms):
 
     ``W`` (n, q) dense or sparse; ``sq_norms`` are ``diag(W^T G_B W)`` computed by the caller.
     """
-    norm_p = gaussian_kernel_mean_sqnorm(cond_cov, s_out)
+    norm_p = _sqnorm(cond_cov, s_out)
     errors = np.empty(Q.shape[0])
     for j, (q, (idx, w)) in enumerate(zip(Q, column_entries(W))):
-        cross = w @ gaussian_kernel_mean(B[idx], offset + gain @ q, cond_cov, s_out)
+        cross = w @ _kernel_mean(B[idx], offset + gain @ q, cond_cov, s_out)
         errors[j] = np.sqrt(max(norm_p - 2 * cross + sq_norms[j], 0.0))
     return errors

@@ -26,6 +26,32 @@ def test_closed_form_kernel_mean_agrees_with_monte_carlo():
     assert small < 0.05 < far
 
 
+def test_the_closed_forms_refuse_what_is_no_gaussian_and_read_one_point_as_one():
+    from kbfilter.closed_forms import gaussian_conditional
+
+    mu, V = np.zeros(2), np.eye(2)
+    # a bandwidth of 0 gave NaN, a negative one the answer of its absolute value, a negative or
+    # skewed covariance an answer (or numpy's LinAlgError), a mean of another length a broadcast
+    cases = [(lambda: gaussian_kernel_mean(np.zeros((3, 2)), mu, V, 0.0), "s: expected a positive"),
+             (lambda: gaussian_kernel_mean(np.zeros((3, 2)), mu, V, -1.0), "s: expected a positive"),
+             (lambda: gaussian_kernel_mean(np.zeros((3, 2)), mu, -V, 1.0), "V: expected a positive semi-definite"),
+             (lambda: gaussian_kernel_mean_sqnorm(-V, 1.0), "V: expected a positive semi-definite"),
+             (lambda: gaussian_kernel_mean(np.zeros((3, 2)), mu, [[1, 0.5], [0, 1]], 1.0), "V: expected a symmetric"),
+             (lambda: gaussian_kernel_mean(np.zeros((3, 3)), mu, V, 1.0), "Y: expected 2 columns"),
+             (lambda: rkhs_error_to_gaussian(np.zeros((3, 2)), np.ones(2) / 2, mu, V, 1.0),
+              "weights: expected length 3"),
+             (lambda: gaussian_conditional(mu, V, [0], [0]), "idx_out: expected coordinates other than the given"),
+             (lambda: gaussian_conditional(mu, V, [5], [1]), r"idx_given: expected distinct coordinates of 0 \.\. 1"),
+             (lambda: gaussian_conditional(np.zeros(3), np.diag([0.0, 1, 1]), [0], [1]), "cov: .* is singular")]
+    for call, message in cases:
+        with pytest.raises(ValueError, match=message):
+            call()
+    # one point given as a vector is one point; in one dimension a vector is that many points
+    np.testing.assert_allclose(gaussian_kernel_mean([0.0, 0.0], mu, V, 1.0), [0.5])
+    np.testing.assert_allclose(gaussian_kernel_mean([0.0, 1.0], [0.0], 1.0, 1.0),
+                               np.sqrt(0.5) * np.exp(-0.25 * np.array([0.0, 1.0])))
+
+
 def test_mean_expect_covariance():
     pts = np.array([[0.0, 0.0], [2.0, 0.0], [0.0, 4.0]])
     w = np.array([0.2, 0.3, 0.5])
