@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from scipy.linalg import LinAlgError, cho_factor, lu_factor
 from scipy.linalg.lapack import dgetrs as getrs, dpotrf as potrf, dpotrs as potrs
 
-from ._validation import check_matrix, check_square
+from ._validation import check_int, check_matrix, check_positive, check_square, check_vector
 from ._warnings import warn_user
 from .persistence import persistent
 from .progress import progress_bar
@@ -183,7 +183,7 @@ def ridge_factor(G, ridge, name="matrix", warn=True):
     G : ndarray of shape (n, n)
         The symmetric matrix; overwritten (build it for this call).
     ridge : float
-        What is added to the diagonal.
+        What is added to the diagonal (0 or more).
     name : str
         How messages call the matrix.
     warn : bool
@@ -201,7 +201,8 @@ def ridge_factor(G, ridge, name="matrix", warn=True):
     array([1., 1.])
     """
     G = np.asarray(G, dtype=np.float64)
-    G[np.diag_indices(G.shape[0])] += ridge
+    # a negative ridge would be subtracted from the diagonal: another matrix, perhaps indefinite
+    G[np.diag_indices(G.shape[0])] += check_positive(ridge, "ridge", allow_zero=True)
     G += G.T  # symmetrised in place, as spd_factor would into a new array (numpy buffers the transpose)
     G *= 0.5
     return _factor_symmetric(G, name, warn)
@@ -262,11 +263,12 @@ def pivoted_cholesky(diag, column, max_rank, tol=1e-12, trace_tol=None):
     Parameters
     ----------
     diag : ndarray of shape (n,)
-        The diagonal of ``G``.
+        The diagonal of ``G`` (finite).
     column : callable
-        ``column(i)`` returns column ``i`` of ``G`` as an array of shape (n,).
+        ``column(i)`` returns column ``i`` of ``G`` as an array of shape (n,) (a non-finite entry
+        is a ``FloatingPointError``).
     max_rank : int
-        The most columns.
+        The most columns (0 or more).
     tol : float, default=1e-12
         Stop when the largest residual diagonal is below ``tol`` times the largest diagonal.
     trace_tol : float or None, default=None
@@ -288,9 +290,9 @@ def pivoted_cholesky(diag, column, max_rank, tol=1e-12, trace_tol=None):
     >>> np.allclose(L @ L.T, G)
     True
     """
-    residual = np.array(diag, dtype=np.float64)
+    residual = check_vector(diag, "diag").copy()
     n = residual.shape[0]
-    max_rank = min(int(max_rank), n)
+    max_rank = min(check_int(max_rank, "max_rank", minimum=0), n)
     # column-major, so that the first j columns are one contiguous block (untouched columns of
     # a large max_rank are never paged in)
     L = np.zeros((n, max_rank), order="F")
@@ -307,7 +309,13 @@ def pivoted_cholesky(diag, column, max_rank, tol=1e-12, trace_tol=None):
             # columns is no approximation a solve can use: the first column is always taken
             if j > 0 and trace_tol is not None and np.sum(np.maximum(residual, 0.0)) <= trace_tol:
                 break
-            col = np.asarray(column(i), dtype=np.float64) - L[:, :j] @ L[i, :j]
+            col = np.asarray(column(i), dtype=np.float64)
+            if col.shape != (n,):
+                raise ValueError(f"column: expected column({i}) of shape ({n},), got shape {col.shape}")
+            if not np.all(np.isfinite(col)):
+                # a NaN would spread through every later column of the factor, unseen
+                raise FloatingPointError(f"column: column({i}) contains NaN or infinite values; cannot factor")
+            col = col - L[:, :j] @ L[i, :j]
             L[:, j] = col / np.sqrt(pivot)
             residual -= L[:, j] ** 2
             residual[i] = 0.0  # exact by construction; avoid re-picking through round-off

@@ -95,6 +95,24 @@ def test_pivoted_cholesky_exact_at_full_rank_and_improves_with_rank():
         assert len(set(piv.tolist())) == len(piv)
     assert errors[-1] < 1e-8
     assert errors[0] > errors[1] > errors[2]
+    # a NaN on the diagonal or in a column was carried into the factor, unseen
+    with pytest.raises(ValueError, match="diag: contains NaN"):
+        pivoted_cholesky(np.r_[np.nan, np.diag(G)[1:]], lambda i: G[:, i], 5)
+    with pytest.raises(FloatingPointError, match=r"column: column\(\d+\) contains NaN"):
+        pivoted_cholesky(np.diag(G).copy(), lambda i: np.where(np.arange(80) == 3, np.nan, G[:, i]), 5)
+    with pytest.raises(ValueError, match=r"column: expected column\(\d+\) of shape \(80,\)"):
+        pivoted_cholesky(np.diag(G).copy(), lambda i: G[:-1, i], 5)
+    with pytest.raises(ValueError, match="max_rank: expected an integer >= 0"):
+        pivoted_cholesky(np.diag(G).copy(), lambda i: G[:, i], -1)
+
+
+def test_a_negative_ridge_is_refused_not_subtracted():
+    from kbfilter.linalg import ridge_factor
+
+    G = np.array([[3.0, 2.0], [2.0, 2.0]])
+    np.testing.assert_allclose(ridge_factor(G.copy(), 0.0).solve(np.array([5.0, 4.0])), [1.0, 1.0])
+    with pytest.raises(ValueError, match="ridge: expected a non-negative"):
+        ridge_factor(G.copy(), -0.1)
 
 
 def test_a_factor_refuses_a_right_hand_side_of_other_rows_before_lapack_sees_it():
