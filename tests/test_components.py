@@ -38,6 +38,16 @@ def test_reweighting_in_log_space_is_bayes_rule_and_returns_the_evidence():
     np.testing.assert_allclose(belief.ess, 1 / np.sum(belief.weights**2))
 
 
+def test_reweighting_by_enormous_log_likelihoods_keeps_the_weights_a_probability():
+    # -1e300 + log 0.1 is -1e300 in floating point: every weight came out 1 (summing to 4)
+    belief = ParticleBelief(np.zeros((4, 1)), np.array([0.1, 0.2, 0.3, 0.4]))
+    assert belief.reweight_log(np.full(4, -1e300)) == -1e300
+    np.testing.assert_allclose(belief.weights, [0.1, 0.2, 0.3, 0.4], rtol=1e-12)
+    # a particle impossible or far less likely than the others loses its weight; the rest keep theirs
+    belief.reweight_log(np.array([-1e300, -np.inf, -1e300 - 1e290, -1e300]))
+    np.testing.assert_allclose(belief.weights, [0.2, 0.0, 0.0, 0.8], rtol=1e-12)
+
+
 def test_a_particle_of_weight_zero_keeps_it_without_a_warning():
     belief = ParticleBelief(np.arange(3.0)[:, None], np.array([0.0, 0.5, 0.5]))
     with warnings.catch_warnings():

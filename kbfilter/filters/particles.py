@@ -199,7 +199,15 @@ class ParticleBelief:
         log_norm = self.log_predictive(loglik)
         if np.isfinite(log_norm):
             with np.errstate(divide="ignore"):  # a particle of weight 0 keeps it: log 0 = -inf
-                self.weights = np.exp(np.log(self.weights) + loglik - log_norm)
+                log_weights = np.log(self.weights)
+                weights = np.exp(log_weights + loglik - log_norm)
+                if abs(weights.sum() - 1.0) > 1e-9:
+                    # log likelihoods so large that the log weights were lost adding them (-1e300 +
+                    # log 0.01 is -1e300, and every weight came out 1): the same relative to the largest
+                    shifted = log_weights + (loglik - np.max(loglik))
+                    weights = np.exp(shifted - np.max(shifted))
+                    weights /= weights.sum()
+            self.weights = weights
         return log_norm
 
     def log_predictive(self, loglik):
