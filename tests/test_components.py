@@ -80,7 +80,8 @@ def test_systematic_resampling_keeps_each_particle_about_n_times_its_weight_and_
     counts = np.bincount(systematic_resample(weights, 0), minlength=4)
     # systematic resampling keeps particle j floor(n w_j) or ceil(n w_j) times
     assert np.all(np.abs(counts - 4 * weights) < 1) and counts[2] == 0
-    np.testing.assert_array_equal(systematic_resample(weights, 3), systematic_resample(weights, np.random.default_rng(3)))
+    seeded = systematic_resample(weights, np.random.default_rng(3))
+    np.testing.assert_array_equal(systematic_resample(weights, 3), seeded)
     # unnormalised weights kept particle 0 alone, NaN or negative ones gave indices all the same
     for bad, message in [(np.ones(4), "summing to 1, got a sum of 4"), (np.array([0.5, np.nan, 0.5]), "finite"),
                          (np.array([0.5, 0.6, -0.1]), "non-negative"), (np.full((2, 2), 0.25), "1-D")]:

@@ -87,7 +87,7 @@ def test_smooth_is_the_function_form_on_the_stored_weights(ar1_filter):
     # rescaled beliefs changed the answer silently (5x the weights moved the means by up to 3.4 on rotation)
     rescaled = np.array(weights)
     rescaled[3] *= 5.0
-    with pytest.raises(ValueError, match="weights: expected the filter's weights, each row summing to 1; row 3 sums to 5"):
+    with pytest.raises(ValueError, match="weights: expected the filter's weights, each row summing to 1; row 3 sums"):
         kernel_smoother(kbf, rescaled, zs)
     # an unfitted filter or a particle filter fell through to AttributeErrors about their internals
     for other in (KernelBayesFilter(), KernelMonteCarloFilter(AR1, n_particles=20).fit(*AR1.simulate(100, rng=0))):

@@ -599,8 +599,6 @@ def backward_smoothing(system, particles, weights, us=None):
 def _stored_run(particles, weights, dim_x):
     """A filter's stored run checked step by step: the same ``N`` particles of ``dim_x`` finite
     coordinates at every step, each step's weights a probability over them."""
-    if isinstance(particles, np.ndarray) or isinstance(weights, np.ndarray):
-        particles, weights = list(particles), list(weights)
     if not len(particles):
         raise ValueError("particles: expected the particles of at least one step, got none")
     if len(weights) != len(particles):
