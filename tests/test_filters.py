@@ -70,6 +70,11 @@ def test_default_jacobians_are_central_differences_of_the_means():
     np.testing.assert_allclose(J, [[12.0, 0.0], [0.0, np.exp(-1.0)]], rtol=1e-9, atol=1e-12)
     with pytest.raises(ValueError, match="x: contains NaN"):
         finite_difference_jacobian(lambda X: X, [np.nan, 0.0])
+    # one value a point given as a 1-D array was broadcast into a (2, 2) matrix, not the (1, 2) Jacobian
+    with pytest.raises(ValueError, match=r"mean: expected an array of shape \(4, m\) .* got shape \(4,\)"):
+        finite_difference_jacobian(lambda X: np.hypot(X[:, 0], X[:, 1]), [3.0, 4.0])
+    np.testing.assert_allclose(finite_difference_jacobian(lambda X: np.hypot(X[:, 0], X[:, 1])[:, None], [3.0, 4.0]),
+                               [[0.6, 0.8]], rtol=1e-9)
 
 
 @pytest.mark.parametrize("F, Q, R, message", [

@@ -268,8 +268,12 @@ def finite_difference_jacobian(mean, x):
     x = check_vector(np.ravel(x), "x")
     h = np.finfo(np.float64).eps ** (1 / 3) * np.maximum(1.0, np.abs(x))
     steps = np.diag(h)
-    values = np.asarray(mean(np.vstack([x + steps, x - steps])), dtype=np.float64)
     d = x.shape[0]
+    values = np.asarray(mean(np.vstack([x + steps, x - steps])), dtype=np.float64)
+    if values.ndim != 2 or values.shape[0] != 2 * d:
+        # a map that returns one value a point as a 1-D array broadcast into a (d, d) "Jacobian"
+        raise ValueError(f"mean: expected an array of shape ({2 * d}, m) for the {2 * d} points it was given, one "
+                         f"row a point, got shape {values.shape}")
     return ((values[:d] - values[d:]) / (2.0 * h[:, None])).T
 
 
