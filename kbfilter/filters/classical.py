@@ -28,7 +28,7 @@ from ..linalg import NumericalWarning
 from ..systems import System
 from ..systems.base import model_covariance, observation_mean_of, transition_mean_given
 from .base import Filter, checked_controls, motion_control_dimension, sample_next, system_control
-from .particles import MAX_PARTICLES, HoldsParticles, ParticleBelief, ParticleWeightsAlias
+from .particles import MAX_PARTICLES, HoldsParticles, ParticleBelief, ParticleWeightsAlias, check_particle_weights
 
 __all__ = ["ExtendedKalman", "UnscentedKalman", "ParticleFilter", "InteractingMultipleModel", "backward_smoothing"]
 
@@ -606,15 +606,10 @@ def _stored_run(particles, weights, dim_x):
                          f"got {len(weights)}")
     particles = [check_matrix(p, f"particles[{t}]", n_features=dim_x) for t, p in enumerate(particles)]
     n = len(particles[0])
-    checked = []
-    for t, (p, w) in enumerate(zip(particles, weights)):
-        if len(p) != n:
-            raise ValueError(f"particles[{t}]: expected the {n} particles of every other step, got {len(p)}")
-        try:
-            checked.append(ParticleBelief(p, w).weights)
-        except ValueError as exc:
-            raise ValueError(f"weights[{t}]: {str(exc).removeprefix('weights: ')}") from None
-    return particles, checked
+    bad = next((t for t, p in enumerate(particles) if len(p) != n), None)
+    if bad is not None:
+        raise ValueError(f"particles[{bad}]: expected the {n} particles of every other step, got {len(particles[bad])}")
+    return particles, [check_particle_weights(w, f"weights[{t}]", n) for t, w in enumerate(weights)]
 
 
 def _moment_matched(weights, beliefs):

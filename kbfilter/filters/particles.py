@@ -13,23 +13,40 @@ from .._warnings import warn_user
 from ..embedding import weighted_covariance
 from ..persistence import persistent
 
-__all__ = ["ParticleBelief", "HoldsParticles", "ParticleWeightsAlias", "resampling_due", "systematic_resample",
-           "MAX_PARTICLES"]
+__all__ = ["ParticleBelief", "HoldsParticles", "ParticleWeightsAlias", "check_particle_weights", "resampling_due",
+           "systematic_resample", "MAX_PARTICLES"]
 
 #: the most particles a filter takes (a saved file is untrusted: it must not ask for unbounded memory)
 MAX_PARTICLES = 10**6
 
 
-def _probabilities(weights):
-    """``weights`` checked as the normalised weights of particles: one per particle, finite, none
-    negative, summing to 1 (to 1e-6; what normalisation leaves is about 1e-15 a particle)."""
+def check_particle_weights(weights, name="weights", n=None):
+    """``weights`` checked as the normalised weights of particles: finite, none negative, summing to
+    1 (to 1e-6; what normalisation leaves is about 1e-15 a particle).
+
+    Parameters
+    ----------
+    weights : array-like of shape (n,)
+        The weights.
+    name : str, default="weights"
+        How the messages call them.
+    n : int, optional
+        The number of particles, when it is known.
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        The weights, as float64.
+    """
     weights = np.asarray(weights, dtype=np.float64)
+    if n is not None and weights.shape != (n,):
+        raise ValueError(f"{name}: expected one weight per particle, shape ({n},), got {weights.shape}")
     if weights.ndim != 1 or not weights.size:
-        raise ValueError(f"weights: expected a 1-D array with one weight a particle, got shape {weights.shape}")
+        raise ValueError(f"{name}: expected a 1-D array with one weight a particle, got shape {weights.shape}")
     if not np.all(np.isfinite(weights)) or weights.min() < 0:
-        raise ValueError("weights: expected finite, non-negative weights")
+        raise ValueError(f"{name}: expected finite, non-negative weights")
     if abs(weights.sum() - 1.0) > 1e-6:
-        raise ValueError(f"weights: expected normalised weights summing to 1, got a sum of {weights.sum():.6g}")
+        raise ValueError(f"{name}: expected normalised weights summing to 1, got a sum of {weights.sum():.6g}")
     return weights
 
 
@@ -49,7 +66,7 @@ def resampling_due(weights, threshold):
     bool
         True when the particles should be resampled.
     """
-    weights = _probabilities(weights)
+    weights = check_particle_weights(weights)
     return threshold >= 1 or 1.0 / np.sum(weights**2) < threshold * len(weights)
 
 
@@ -70,7 +87,7 @@ def systematic_resample(weights, rng):
     ndarray of int, shape (n,)
         The indices of the particles kept, each as often as it is drawn.
     """
-    weights = _probabilities(weights)
+    weights = check_particle_weights(weights)
     n = len(weights)
     positions = (check_rng(rng, "rng").uniform() + np.arange(n)) / n
     cumulative = np.cumsum(weights)
@@ -109,9 +126,7 @@ class ParticleBelief:
     def __init__(self, particles, weights=None):
         self.particles = check_matrix(particles, "particles")
         n = len(self.particles)
-        if weights is not None and np.shape(weights) != (n,):
-            raise ValueError(f"weights: expected one weight per particle, shape ({n},), got {np.shape(weights)}")
-        self.weights = np.full(n, 1.0 / n) if weights is None else _probabilities(weights)
+        self.weights = np.full(n, 1.0 / n) if weights is None else check_particle_weights(weights, n=n)
 
     @classmethod
     def drawn_from(cls, states, n, rng):
