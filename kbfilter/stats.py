@@ -22,13 +22,9 @@ True
 import numpy as np
 from scipy import stats as _scipy_stats
 
-from ._validation import check_fraction, check_int, check_matrix
+from ._validation import COVARIANCE_RTOL, check_fraction, check_int, check_matrix
 
-__all__ = ["nees", "nis", "mean_nees", "chi2_band", "SYMMETRY_RTOL"]
-
-
-#: how far a covariance may differ from its transpose, relative to its largest entry (round-off)
-SYMMETRY_RTOL = 1e-8
+__all__ = ["nees", "nis", "mean_nees", "chi2_band"]
 
 
 class _NoStatistic(ValueError):
@@ -65,7 +61,7 @@ def _normalised_squares(values, estimates, covs, names):
     # of their largest entry); one that is not, such as a Cholesky factor passed for P, is refused
     # rather than read as its symmetric part
     scale = np.max(np.abs(covs), axis=(1, 2))
-    skewed = np.flatnonzero(np.max(np.abs(covs - np.swapaxes(covs, 1, 2)), axis=(1, 2)) > SYMMETRY_RTOL * scale)
+    skewed = np.flatnonzero(np.max(np.abs(covs - np.swapaxes(covs, 1, 2)), axis=(1, 2)) > COVARIANCE_RTOL * scale)
     if skewed.size:
         raise _NoStatistic(f"{cov_name}[{skewed[0]}]: expected a symmetric covariance (a Cholesky factor L is the "
                            f"covariance L @ L.T)")
@@ -92,8 +88,8 @@ def nees(truth, means, covs):
     means : array-like of shape (n_steps, dim_x)
         The estimates.
     covs : array-like of shape (n_steps, dim_x, dim_x)
-        The covariances the filter reported (symmetric to ``SYMMETRY_RTOL`` of their largest entry,
-        and positive definite).
+        The covariances the filter reported (symmetric to 1e-8 of their largest entry, and
+        positive definite).
 
     Returns
     -------
