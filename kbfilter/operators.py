@@ -71,7 +71,7 @@ class Operator:
         Parameters
         ----------
         rows : array of int, of length ``shape[0]``
-            Where each row goes.
+            Where each row goes: distinct indices in ``[0, n_rows)``.
         n_rows : int
             The number of rows of the result.
 
@@ -79,8 +79,32 @@ class Operator:
         -------
         Operator
             Of the same kind.
+
+        Raises
+        ------
+        ValueError
+            When ``rows`` has the wrong length, repeats an index or points outside the result.
         """
         raise NotImplementedError
+
+    def _placement(self, rows, n_rows):
+        """``rows`` checked as :meth:`placed` states: distinct indices in ``[0, n_rows)``, one a row."""
+        rows = np.asarray(rows)
+        if rows.shape != (self.shape[0],) or (rows.size and rows.dtype.kind not in "iu"):
+            raise ValueError(f"rows: expected {self.shape[0]} integer indices (one per row of the operator), "
+                             f"got an array of shape {rows.shape} and dtype {rows.dtype}")
+        if rows.size and (rows.min() < 0 or rows.max() >= n_rows):
+            raise ValueError(f"rows: expected indices in [0, {n_rows}) (n_rows={n_rows}), got values from "
+                             f"{rows.min()} to {rows.max()}")
+        if np.unique(rows).size != rows.size:
+            raise ValueError("rows: expected distinct indices (two rows cannot go to one place)")
+        return rows
+
+
+def _two_dimensional(matrix):
+    if matrix.ndim != 2:
+        raise ValueError(f"matrix: expected a 2-D array, got shape {matrix.shape}")
+    return matrix
 
 
 @persistent("matrix")
@@ -94,7 +118,7 @@ class DenseOperator(Operator):
     """
 
     def __init__(self, matrix):
-        self.matrix = np.asarray(matrix, dtype=np.float64)
+        self.matrix = _two_dimensional(np.asarray(matrix, dtype=np.float64))
         self.shape = self.matrix.shape
 
     def __matmul__(self, v):
@@ -113,7 +137,7 @@ class DenseOperator(Operator):
 
     def placed(self, rows, n_rows):
         out = np.zeros((n_rows, self.shape[1]))
-        out[rows] = self.matrix
+        out[self._placement(rows, n_rows)] = self.matrix
         return DenseOperator(out)
 
 
@@ -128,6 +152,8 @@ class SparseOperator(Operator):
     """
 
     def __init__(self, matrix):
+        if not sp.issparse(matrix):  # scipy would read a 1-D array as one row
+            matrix = _two_dimensional(np.asarray(matrix, dtype=np.float64))
         self.matrix = sp.csr_matrix(matrix, dtype=np.float64)
         self.shape = self.matrix.shape
 
@@ -157,7 +183,7 @@ class SparseOperator(Operator):
         return SparseOperator(self.matrix.T)
 
     def placed(self, rows, n_rows):
-        rows = np.asarray(rows)
+        rows = self._placement(rows, n_rows)
         select = sp.csr_matrix((np.ones(rows.size), (rows, np.arange(rows.size))), shape=(n_rows, rows.size))
         return SparseOperator(select @ self.matrix)
 
@@ -205,5 +231,5 @@ class LowRankOperator(Operator):
 
     def placed(self, rows, n_rows):
         left = np.zeros((n_rows, self.rank))
-        left[rows] = self.left
+        left[self._placement(rows, n_rows)] = self.left
         return LowRankOperator(left, self.right)

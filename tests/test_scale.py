@@ -45,6 +45,19 @@ def test_each_operator_applies_its_dense_matrix():
         assert type(op.placed(rows, 10)) is type(op)
 
 
+def test_operators_refuse_a_matrix_that_is_not_2d_and_a_placement_that_loses_rows():
+    with pytest.raises(ValueError, match="matrix: expected a 2-D array"):
+        DenseOperator(np.ones(3))
+    with pytest.raises(ValueError, match="matrix: expected a 2-D array"):
+        SparseOperator(np.ones(3))  # scipy alone reads it as one row
+    M = RNG.normal(size=(3, 2))
+    for op in (DenseOperator(M), SparseOperator(sp.csr_matrix(M)), LowRankOperator(M, np.eye(2))):
+        for rows, match in (([0, 1], "3 integer indices"), ([0.0, 1.0, 2.0], "integer"),
+                            ([0, 1, -1], r"in \[0, 5\)"), ([0, 1, 5], r"in \[0, 5\)"), ([0, 0, 1], "distinct")):
+            with pytest.raises(ValueError, match=match):
+                op.placed(np.array(rows), 5)
+
+
 def test_low_rank_operator_refuses_mismatched_factors():
     with pytest.raises(ValueError, match="same number of columns"):
         LowRankOperator(np.ones((4, 2)), np.ones((4, 3)))
