@@ -6,12 +6,15 @@ factored by :func:`ridge_factor`, and every symmetric positive definite system g
 :func:`spd_factor`:
 Cholesky first; on failure a stated jitter ladder (``1e-10, 1e-8, ..., 1e-2`` times the mean
 diagonal) with a :class:`NumericalWarning`; if even that fails, an LU factorisation with a
-warning. The factor records which rule was used, so callers can report it.
+warning, and a ``LinAlgError`` when LU finds the matrix singular (a solve would be infinite).
+The factor records which rule was used, so callers can report it.
 """
+
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.linalg import LinAlgError, cho_factor, lu_factor
+from scipy.linalg import LinAlgError, LinAlgWarning, cho_factor, lu_factor
 from scipy.linalg.lapack import dgetrs as getrs, dpotrf as potrf, dpotrs as potrs
 
 from ._validation import check_int, check_matrix, check_positive, check_square, check_vector
@@ -52,6 +55,11 @@ class SPDFactor:
         if factor.ndim != 2 or factor.shape[0] != factor.shape[1] or factor.shape[0] == 0 or factor.dtype.kind != "f":
             raise ValueError(f"factor: expected a square float matrix, got shape {factor.shape} of {factor.dtype}")
         n = factor.shape[0]
+        # what the factorisations always give: a solve with anything else is infinite or NaN
+        pivot = np.diagonal(factor)
+        if not (np.all(pivot > 0) if method == "cholesky" else np.all(pivot != 0)) or not np.all(np.isfinite(pivot)):
+            raise ValueError(f"factor: expected a {'positive' if method == 'cholesky' else 'non-zero'} finite "
+                             f"diagonal for method {method!r}")
         if method == "lu":
             # LAPACK's getrs trusts its pivots: out of range, they are a crash, not an error
             pivots = np.asarray(pivots)
@@ -61,7 +69,7 @@ class SPDFactor:
         self.method = method
         self.factor = factor
         self.pivots = pivots
-        self.jitter = float(jitter)
+        self.jitter = check_positive(jitter, "jitter", allow_zero=True)
 
     @property
     def event(self):
@@ -101,9 +109,9 @@ class SPDFactor:
         # LAPACK's potrs/getrs directly: what cho_solve/lu_solve call, without their per-call
         # checks, which cost more than the solve itself on the small systems of a filtering step;
         # the one check kept is the one LAPACK would otherwise report itself, on stderr
-        if np.shape(B)[:1] != self.factor.shape[:1]:
-            raise ValueError(f"SPDFactor.solve: expected a right-hand side of {self.factor.shape[0]} rows, got shape "
-                             f"{np.shape(B)}")
+        if np.ndim(B) not in (1, 2) or np.shape(B)[0] != self.factor.shape[0] or np.iscomplexobj(B):
+            raise ValueError(f"SPDFactor.solve: expected a right-hand side of {self.factor.shape[0]} rows (real, 1-D "
+                             f"or 2-D), got shape {np.shape(B)} of {np.asarray(B).dtype}")
         if self.method == "cholesky":
             X, info = potrs(self.factor, B, lower=1)
         else:
@@ -159,8 +167,10 @@ def _factor_symmetric(A, name, warn):
     A = np.tril(A, -1)
     A += A.T
     A[np.diag_indices(A.shape[0])] = diagonal
-    base = max(float(np.mean(np.abs(np.diag(A)))), np.finfo(float).tiny)
-    for rel in JITTER_LADDER:
+    # the ladder's scale; a zero diagonal has none, so the largest entry gives it (all zero: no jitter
+    # can make a zero matrix's solve mean anything, and LU below says it is singular)
+    base = float(np.mean(np.abs(np.diag(A)))) or float(np.max(np.abs(A)))
+    for rel in JITTER_LADDER if base > 0 else ():
         try:
             factor = SPDFactor("cholesky", cho_factor(A + rel * base * np.eye(A.shape[0]), lower=True)[0],
                                jitter=rel * base)
@@ -168,7 +178,12 @@ def _factor_symmetric(A, name, warn):
             continue
         break
     else:
-        factor = SPDFactor("lu", *lu_factor(A))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LinAlgWarning)  # scipy's warning of a zero pivot; raised below
+            lu, pivots = lu_factor(A, check_finite=False)
+        if not np.all(np.diag(lu)):
+            raise LinAlgError(f"{name}: singular (Cholesky failed and LU found a zero pivot); cannot factor")
+        factor = SPDFactor("lu", lu, pivots)
     if warn:
         warn_user(factor.describe(name), NumericalWarning)
     return factor
@@ -201,6 +216,8 @@ def ridge_factor(G, ridge, name="matrix", warn=True):
     array([1., 1.])
     """
     G = np.asarray(G, dtype=np.float64)
+    if G.ndim != 2 or G.shape[0] != G.shape[1]:  # a shape check alone: this runs inside every filter step
+        raise ValueError(f"G: expected a square matrix, got shape {G.shape}")
     # a negative ridge would be subtracted from the diagonal: another matrix, perhaps indefinite
     G[np.diag_indices(G.shape[0])] += check_positive(ridge, "ridge", allow_zero=True)
     G += G.T  # symmetrised in place, as spd_factor would into a new array (numpy buffers the transpose)
@@ -233,9 +250,7 @@ class Woodbury:
 
     def __init__(self, L, c):
         self.L = check_matrix(L, "L", allow_1d=False)
-        self.c = float(c)
-        if not self.c > 0:
-            raise ValueError(f"c: expected a positive number, got {c!r}")
+        self.c = check_positive(c, "c")
         n, r = self.L.shape
         if r > max(n, self.MAX_WIDE_RANK):
             raise ValueError(f"L: expected at most {self.MAX_WIDE_RANK} columns when it has more columns than rows, "

@@ -113,6 +113,9 @@ def test_a_negative_ridge_is_refused_not_subtracted():
     np.testing.assert_allclose(ridge_factor(G.copy(), 0.0).solve(np.array([5.0, 4.0])), [1.0, 1.0])
     with pytest.raises(ValueError, match="ridge: expected a non-negative"):
         ridge_factor(G.copy(), -0.1)
+    for bad in (np.ones(3), np.ones((3, 2))):
+        with pytest.raises(ValueError, match="G: expected a square matrix"):
+            ridge_factor(bad, 1.0)
 
 
 def test_a_factor_refuses_a_right_hand_side_of_other_rows_before_lapack_sees_it():
@@ -125,3 +128,35 @@ def test_a_factor_refuses_a_right_hand_side_of_other_rows_before_lapack_sees_it(
             factor.solve(B)
     with pytest.raises(ValueError, match="factor: expected a square float matrix"):
         SPDFactor("cholesky", np.zeros((0, 0)))
+    for B in (np.ones((2, 1, 1)), np.array([1.0, 2.0]) * 1j):  # a complex one would lose its imaginary part
+        with pytest.raises(ValueError, match=r"right-hand side of 2 rows \(real, 1-D or 2-D\)"):
+            factor.solve(B)
+
+
+def test_a_singular_matrix_is_an_error_not_an_infinite_solve():
+    from scipy.linalg import LinAlgError
+
+    # a zero matrix gives the jitter ladder no scale; a singular indefinite one defeats every rung
+    for A in (np.zeros((3, 3)), np.diag([1.0, -1.0, 0.0])):
+        with pytest.raises(LinAlgError, match="matrix: singular"):
+            spd_factor(A)
+    # a zero diagonal alone is not singular: the largest entry scales the ladder, and LU solves it
+    A = np.array([[0.0, 2.0], [2.0, 0.0]])
+    with pytest.warns(NumericalWarning, match="LU"):
+        f = spd_factor(A)
+    np.testing.assert_allclose(A @ f.solve(np.array([2.0, 4.0])), [2.0, 4.0])
+
+
+def test_a_factor_refuses_what_no_factorisation_gives():
+    from kbfilter.linalg import SPDFactor
+
+    for method, diagonal in (("cholesky", [1.0, 0.0]), ("cholesky", [1.0, -1.0]), ("cholesky", [1.0, np.nan]),
+                             ("lu", [1.0, 0.0])):
+        with pytest.raises(ValueError, match=f"factor: expected a .* finite diagonal for method '{method}'"):
+            SPDFactor(method, np.diag(diagonal), pivots=np.arange(2))
+    for jitter in (-1.0, np.nan):
+        with pytest.raises(ValueError, match="jitter: expected a non-negative finite number"):
+            SPDFactor("cholesky", np.eye(2), jitter=jitter)
+    for c in (0.0, np.inf, "1"):
+        with pytest.raises(ValueError, match="c: expected a positive"):
+            Woodbury(np.ones((3, 1)), c)
