@@ -43,6 +43,22 @@ def test_the_report_refuses_rows_and_summaries_that_are_not_the_benchs_by_name()
         format_table({"a": {"mse_mean": 1.0}}, 1)
     with pytest.raises(ValueError, match="runs: expected an integer >= 1"):
         format_table(summarise([row]), 0)
+    # a value that is not a number would make a NaN mean, or a TypeError deep in numpy
+    for bad in (np.nan, -1.0, "2", None, True):
+        with pytest.raises(ValueError, match=r"rows\[1\]\['mse'\]\['b'\]: expected a non-negative finite number"):
+            summarise([row, dict(row, mse={"a": 1.0, "b": bad})])
+    with pytest.raises(ValueError, match=r"rows\[0\]\['nees'\]\['b'\]: expected a non-negative finite number"):
+        summarise([dict(row, nees={"a": None, "b": "x"})])
+    heading = dict(row, errors={"heading": {"b": 0.5}})
+    with pytest.raises(ValueError, match=r"rows\[1\]\['errors'\]\['heading'\]: expected a value for 'b'"):
+        summarise([heading, row])
+    assert summarise([heading, heading], reference="a")["b"]["heading_mean"] == 0.5
+    for call in (lambda: summarise([row], reference=3), lambda: format_table(summarise([row]), 1, reference=3)):
+        with pytest.raises(ValueError, match="reference: expected a method's name"):
+            call()
+    broken = {m: dict(entry, mse_mean="x") for m, entry in summarise([row]).items()}
+    with pytest.raises(ValueError, match=r"summary\['a'\]\['mse_mean'\]: expected a non-negative finite number"):
+        format_table(broken, 1)
 
 
 def test_first_run_makes_the_runs_a_longer_call_ends_with():

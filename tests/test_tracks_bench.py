@@ -53,6 +53,27 @@ def test_without_a_hand_written_model_there_is_nothing_to_be_lost_against():
     assert "learned" in format_tracks_table(summary, 1)
 
 
+def test_the_summary_refuses_results_that_are_not_the_benchs_by_name():
+    good = _split({"cv": [1.0, 2.0], "learned": [1.5, 2.5]})
+    with pytest.raises(ValueError, match="methods: expected a non-empty list of distinct method names"):
+        summarise_tracks([good], "cv")  # a string would be read one letter a method
+    with pytest.raises(ValueError, match="results: expected the non-empty list of splits"):
+        summarise_tracks([], ("cv",))
+    with pytest.raises(ValueError, match=r"results\[0\]\['tracks'\]\[0\]\['imm'\]: expected the method's scores"):
+        summarise_tracks([good], ("cv", "imm"))
+    # a NaN would be neither lost nor better, and drop out of every mean
+    for bad in (np.nan, -1.0, "1"):
+        broken = _split({"cv": [1.0, 2.0], "learned": [1.5, 2.5]})
+        broken["tracks"][0]["learned"]["rmse"] = bad
+        with pytest.raises(ValueError, match=r"\['learned'\]\['rmse'\]: expected None or a non-negative finite"):
+            summarise_tracks([good, broken], ("cv", "learned"))
+    summary = summarise_tracks([good], ("cv", "learned"))
+    with pytest.raises(ValueError, match="splits: expected an integer"):
+        format_tracks_table(summary, "1")
+    with pytest.raises(ValueError, match="summary: expected what summarise_tracks returns"):
+        format_tracks_table({}, 1)
+
+
 def test_the_command_line_runs_a_recording_and_writes_results_table_and_map(tmp_path, capsys):
     code = main(["bench", "solent", "--splits", "2", "--max-test-tracks", "2", "--map-tracks", "2",
                  "--methods", "cv", "imm", "learned", "--jobs", "1", "--out", str(tmp_path)])

@@ -9,6 +9,7 @@ import platform
 import sys
 import time
 from importlib.metadata import PackageNotFoundError, version
+from numbers import Real
 from pathlib import Path
 
 import numpy as np
@@ -154,21 +155,52 @@ _ROW_FIELDS = ("mse", "ms_per_step", "fit_s", "tune_s")
 _SUMMARY_FIELDS = ("mse_mean", "mse_std", "mse_median", "ms_per_step", "fit_s", "tune_s", "p_value", "wins")
 
 
+def _checked_number(value, where, *, signed=False):
+    if (isinstance(value, bool) or not isinstance(value, Real) or not np.isfinite(value)
+            or (value < 0 and not signed)):
+        raise ValueError(f"{where}: expected a {'' if signed else 'non-negative '}finite number, got {value!r}")
+    return value
+
+
+def _checked_reference(reference):
+    if not isinstance(reference, str):
+        raise ValueError(f"reference: expected a method's name, got {reference!r}")
+    return reference
+
+
 def _checked_rows(rows):
-    """``rows`` as a list: run_bench's rows, each with every field of :data:`_ROW_FIELDS` for
-    the first row's methods."""
+    """``rows`` as a list: run_bench's rows, each with a number in every field of :data:`_ROW_FIELDS`
+    for the first row's methods, and the same optional consistency and other errors."""
     rows = list(rows) if isinstance(rows, (list, tuple)) else None
     if not rows or not all(isinstance(row, dict) and all(isinstance(row.get(f), dict) for f in _ROW_FIELDS)
                            for row in rows):
         raise ValueError(f"rows: expected the non-empty list of rows run_bench returns, each a dict with "
                          f"{', '.join(_ROW_FIELDS)} per method")
     methods = list(rows[0]["mse"])
+    metrics = rows[0].get("errors", {})
+    if not (isinstance(metrics, dict) and all(isinstance(v, dict) for v in metrics.values())):
+        raise ValueError("rows[0]['errors']: expected a dict of metrics, each a dict of methods' values")
     for i, row in enumerate(rows):
         for field in _ROW_FIELDS:
             missing = [m for m in methods if m not in row[field]]
             if missing:
                 raise ValueError(f"rows[{i}][{field!r}]: expected a value for every method of the first row, "
                                  f"missing {missing}")
+            for m in methods:
+                _checked_number(row[field][m], f"rows[{i}][{field!r}][{m!r}]")
+        nees = row.get("nees", {})
+        if not isinstance(nees, dict):
+            raise ValueError(f"rows[{i}]['nees']: expected a dict of methods' mean NEES, got {type(nees).__name__}")
+        for m, value in nees.items():
+            if value is not None:
+                _checked_number(value, f"rows[{i}]['nees'][{m!r}]")
+        for metric, values in metrics.items():  # every row carries what the first one does
+            for m in values:
+                value = row.get("errors", {}).get(metric, {}).get(m) if isinstance(row.get("errors"), dict) else None
+                if value is None:
+                    raise ValueError(f"rows[{i}]['errors'][{metric!r}]: expected a value for {m!r}, as the first "
+                                     f"row has")
+                _checked_number(value, f"rows[{i}]['errors'][{metric!r}][{m!r}]", signed=True)
     return rows
 
 
@@ -188,7 +220,7 @@ def summarise(rows, reference=REFERENCE):
     dict
         Method name -> statistics.
     """
-    rows = _checked_rows(rows)
+    rows, reference = _checked_rows(rows), _checked_reference(reference)
     methods = list(rows[0]["mse"])
     summary = {}
     for m in methods:
@@ -232,11 +264,15 @@ def format_table(summary, runs, reference=REFERENCE):
     str
         The table, one line per method.
     """
-    if not (isinstance(summary, dict) and summary
+    if not (isinstance(summary, dict) and summary and all(isinstance(m, str) for m in summary)
             and all(isinstance(s, dict) and all(f in s for f in _SUMMARY_FIELDS) for s in summary.values())):
         raise ValueError(f"summary: expected what summarise returns, a non-empty dict of methods with "
                          f"{', '.join(_SUMMARY_FIELDS)}")
-    runs = check_int(runs, "runs")
+    for m, s in summary.items():
+        for field in _SUMMARY_FIELDS:
+            if s[field] is not None or field not in ("p_value", "wins"):
+                _checked_number(s[field], f"summary[{m!r}][{field!r}]")
+    runs, reference = check_int(runs, "runs"), _checked_reference(reference)
     w = max(14, *(len(m) + 2 for m in summary))
     wins_w = max(14, len(reference) + 6)
     extra = [key for key in next(iter(summary.values())) if key.endswith("_mean") and key != "mse_mean"]

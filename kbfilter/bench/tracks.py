@@ -39,6 +39,7 @@ import time
 import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass
+from numbers import Real
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -333,6 +334,39 @@ def _paired(values, reference):
     return wins, float(wilcoxon(a, b).pvalue)
 
 
+#: what every method's entry of a scored test track holds, and what summarise_tracks reads of it
+_TRACK_FIELDS = ("rmse", "rmse_dropouts", "nees", "ms_per_step")
+
+
+def _checked_results(results, methods):
+    """``results`` and ``methods`` as lists, checked as :func:`summarise_tracks` reads them: every
+    test track holds each method's scores, each None or a non-negative finite number."""
+    methods = list(methods) if isinstance(methods, (list, tuple)) else None
+    if not methods or not all(isinstance(m, str) for m in methods) or len(set(methods)) != len(methods):
+        raise ValueError("methods: expected a non-empty list of distinct method names")
+    results = list(results) if isinstance(results, (list, tuple)) else None
+    if not results or not all(isinstance(s, dict) and isinstance(s.get("tracks"), list) and s["tracks"]
+                              for s in results):
+        raise ValueError("results: expected the non-empty list of splits run_tracks_split returns, each with a "
+                         "non-empty list of test tracks")
+    for i, split in enumerate(results):
+        for j, track in enumerate(split["tracks"]):
+            for m in methods:
+                scores = track.get(m) if isinstance(track, dict) else None
+                if not (isinstance(scores, dict) and all(f in scores for f in _TRACK_FIELDS)):
+                    raise ValueError(f"results[{i}]['tracks'][{j}][{m!r}]: expected the method's scores, with "
+                                     f"{', '.join(_TRACK_FIELDS)}")
+                for f in _TRACK_FIELDS:
+                    value = scores[f]
+                    if value is not None and (isinstance(value, bool) or not isinstance(value, Real)
+                                              or not np.isfinite(value) or value < 0):
+                        raise ValueError(f"results[{i}]['tracks'][{j}][{m!r}][{f!r}]: expected None or a "
+                                         f"non-negative finite number, got {value!r}")
+                if not isinstance(scores.get("events", {}), dict):
+                    raise ValueError(f"results[{i}]['tracks'][{j}][{m!r}]['events']: expected a dict of counts")
+    return results, methods
+
+
 def summarise_tracks(results, methods):
     """Per split, each method's mean over its test tracks; over splits, the comparisons.
 
@@ -355,6 +389,7 @@ def summarise_tracks(results, methods):
         (method -> the median over test tracks of their mean NEES) and ``events`` (method -> what
         its diagnostics counted, summed over tracks).
     """
+    results, methods = _checked_results(results, methods)
     table = {"splits": {}}
     for key in ("rmse", "rmse_dropouts", "nees"):
         table["splits"][key] = {m: [_mean([r[m][key] for r in s["tracks"]]) for s in results] for m in methods}
@@ -423,6 +458,10 @@ def format_tracks_table(summary, splits):
     str
         The tables and the comparisons, one line each.
     """
+    if not (isinstance(summary, dict) and all(k in summary for k in ("splits", "ms_per_step", "nees_median_track"))
+            and isinstance(summary["splits"], dict) and "rmse" in summary["splits"]):
+        raise ValueError("summary: expected what summarise_tracks returns")
+    splits = check_int(splits, "splits")
     lines = []
     methods = list(summary["splits"]["rmse"])
     for key, label in (("rmse", "position RMSE, m"), ("rmse_dropouts", "position RMSE inside dropouts, m")):
