@@ -320,6 +320,33 @@ def test_low_rank_original_update_equals_dense_update():
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7 * np.abs(b).max())
 
 
+@pytest.mark.parametrize("method", ["iw", "original"])
+def test_the_rules_pieces_refuse_vectors_of_another_length_or_with_nan(method):
+    # each piece would have answered: a short ratio gave short weights, a NaN one the uniform fallback
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(60, 2))
+    rule = KernelBayesRule(method).fit(x, x + 0.1 * rng.normal(size=x.shape))
+    obs = rule.observation_vectors([0.1, 0.2])
+    mu = rule.projection(rule.prior_values(None))
+    for bad, match in ((np.ones(10), "expected length 60"), (np.r_[np.nan, np.ones(59)], "contains NaN")):
+        for call, name in ((lambda v: rule.projection(v), "g"), (lambda v: rule.ratio(v), "g"),
+                           (lambda v: rule.weights_from_ratio(v, obs), "r"),
+                           (lambda v: rule.weights_from_projection(v, obs), "mu"),
+                           (lambda v: rule.original_error_bound(v), "mu")):
+            with pytest.raises(ValueError, match=f"{name}: {match}"):
+                call(bad)
+    with pytest.raises(ValueError, match="g: expected 60 rows"):
+        rule.projection(np.ones((10, 2)))
+    with pytest.raises(ValueError, match="r: expected non-negative"):
+        rule.weights_from_ratio(-np.ones(60), obs)
+    for bad in (obs[:7], obs[:, :0], np.full_like(obs, np.nan)):
+        with pytest.raises(ValueError, match=r"obs: expected (observation vectors of shape \(60, q\)|finite)"):
+            rule.weights_from_projection(mu, bad)
+    # what the checks let through is what the rule computes itself
+    np.testing.assert_allclose(rule.weights_from_projection(mu, obs)[0][:, 0], rule.posterior(None, [0.1, 0.2]).weights)
+    np.testing.assert_allclose(rule.projection(np.c_[mu, mu])[:, 1], rule.projection(mu), rtol=1e-12)
+
+
 @pytest.mark.parametrize("reg_update", [1e-2, 1e-4, 1e-6])
 def test_original_rule_low_rank_path_stays_within_its_stated_bound_while_filtering(reg_update):
     # the squared operator amplifies the factor's residual: the low-rank update may differ from

@@ -49,7 +49,7 @@ class _ExactStates:
         """The particles' embedding projected on the training states, and what the posterior step
         reuses (``k(x_i, u_j)``)."""
         cross = self.rule.kernel_x_(self.states, particles, check_input=False)
-        return self.rule.projection(cross @ a), cross
+        return self.rule.projection(cross @ a, check_input=False), cross
 
     def at_particles(self, cross, particles, p, a):
         """The posterior (``p`` over the training states) and prior (``a`` over the particles)
@@ -72,7 +72,7 @@ class _FeatureStates:
 
     def prior(self, particles, a):
         FU = self.rule.kernel_x_.features(particles, check_input=False)
-        return self.rule.feature_projection(a @ FU), FU
+        return self.rule.feature_projection(a @ FU, check_input=False), FU
 
     def at_particles(self, FU, particles, p, a):
         return FU @ (self.features.T @ p), FU @ (a @ FU)

@@ -638,7 +638,8 @@ class LearnedObservationModel(SharedModel):
             Fallbacks the rule took, kind -> message.
         """
         # the row was checked where it entered (admit)
-        W, info = self.rule.weights_from_projection(mu, self.rule.observation_vectors(row, check_input=False))
+        W, info = self.rule.weights_from_projection(mu, self.rule.observation_vectors(row, check_input=False),
+                                                   check_input=False)
         return W[:, 0], info
 
 

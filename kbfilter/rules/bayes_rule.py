@@ -379,19 +379,23 @@ class KernelBayesRule(Persistent, BaseEstimator):
         check_is_fitted(self, "prior_factor_")
         return self._states_side.prior_values(prior)
 
-    def projection(self, g):
+    def projection(self, g, check_input=True):
         """``mu = n (G_x + n eps I)^{-1} g``: the prior projected on the training states.
 
         Parameters
         ----------
         g : ndarray of shape (n,) or (n, k)
             Prior values at the training states (see :meth:`prior_values`).
+        check_input : bool, default=True
+            False skips the checks of ``g``, for an array the caller built from checked parts.
 
         Returns
         -------
         ndarray of the shape of ``g``
             ``mu``.
         """
+        if check_input:
+            g = self._over_states(g, "g", columns=True)
         return self._states_side.projection(g)
 
     def prior_projection(self, prior):
@@ -413,7 +417,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
         check_is_fitted(self, "prior_factor_")
         return self._states_side.prior_projection(prior)
 
-    def feature_projection(self, gamma):
+    def feature_projection(self, gamma, check_input=True):
         """:meth:`prior_projection` of the prior whose feature-space mean is ``gamma``.
 
         For a state kernel with explicit features ``phi`` (``G_x = F F^T``), a prior
@@ -424,6 +428,9 @@ class KernelBayesRule(Persistent, BaseEstimator):
         ----------
         gamma : ndarray of shape (r,)
             The prior's mean feature vector.
+        check_input : bool, default=True
+            False skips the check that ``gamma`` is finite, for a vector the caller built from
+            checked parts.
 
         Returns
         -------
@@ -431,6 +438,8 @@ class KernelBayesRule(Persistent, BaseEstimator):
             ``mu``.
         """
         check_is_fitted(self, "prior_factor_")
+        if check_input:
+            gamma = check_vector(gamma, "gamma")
         return self._states_side.feature_projection(gamma)
 
     def projection_operator(self):
@@ -510,8 +519,33 @@ class KernelBayesRule(Persistent, BaseEstimator):
         W, info
             As :meth:`weights_from_projection` returns them.
         """
-        return iw_from_ratio(self._observations_side, np.asarray(r, dtype=np.float64), obs, self.n_train_,
+        r = self._over_states(r, "r")
+        if np.any(r < 0):
+            raise ValueError("r: expected non-negative density-ratio weights")
+        return iw_from_ratio(self._observations_side, r, self._observation_columns(obs), self.n_train_,
                              self.reg_update_)
+
+    def _over_states(self, v, name, columns=False):
+        """``v`` checked as a finite vector over the training states (or, with ``columns``, columns
+        of them)."""
+        check_is_fitted(self, "prior_factor_")
+        if not (columns and np.ndim(v) == 2):
+            return check_vector(v, name, length=self.n_train_)
+        v = check_matrix(v, name, allow_1d=False)
+        if v.shape[0] != self.n_train_:
+            raise ValueError(f"{name}: expected {self.n_train_} rows (one per training state), got shape {v.shape}")
+        return v
+
+    def _observation_columns(self, obs):
+        """``obs`` checked as :meth:`observation_vectors` gives them: finite, one column each."""
+        length = self._observations_side.vector_length
+        obs = np.asarray(obs, dtype=np.float64) if not isinstance(obs, np.ndarray) else obs
+        if obs.ndim != 2 or obs.shape[0] != length or obs.shape[1] == 0:
+            raise ValueError(f"obs: expected observation vectors of shape ({length}, q), as observation_vectors "
+                             f"gives them, got shape {obs.shape}")
+        if obs.dtype.kind not in "fiu" or not np.all(np.isfinite(obs)):
+            raise ValueError("obs: expected finite real observation vectors")
+        return obs
 
     def original_error_bound(self, mu):
         """First-order bound on the relative difference between the original rule's low-rank
@@ -532,12 +566,12 @@ class KernelBayesRule(Persistent, BaseEstimator):
         float
             The bound (0 for a dense update).
         """
-        check_is_fitted(self, "prior_factor_")
+        mu = self._over_states(mu, "mu")
         if self.method != "original" or self.obs_factor_ is None:
             return 0.0
         return 2 * float(np.max(mu * mu)) * self.obs_norm_ * self.obs_residual_ / self.reg_update_
 
-    def weights_from_projection(self, mu, obs):
+    def weights_from_projection(self, mu, obs, check_input=True):
         """Posterior weights from the projected prior and observation vectors.
 
         Parameters
@@ -546,6 +580,9 @@ class KernelBayesRule(Persistent, BaseEstimator):
             The projected prior (see :meth:`projection`).
         obs : ndarray
             Observation vectors (see :meth:`observation_vectors`).
+        check_input : bool, default=True
+            False skips the checks of ``mu`` and ``obs``, for arrays the caller has computed with
+            this rule from checked input (a filter, every step).
 
         Returns
         -------
@@ -555,6 +592,8 @@ class KernelBayesRule(Persistent, BaseEstimator):
             The fallbacks taken by this update, kind -> sentence: ``"uniform_ratio"``,
             ``"regression"``, ``"nonpositive_sum"``, ``"jitter"``, ``"lu"``.
         """
+        if check_input:
+            mu, obs = self._over_states(mu, "mu"), self._observation_columns(obs)
         return posterior_from_projection(self._observations_side, self.method, mu, obs, self.n_train_,
                                          self.reg_update_)
 
@@ -578,7 +617,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
             with a :class:`~kbfilter.NumericalWarning`.
         """
         mu = self.prior_projection(prior)
-        W, info = self.weights_from_projection(mu, self.observation_vectors(self._as_single(z)))
+        W, info = self.weights_from_projection(mu, self.observation_vectors(self._as_single(z)), check_input=False)
         return self._embeddings(self.states_, W, self.kernel_x_, info, mu)[0]
 
     def _as_single(self, z):
@@ -626,7 +665,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
             One per observation, as :meth:`posterior` returns.
         """
         mu = self.prior_projection(prior)
-        W, info = self.weights_from_projection(mu, self.observation_vectors(Z))
+        W, info = self.weights_from_projection(mu, self.observation_vectors(Z), check_input=False)
         return self._embeddings(self.states_, W, self.kernel_x_, info, mu)
 
     @limited_blas

@@ -143,6 +143,11 @@ class DenseObservations:
     def __init__(self, kernel, observations, gram):
         self.kernel, self.observations, self.gram = kernel, observations, gram
 
+    @property
+    def vector_length(self):
+        """The length of an observation vector: one entry per training observation."""
+        return self.observations.shape[0]
+
     def vectors(self, Z, check_input):
         return self.kernel(self.observations, Z, check_input)
 
@@ -210,6 +215,11 @@ class FeatureObservations:
         self.transform, self.Phi, self.gram, self.factor = transform, Phi, gram, factor
         if factor is not None:
             self.residual, self.norm = 0.0, 0.0
+
+    @property
+    def vector_length(self):
+        """The length of an observation vector: one entry per feature."""
+        return self.Phi.shape[1]
 
     def vectors(self, Z, check_input):
         return self.transform(Z, check_input).T
