@@ -90,3 +90,19 @@ def test_herding_distinct_picks_never_repeat_and_refuse_too_many():
     assert sorted(kb.embedding.herd(np.array([0.9, 0.1]), lambda j: G[:, j], 2, distinct=True).tolist()) == [0, 1]
     with pytest.raises(ValueError, match="m: expected at most 2"):
         kb.embedding.herd(np.array([0.9, 0.1]), lambda j: G[:, j], 3, distinct=True)
+
+
+def test_kept_transitions_refuses_parts_that_do_not_belong_together():
+    prev, nxt, obs = _triples(0, n=40)
+    kx, kz = kb.GaussianKernel().fit(prev), kb.GaussianKernel().fit(obs)
+    rng = np.random.default_rng(0)
+    for args, match in (((prev, nxt[:30], obs), "previous and following: expected the same number of samples"),
+                        ((prev, nxt, obs[:30]), "previous and observed: expected the same number of samples"),
+                        ((prev[:, 0], nxt, obs), "previous: expected a 2-D array"),
+                        ((prev, nxt[:, :1], obs), "following: expected 2 columns")):
+        with pytest.raises(ValueError, match=match):
+            kept_transitions(*args, 5, "herding", (kx, kz), rng)
+    with pytest.raises(ValueError, match=r"kernels: expected a pair of fitted kbfilter Kernels"):
+        kept_transitions(prev, nxt, obs, 5, "herding", kx, rng)
+    with pytest.raises(ValueError, match="rng: expected a numpy Generator"):
+        kept_transitions(prev, nxt, obs, 5, "random", (kx, kz), 0)

@@ -94,3 +94,19 @@ def test_the_gate_needs_two_training_observations():
         OutlierGate.from_quantile(np.ones((1, 3)), 0.9)
     with pytest.raises(ValueError, match="quantile: expected"):
         OutlierGate.from_quantile(np.ones((5, 3)), 0.0)
+
+
+def test_the_gate_refuses_a_radius_or_distance_that_is_not_a_distance_and_more_than_one_row():
+    observations = np.arange(10.0)[:, None]
+    # a NaN or negative radius admitted nothing, silently
+    for bad in (-1.0, np.nan, "1", True):
+        with pytest.raises(ValueError, match="radius: expected a non-negative number"):
+            OutlierGate(observations, bad)
+    gate = OutlierGate(observations, 1.0)
+    assert OutlierGate(observations, np.inf).admits(np.array([[100.0]]))
+    with pytest.raises(ValueError, match=r"z: expected one observation, a row of shape \(1, 1\), got 2 rows"):
+        gate.admits(np.array([[4.0], [100.0]]))  # answered for the first row alone
+    for bad in (np.nan, -0.5, np.array([0.5, 2.0])):
+        with pytest.raises(ValueError, match="distance: expected a non-negative number"):
+            gate.admits_distance(bad)
+    assert gate.admits_distance(1.0) and not gate.admits_distance(1.5)

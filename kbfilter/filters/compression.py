@@ -12,8 +12,9 @@ observation model from the last two, so the triple is what must be represented.
 
 import numpy as np
 
-from .._validation import check_choice, check_int
+from .._validation import check_choice, check_int, check_matrix, check_same_length
 from ..embedding import HERD_GRAM_ENTRIES, herd
+from ..kernels import Kernel
 
 __all__ = ["kept_transitions", "HERD_REFERENCE"]
 
@@ -58,7 +59,16 @@ def kept_transitions(previous, following, observed, m, method, kernels, rng):
         Indices of the kept transitions, sorted.
     """
     check_choice(method, "compression", ("herding", "random"))
+    previous = check_matrix(previous, "previous", allow_1d=False)
     n = previous.shape[0]
+    following = check_matrix(following, "following", n_features=previous.shape[1], allow_1d=False)
+    observed = check_matrix(observed, "observed", allow_1d=False)
+    check_same_length("previous", previous, "following", following)
+    check_same_length("previous", previous, "observed", observed)
+    if not (isinstance(kernels, (tuple, list)) and len(kernels) == 2 and all(isinstance(k, Kernel) for k in kernels)):
+        raise ValueError(f"kernels: expected a pair of fitted kbfilter Kernels (k_x, k_z), got {kernels!r}")
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"rng: expected a numpy Generator, got {rng!r}")
     m = check_int(m, "compress", minimum=2, maximum=n)
     if method == "random":
         return np.sort(rng.choice(n, m, replace=False))

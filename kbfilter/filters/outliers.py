@@ -13,6 +13,8 @@ when it is farther from every training observation than a chosen quantile of the
 observations' own distances to their nearest other training observation.
 """
 
+from numbers import Real
+
 import numpy as np
 from sklearn.neighbors import NearestNeighbors
 
@@ -47,7 +49,8 @@ class OutlierGate:
 
     def __init__(self, observations, radius):
         self.observations = check_matrix(observations, "observations", min_samples=2)
-        self.radius = float(radius)
+        # infinite is a gate that admits everything; NaN or a negative radius would admit nothing
+        self.radius = _distance(radius, "radius")
         self._index = NearestNeighbors(n_neighbors=1).fit(self.observations)
 
     @classmethod
@@ -108,7 +111,11 @@ class OutlierGate:
         bool
             True when it does (the filter uses it), False for an outlier.
         """
-        return self.admits_distance(self.distance(z)[0])
+        distance = self.distance(z)
+        if distance.shape != (1,):
+            raise ValueError(f"z: expected one observation, a row of shape (1, {self.observations.shape[1]}), got "
+                             f"{distance.shape[0]} rows")
+        return self.admits_distance(distance[0])
 
     def admits_distance(self, distance):
         """Whether an observation that far from its nearest training observation is admitted (for
@@ -124,7 +131,13 @@ class OutlierGate:
         bool
             True when it is within ``radius``.
         """
-        return bool(distance <= self.radius)
+        return bool(_distance(distance, "distance") <= self.radius)
+
+
+def _distance(value, name):
+    if isinstance(value, bool) or not isinstance(value, Real) or not value >= 0:
+        raise ValueError(f"{name}: expected a non-negative number (inf allowed), got {value!r}")
+    return float(value)
 
 
 def check_outlier_quantile(quantile):
