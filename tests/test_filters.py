@@ -420,6 +420,23 @@ def test_window_regressor_is_reproducible_and_works_on_low_dimensional_observati
     assert WindowRegressor(max_iter=20).fit(states, obs).batch_filter(obs[:10])[0].shape == (10, 2)
 
 
+@pytest.mark.parametrize("param, value, match", [
+    ("hidden_layer_sizes", "ab", "a non-empty tuple of layer widths"),   # numpy's UFuncTypeError inside scikit-learn
+    ("hidden_layer_sizes", 5, "a non-empty tuple of layer widths"),      # a TypeError
+    ("hidden_layer_sizes", (64, 0), "an integer >= 1"),
+    ("features", "pca", "None or a transformer with fit and transform"),  # a TypeError from clone
+    ("alpha", -1.0, "a non-negative finite number"), ("max_iter", 0, "an integer >= 1"),
+    ("random_state", "x", "an integer"), ("window", 0, "an integer >= 1")])
+def test_window_regressor_names_a_bad_hyperparameter_before_it_fits(param, value, match):
+    from kbfilter.filters import WindowRegressor
+
+    reg = WindowRegressor(**{param: value})
+    with pytest.raises(ValueError, match=f"{param}: expected {match}"):
+        reg.check_params()
+    with pytest.raises(ValueError, match=f"{param}: expected {match}"):
+        reg.fit(*Oscillation().simulate(50, rng=0))
+
+
 def test_window_regressor_on_a_one_dimensional_state_reports_its_residual_variance():
     from kbfilter.filters import WindowRegressor
 

@@ -9,7 +9,7 @@ from sklearn.neural_network import MLPRegressor
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_int, check_observation, check_sequences
+from .._validation import check_int, check_observation, check_positive, check_sequences
 from ..features import exact_pca
 from ..threads import limited_blas
 from .base import Filter, no_control
@@ -79,7 +79,7 @@ class WindowRegressor(Filter, BaseEstimator):
         self : WindowRegressor
             The fitted regressor, with an empty frame history.
         """
-        check_int(self.window, "window")
+        self.check_params()
         xs, zs, self.obs_shape_ = check_sequences(states, observations)
         X, Z = np.vstack(xs), np.vstack(zs)
         self.n_features_in_ = X.shape[1]
@@ -102,6 +102,35 @@ class WindowRegressor(Filter, BaseEstimator):
         residual = X - self._regressed(inputs)
         self.residual_cov_ = np.atleast_2d(np.cov(residual.T))
         return self.reset()
+
+    def check_params(self):
+        """Check the hyperparameters, as :meth:`fit` does before it reads any data.
+
+        Returns
+        -------
+        self : WindowRegressor
+            The regressor, unchanged.
+
+        Raises
+        ------
+        ValueError
+            Naming the first parameter that is not what the regressor accepts.
+        """
+        check_int(self.window, "window")
+        if self.features is not None and not (callable(getattr(self.features, "fit", None))
+                                              and callable(getattr(self.features, "transform", None))):
+            raise ValueError(f"features: expected None or a transformer with fit and transform, got "
+                             f"{type(self.features).__name__}")
+        layers = self.hidden_layer_sizes
+        if not isinstance(layers, (tuple, list)) or not layers:
+            raise ValueError(f"hidden_layer_sizes: expected a non-empty tuple of layer widths, got {layers!r}")
+        for width in layers:
+            check_int(width, "hidden_layer_sizes")
+        check_positive(self.alpha, "alpha", allow_zero=True)
+        check_int(self.max_iter, "max_iter")
+        if not (self.random_state is None or isinstance(self.random_state, np.random.RandomState)):
+            check_int(self.random_state, "random_state", minimum=0, maximum=2**32 - 1)  # what scikit-learn seeds take
+        return self
 
     def reset(self):
         """Forget the frame history; the estimate restarts at zero.
