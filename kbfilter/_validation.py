@@ -5,6 +5,7 @@ reported once, with the argument's name and what was expected, before any numeri
 """
 
 import math
+import os
 from collections.abc import Iterable
 from numbers import Integral, Real
 
@@ -426,3 +427,33 @@ def check_controls(controls, xs):
         check_same_length(f"states[{i}]" if len(xs) > 1 else "states", x, name, u)
         us.append(u)
     return us
+
+
+def machine_memory():
+    """The machine's physical memory in bytes, or None where the platform does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError, TypeError):
+        return None
+
+
+def check_memory(need, name, what):
+    """Refuse, before it is allocated, what would not fit in the machine's physical memory.
+
+    Linux hands out memory it does not have and kills the process (or another one) when the pages
+    are touched, so a ``MemoryError`` never comes; this is the check that does. Nothing is
+    checked where the platform does not say how much memory it has.
+
+    Parameters
+    ----------
+    need : float
+        The bytes the work would hold at its peak.
+    name : str
+        The argument that sets the size, for the message.
+    what : str
+        What needs the memory, e.g. ``"1,000,000 random features of 2-dimensional points"``.
+    """
+    have = machine_memory()
+    if have is not None and need > have:
+        raise ValueError(f"{name}: {what} need about {need / 2**30:.3g} GB, more than this machine's memory "
+                         f"({have / 2**30:.3g} GB)")

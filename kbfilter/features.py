@@ -21,7 +21,7 @@ from sklearn.neural_network import MLPRegressor
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
-from ._validation import check_choice, check_int, check_matrix, check_positive, check_same_length
+from ._validation import check_choice, check_int, check_matrix, check_memory, check_positive, check_same_length
 from .kernels import median_distance
 from .persistence import persistent
 
@@ -184,8 +184,11 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
         if not s > 0:
             raise ValueError("Z: the median pairwise distance is 0 (constant observations)")
         self.bandwidth_ = s
-        self.sampler_ = RBFSampler(gamma=1.0 / (2 * s * s), n_components=check_int(self.n_components, "n_components"),
-                                   random_state=self.random_state).fit(Z)
+        r = check_int(self.n_components, "n_components")
+        n, d = Z.shape
+        # the frequencies (drawn, then scaled: twice d x r at the peak) and the features of the observations
+        check_memory(8.0 * r * (2 * d + 1 + n), "n_components", f"{r:,} random features of {n:,} observations")
+        self.sampler_ = RBFSampler(gamma=1.0 / (2 * s * s), n_components=r, random_state=self.random_state).fit(Z)
         return self
 
     def transform(self, Z):

@@ -30,7 +30,7 @@ from scipy.linalg.lapack import dtrtrs as trtrs
 from sklearn.kernel_approximation import RBFSampler
 from sklearn.utils.validation import check_is_fitted
 
-from ._validation import check_int, check_matrix, check_positive, check_rng
+from ._validation import check_int, check_matrix, check_memory, check_positive, check_rng
 from .kernels import Kernel, fitted_kernel
 from .linalg import pivoted_cholesky
 from .persistence import persistent
@@ -244,11 +244,14 @@ class RandomFourierKernel(_FeatureKernel):
         seed = int(check_rng(self.random_state).integers(2**31 - 1))
         self.kernel_ = k
         coordinates = k.coordinates(X)
+        n, d = coordinates.shape
+        # the frequencies (drawn, then scaled: twice d x rank at the peak) and the features of the points
+        check_memory(8.0 * rank * (2 * d + 1 + n), "rank", f"{rank:,} random features of {n:,} {d}-dimensional points")
         try:
             self.sampler_ = RBFSampler(gamma=metric[1]["gamma"], n_components=rank, random_state=seed).fit(coordinates)
-        except MemoryError:
-            raise ValueError(f"rank: {rank} random features of {coordinates.shape[1]}-dimensional points need "
-                             f"{8.0 * rank * (coordinates.shape[1] + 1):.3g} bytes of frequencies, more than this "
+        except MemoryError:  # where the platform does not say how much memory it has
+            raise ValueError(f"rank: {rank} random features of {d}-dimensional points need "
+                             f"{8.0 * rank * (d + 1):.3g} bytes of frequencies, more than this "
                              "machine can hold") from None
         return self
 

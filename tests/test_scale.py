@@ -95,7 +95,9 @@ def test_a_tolerance_as_large_as_the_trace_still_keeps_a_landmark():
     assert k.features(X).shape == (100, 1)
 
 
-def test_random_fourier_kernel_approaches_the_gaussian_kernel():
+def test_random_fourier_kernel_approaches_the_gaussian_kernel(monkeypatch):
+    import os
+
     X = RNG.normal(size=(80, 2))
     exact = kb.GaussianKernel().fit(X)(X)
     errors = [np.max(np.abs(RandomFourierKernel(rank=r, random_state=0).fit(X)(X) - exact)) for r in (100, 10000)]
@@ -103,7 +105,11 @@ def test_random_fourier_kernel_approaches_the_gaussian_kernel():
     assert errors[1] < 0.05
     with pytest.raises(ValueError, match="kernel: random Fourier features need a Gaussian kernel"):
         RandomFourierKernel(kb.LaplaceKernel()).fit(X)
-    # frequencies that cannot be held are refused by name (scikit-learn's MemoryError before)
+    # frequencies that cannot be held are refused by name, before they are drawn, and where the
+    # platform does not say its memory, when numpy cannot allocate them (scikit-learn's MemoryError before)
+    with pytest.raises(ValueError, match="rank: 1,000,000,000,000,000 random features .* more than this machine's"):
+        RandomFourierKernel(rank=10**15).fit(X)
+    monkeypatch.setattr(os, "sysconf", lambda name: (_ for _ in ()).throw(ValueError(name)))
     with pytest.raises(ValueError, match="rank: 1000000000000000 random features .* more than this machine can hold"):
         RandomFourierKernel(rank=10**15).fit(X)
 
@@ -249,6 +255,30 @@ def test_an_exact_fit_larger_than_the_machine_is_refused_before_any_work(data, m
                                          r"approximation='nystrom'"):
         kb.KernelMonteCarloFilter(system, n_particles=50).fit(states, obs)
     kb.KernelMonteCarloFilter(system, n_particles=50, approximation="nystrom").fit(states, obs)
+
+
+def test_random_features_larger_than_the_machine_are_refused_before_they_are_drawn(monkeypatch):
+    # Linux would hand out the frequencies' pages and kill the process when they are touched
+    import os
+
+    from kbfilter.features import RandomFourierFeatures
+
+    X = RNG.normal(size=(50, 2))
+    real = os.sysconf
+    gigabyte = {"SC_PHYS_PAGES": 2**18, "SC_PAGE_SIZE": 4096}
+    monkeypatch.setattr(os, "sysconf", lambda name: gigabyte.get(name) or real(name))
+    rank = 2**30 // (8 * (2 * 2 + 1 + 50)) + 1  # a feature more than a gigabyte holds
+    with pytest.raises(ValueError, match=rf"^rank: {rank:,} random features of 50 2-dimensional points need about "
+                                         r"1 GB, more than this machine's memory \(1 GB\)"):
+        RandomFourierKernel(rank=rank).fit(X)
+    with pytest.raises(ValueError, match=rf"^n_components: {rank:,} random features of 50 observations need"):
+        RandomFourierFeatures(n_components=rank).fit(X)
+    with pytest.raises(ValueError, match=rf"^kernel_x: rank: {rank:,} random features"):
+        kb.KernelBayesFilter(approximation="rff", rank=rank).fit(X, X)
+    assert RandomFourierKernel(rank=rank - 1000).fit(X).rank_ == rank - 1000
+    # where the platform does not say, nothing is refused
+    monkeypatch.setattr(os, "sysconf", lambda name: (_ for _ in ()).throw(ValueError(name)))
+    assert RandomFourierKernel(rank=1000).fit(X).rank_ == 1000
 
 
 def test_scalable_filter_memory_grows_linearly_in_T(tmp_path):

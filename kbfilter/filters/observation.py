@@ -9,14 +9,13 @@ and an optional outlier gate. :class:`ObservationSettings` holds those hyperpara
 posterior weights over the training states.
 """
 
-import os
 from collections import Counter
 from functools import cached_property
 
 import numpy as np
 from sklearn.base import clone
 
-from .._validation import check_choice, check_int, check_observation, check_positive
+from .._validation import check_choice, check_int, check_observation, check_positive, machine_memory
 from .._warnings import warn_user
 from ..features import GaussianBlur
 from ..kernel_approximation import NystromKernel, RandomFourierKernel
@@ -643,14 +642,6 @@ class LearnedObservationModel(SharedModel):
         return W[:, 0], info
 
 
-def _machine_memory():
-    """The machine's physical memory in bytes, or None where the platform does not say."""
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, OSError, ValueError):
-        return None
-
-
 def check_dense_fits(n, arrays, instead):
     """Refuse, before any work, an exact fit on ``n`` training states whose ``n x n`` arrays would
     not fit in the machine's physical memory (the process would be killed part way, or swap for
@@ -665,7 +656,7 @@ def check_dense_fits(n, arrays, instead):
     instead : str
         What to use instead, for the message (the filter's approximations that scale).
     """
-    need, have = arrays * 8 * n * n, _machine_memory()
+    need, have = arrays * 8 * n * n, machine_memory()
     if have is not None and need > have:
         raise ValueError(f"states: the exact filter on {n:,} training states holds about {arrays} {n:,} x {n:,} "
                          f"arrays ({need / 2**30:.3g} GB), more than this machine's memory ({have / 2**30:.3g} GB); "
