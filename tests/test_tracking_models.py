@@ -265,3 +265,21 @@ def test_a_tracking_model_whose_covariances_would_overflow_is_refused_by_name(ma
     # the largest admitted values still give finite covariances
     cv = ConstantVelocity(speed=1e100)
     assert np.all(np.isfinite(cv.initial_belief(np.zeros(2))[1]))
+
+
+def test_a_bad_rng_is_named_rng_where_the_argument_is_rng():
+    # check_rng's default name is random_state, which these signatures do not have
+    from kbfilter.filters.motion import LearnedMotion
+    from kbfilter.systems import LinearGaussianSensor, dropouts
+
+    X = ConstantVelocity(step=1.0, accel=0.5, speed=10.0).simulate(30, rng=0, burn_in=0)[0]
+    calls = [lambda rng: PositionFixes(noise=5.0).observe(X, rng=rng),
+             lambda rng: RangeBearing(site=(0.0, 0.0)).observe(X, rng=rng),
+             lambda rng: LinearGaussianSensor(np.eye(2, 4), np.zeros(2), np.eye(2), np.zeros(4), np.eye(4)).observe(
+                 X, rng=rng),
+             lambda rng: dropouts(list(X[:, :2]), rng=rng),
+             lambda rng: LearnedMotion(n_neighbors=10).fit(X).sample_transition(X[:2], rng=rng)]
+    for call in calls:
+        with pytest.raises(ValueError, match="^rng: expected None, a non-negative int"):
+            call("seed")
+        call(0)  # and a seed works

@@ -311,7 +311,7 @@ class LearnedMotion(Persistent, BaseEstimator):
         check_is_fitted(self, "steps_")
         if u is not None:
             raise ValueError("u: LearnedMotion learns no control; expected None")
-        rng = check_rng(rng)
+        rng = check_rng(rng, "rng")
         inputs, linear = self._linear_next(X)
         offsets = self._local_offsets(inputs)
         return linear + offsets[np.arange(len(linear)), rng.integers(offsets.shape[1], size=len(linear))]

@@ -351,7 +351,7 @@ class LinearGaussianSensor:
             ``H x + offset`` plus a draw of ``N(0, R)`` for each row.
         """
         mean = self.observe_mean(X)
-        return mean + check_rng(rng).multivariate_normal(np.zeros(self.dim_z), self.R, size=len(mean))
+        return mean + check_rng(rng, "rng").multivariate_normal(np.zeros(self.dim_z), self.R, size=len(mean))
 
     def initial_belief(self, z0):
         """The first belief conditioned on ``z0`` (the Kalman update of ``N(prior_mean, prior_cov)``).

@@ -94,7 +94,7 @@ class PositionFixes:
             The fixes.
         """
         X = _positions(X)
-        return self.observe_mean(X) + self.noise * check_rng(rng).standard_normal((len(X), 2))
+        return self.observe_mean(X) + self.noise * check_rng(rng, "rng").standard_normal((len(X), 2))
 
     def observation_loglik(self, z, X):
         """``log p(z | x)`` for each row of ``X``: the Gaussian density of the fix, normalised (a
@@ -240,8 +240,8 @@ class RangeBearing:
             Range and bearing, the bearing wrapped into ``(-pi, pi]``.
         """
         X = _positions(X)
-        z = self.observe_mean(X) + check_rng(rng).standard_normal((len(X), 2)) * [self.range_noise,
-                                                                                  self.bearing_noise]
+        noise = check_rng(rng, "rng").standard_normal((len(X), 2))
+        z = self.observe_mean(X) + noise * [self.range_noise, self.bearing_noise]
         z[:, 1] = wrapped_angle(z[:, 1])
         return z
 
@@ -680,7 +680,7 @@ def dropouts(observations, rng=None, rate=0.05, length=(1, 20)):
     True
     """
     obs = check_matrix(observations, "observations")
-    rng = check_rng(rng)
+    rng = check_rng(rng, "rng")
     rate = check_fraction(rate, "rate")
     if isinstance(length, (str, bytes)) or np.ndim(length) != 1 or len(length) != 2:
         raise ValueError(f"length: expected (shortest, longest), got {length!r}")
