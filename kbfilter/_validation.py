@@ -455,5 +455,5 @@ def check_memory(need, name, what):
     """
     have = machine_memory()
     if have is not None and need > have:
-        raise ValueError(f"{name}: {what} need about {need / 2**30:.3g} GB, more than this machine's memory "
+        raise ValueError(f"{name}: {what} would take about {need / 2**30:.3g} GB, more than this machine's memory "
                          f"({have / 2**30:.3g} GB)")

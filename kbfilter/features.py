@@ -216,6 +216,23 @@ _ACTIVATIONS = {
 }
 
 
+def check_layer_sizes(layers):
+    """``hidden_layer_sizes`` as a tuple: a non-empty tuple or list of positive layer widths."""
+    if not isinstance(layers, (tuple, list)) or not layers:
+        raise ValueError(f"hidden_layer_sizes: expected a non-empty tuple of layer widths, got {layers!r}")
+    return tuple(check_int(width, "hidden_layer_sizes") for width in layers)
+
+
+def check_network_memory(n_inputs, layers, n_outputs, n_samples):
+    """Refuse, before it is trained, an ``MLPRegressor`` of hidden ``layers`` whose arrays would not fit in
+    the machine's memory: its weights four times (with their gradients and Adam's two moments) and
+    the activations of ``n_samples`` rows in every layer."""
+    widths = (n_inputs, *layers, n_outputs)
+    weights = sum((a + 1) * b for a, b in zip(widths[:-1], widths[1:]))
+    check_memory(8.0 * (4 * weights + n_samples * sum(layers)), "hidden_layer_sizes",
+                 f"a network with hidden layers {tuple(layers)} on {n_inputs:,} inputs, trained on {n_samples:,} rows")
+
+
 def exact_pca(n_components, data, random_state):
     """scikit-learn's ``PCA`` of ``n_components`` for ``data``, kept off its covariance solver.
 
@@ -313,8 +330,10 @@ class LearnedFeatures(TransformerMixin, BaseEstimator):
         self.n_features_in_ = Z.shape[1]
         check_choice(self.target, "target", ("states", "rff"))
         check_choice(self.activation, "activation", tuple(_ACTIVATIONS))
-        if not self.hidden_layer_sizes:
-            raise ValueError("hidden_layer_sizes: expected at least one hidden layer")
+        layers = check_layer_sizes(self.hidden_layer_sizes)
+        n_inputs = Z.shape[1] if self.n_pca is None else min(check_int(self.n_pca, "n_pca"), *Z.shape)
+        n_outputs = X.shape[1] if self.target == "states" else check_int(self.n_target_features, "n_target_features")
+        check_network_memory(n_inputs, layers, n_outputs, Z.shape[0])
         self.pca_ = None
         inputs = Z
         if self.n_pca is not None:
@@ -329,7 +348,7 @@ class LearnedFeatures(TransformerMixin, BaseEstimator):
             # the network learns standardised states: its initial weights and L2 penalty assume
             # targets of order one, and states in metres or far from the origin are not
             targets = StandardScaler().fit_transform(X)
-        mlp = MLPRegressor(hidden_layer_sizes=tuple(self.hidden_layer_sizes), activation=self.activation,
+        mlp = MLPRegressor(hidden_layer_sizes=layers, activation=self.activation,
                            alpha=self.alpha, max_iter=self.max_iter, random_state=self.random_state,
                            )
         with warnings.catch_warnings():

@@ -268,10 +268,10 @@ def test_random_features_larger_than_the_machine_are_refused_before_they_are_dra
     gigabyte = {"SC_PHYS_PAGES": 2**18, "SC_PAGE_SIZE": 4096}
     monkeypatch.setattr(os, "sysconf", lambda name: gigabyte.get(name) or real(name))
     rank = 2**30 // (8 * (2 * 2 + 1 + 50)) + 1  # a feature more than a gigabyte holds
-    with pytest.raises(ValueError, match=rf"^rank: {rank:,} random features of 50 2-dimensional points need about "
-                                         r"1 GB, more than this machine's memory \(1 GB\)"):
+    with pytest.raises(ValueError, match=rf"^rank: {rank:,} random features of 50 2-dimensional points would take "
+                                         r"about 1 GB, more than this machine's memory \(1 GB\)"):
         RandomFourierKernel(rank=rank).fit(X)
-    with pytest.raises(ValueError, match=rf"^n_components: {rank:,} random features of 50 observations need"):
+    with pytest.raises(ValueError, match=rf"^n_components: {rank:,} random features of 50 observations would take"):
         RandomFourierFeatures(n_components=rank).fit(X)
     with pytest.raises(ValueError, match=rf"^kernel_x: rank: {rank:,} random features"):
         kb.KernelBayesFilter(approximation="rff", rank=rank).fit(X, X)
@@ -279,6 +279,31 @@ def test_random_features_larger_than_the_machine_are_refused_before_they_are_dra
     # where the platform does not say, nothing is refused
     monkeypatch.setattr(os, "sysconf", lambda name: (_ for _ in ()).throw(ValueError(name)))
     assert RandomFourierKernel(rank=1000).fit(X).rank_ == 1000
+
+
+def test_networks_larger_than_the_machine_are_refused_before_they_are_trained(monkeypatch):
+    # scikit-learn would allocate the weights, their gradients and Adam's moments layer by layer
+    import os
+
+    from kbfilter.features import LearnedFeatures
+    from kbfilter.filters import WindowRegressor
+
+    states, obs = kb.systems.Oscillation().simulate(60, rng=0)
+    real = os.sysconf
+    monkeypatch.setattr(os, "sysconf", lambda name: {"SC_PHYS_PAGES": 2**18, "SC_PAGE_SIZE": 4096}.get(name)
+                        or real(name))  # a gigabyte
+    wide = (2**13, 2**13)  # 2 GB of weights between the two layers alone
+    with pytest.raises(ValueError, match=r"^hidden_layer_sizes: a network with hidden layers \(8192, 8192\) on 2 "
+                                         r"inputs, trained on 60 rows would take about 2\.\d+ GB"):
+        LearnedFeatures(n_pca=None, hidden_layer_sizes=wide).fit(obs, states)
+    with pytest.raises(ValueError, match=r"^hidden_layer_sizes: a network with hidden layers \(8192, 8192\) on 6 "
+                                         r"inputs"):  # a window of 3 frames of 2 features
+        WindowRegressor(window=3, hidden_layer_sizes=wide).fit(states, obs)
+    for bad in ("ab", (), (8, 0)):
+        with pytest.raises(ValueError, match="hidden_layer_sizes: expected"):
+            LearnedFeatures(hidden_layer_sizes=bad).fit(obs, states)
+    assert LearnedFeatures(n_pca=None, hidden_layer_sizes=(8,), max_iter=5).fit(obs, states).transform(obs).shape == (
+        60, 8)
 
 
 def test_scalable_filter_memory_grows_linearly_in_T(tmp_path):

@@ -10,7 +10,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_int, check_observation, check_positive, check_sequences
-from ..features import exact_pca
+from ..features import check_layer_sizes, check_network_memory, exact_pca
 from ..threads import limited_blas
 from .base import Filter, no_control
 
@@ -86,7 +86,9 @@ class WindowRegressor(Filter, BaseEstimator):
         # the default PCA is seeded (a randomized SVD on wide images draws random numbers)
         default = exact_pca(30, Z, self.random_state)
         self.features_ = clone(self.features if self.features is not None else default).fit(Z, X)
-        inputs = np.vstack([self._windows(self.features_.transform(z)) for z in zs])
+        mapped = [self.features_.transform(z) for z in zs]
+        check_network_memory(self.window * mapped[0].shape[1], self.hidden_layer_sizes, X.shape[1], X.shape[0])
+        inputs = np.vstack([self._windows(F) for F in mapped])
         self.scale_ = StandardScaler(with_mean=False).fit(inputs).scale_  # a constant column keeps scale 1
         # the network learns standardised states: its initial weights and L2 penalty assume
         # targets of order one, and states in metres or far from the origin are not
@@ -121,11 +123,7 @@ class WindowRegressor(Filter, BaseEstimator):
                                               and callable(getattr(self.features, "transform", None))):
             raise ValueError(f"features: expected None or a transformer with fit and transform, got "
                              f"{type(self.features).__name__}")
-        layers = self.hidden_layer_sizes
-        if not isinstance(layers, (tuple, list)) or not layers:
-            raise ValueError(f"hidden_layer_sizes: expected a non-empty tuple of layer widths, got {layers!r}")
-        for width in layers:
-            check_int(width, "hidden_layer_sizes")
+        check_layer_sizes(self.hidden_layer_sizes)
         check_positive(self.alpha, "alpha", allow_zero=True)
         check_int(self.max_iter, "max_iter")
         if not (self.random_state is None or isinstance(self.random_state, np.random.RandomState)):
