@@ -281,7 +281,7 @@ def test_random_features_larger_than_the_machine_are_refused_before_they_are_dra
     assert RandomFourierKernel(rank=1000).fit(X).rank_ == 1000
 
 
-def test_networks_larger_than_the_machine_are_refused_before_they_are_trained(monkeypatch):
+def test_networks_and_candidate_sets_larger_than_the_machine_are_refused_before_any_work(monkeypatch):
     # scikit-learn would allocate the weights, their gradients and Adam's moments layer by layer
     import os
 
@@ -299,6 +299,12 @@ def test_networks_larger_than_the_machine_are_refused_before_they_are_trained(mo
     with pytest.raises(ValueError, match=r"^hidden_layer_sizes: a network with hidden layers \(8192, 8192\) on 6 "
                                          r"inputs"):  # a window of 3 frames of 2 features
         WindowRegressor(window=3, hidden_layer_sizes=wide).fit(states, obs)
+    # the learned-motion filter's candidate successors, a particle's neighbours each step
+    cv = kb.systems.ConstantVelocity(step=1.0, accel=0.5, speed=10.0)
+    track = cv.simulate(2000, rng=0, burn_in=0)[0]
+    with pytest.raises(ValueError, match=r"^n_particles, n_neighbors: 1,000,000 particles with 1,000 candidate "
+                                         r"successors each \(4-dimensional states\) would take about 52\.2 GB"):
+        kb.LearnedMotionFilter(cv, n_particles=10**6, n_neighbors=1000).fit(track, track[:, :2])
     for bad in ("ab", (), (8, 0)):
         with pytest.raises(ValueError, match="hidden_layer_sizes: expected"):
             LearnedFeatures(hidden_layer_sizes=bad).fit(obs, states)

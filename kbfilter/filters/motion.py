@@ -42,8 +42,8 @@ from sklearn.neighbors import NearestNeighbors
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_choice, check_fraction, check_int, check_matrix, check_observation, check_positive, \
-    check_rng, check_sequences, check_state_samples, check_state_sequences, check_training_magnitude
+from .._validation import check_choice, check_fraction, check_int, check_matrix, check_memory, check_observation, \
+    check_positive, check_rng, check_sequences, check_state_samples, check_state_sequences, check_training_magnitude
 from ..embedding import weighted_covariance
 from ..persistence import Persistent, persistent, saved_before_fit
 from ..systems.base import sensor_residual
@@ -500,6 +500,12 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Learned
                 and all(callable(getattr(self.sensor_, m, None)) for m in ("observe_mean", "initial_belief")):
             R = check_matrix(self.sensor_.observation_cov, "sensor.observation_cov")
             self.gate_ = (float(chi2.ppf(self.reacquire, R.shape[0])), np.linalg.inv(R))
+        # every step holds each particle's candidate successors: their states, distances, indices and
+        # log-likelihoods (a million particles with a thousand neighbours would have the process killed)
+        dim_x = xs[0].shape[1]
+        check_memory(8.0 * self.n_particles * self.n_neighbors * (dim_x + 3), "n_particles, n_neighbors",
+                     f"{self.n_particles:,} particles with {self.n_neighbors:,} candidate successors each "
+                     f"({dim_x}-dimensional states)")
         self.motion_ = LearnedMotion(self.inputs, self.n_neighbors, self.local_mean).fit(xs)
         self.states_ = np.vstack(xs)
         self.n_features_in_ = self.states_.shape[1]
