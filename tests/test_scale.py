@@ -281,7 +281,7 @@ def test_random_features_larger_than_the_machine_are_refused_before_they_are_dra
     assert RandomFourierKernel(rank=1000).fit(X).rank_ == 1000
 
 
-def test_networks_and_candidate_sets_larger_than_the_machine_are_refused_before_any_work(monkeypatch):
+def test_networks_and_particle_sets_larger_than_the_machine_are_refused_before_any_work(monkeypatch):
     # scikit-learn would allocate the weights, their gradients and Adam's moments layer by layer
     import os
 
@@ -305,6 +305,12 @@ def test_networks_and_candidate_sets_larger_than_the_machine_are_refused_before_
     with pytest.raises(ValueError, match=r"^n_particles, n_neighbors: 1,000,000 particles with 1,000 candidate "
                                          r"successors each \(4-dimensional states\) would take about 52\.2 GB"):
         kb.LearnedMotionFilter(cv, n_particles=10**6, n_neighbors=1000).fit(track, track[:, :2])
+    # the exact Kernel Monte Carlo filter's step: the particles' Gram matrix and herding's joint one
+    system = kb.systems.Oscillation()
+    with pytest.raises(ValueError, match=r"^n_particles: a step of the exact filter with 10,000 particles and 60 "
+                                         r"training states would take about 1\.\d+ GB"):
+        kb.KernelMonteCarloFilter(system, n_particles=10_000).fit(states, obs)
+    kb.KernelMonteCarloFilter(system, n_particles=10_000, approximation="nystrom").fit(states, obs)
     for bad in ("ab", (), (8, 0)):
         with pytest.raises(ValueError, match="hidden_layer_sizes: expected"):
             LearnedFeatures(hidden_layer_sizes=bad).fit(obs, states)

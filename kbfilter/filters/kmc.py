@@ -11,7 +11,7 @@ from collections import Counter
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import (check_choice, check_fraction, check_int, check_rng, check_saved_matrix,
+from .._validation import (check_choice, check_fraction, check_int, check_memory, check_rng, check_saved_matrix,
                            check_state_samples)
 from ..embedding import KernelMean, clipped_weights, herd, normalise_weights, weighted_covariance
 from ..persistence import Persistent, persistent, saved_before_fit
@@ -355,6 +355,12 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, PredictiveLikelihood, L
         check_model_states(motion, X, "motion")
         if settings.approximation == "exact":
             check_dense_fits(X.shape[0], EXACT_FIT_ARRAYS, "approximation='nystrom' (or 'rff')")
+            # a step holds the particles' Gram matrix, about six T x N arrays, and herding among the
+            # training states and the particles their joint (T + N) x (T + N) Gram matrix
+            T, N = X.shape[0], self.n_particles
+            joint = (T + N) ** 2 if self.resample == "herding" and self.candidates == "both" else 0
+            check_memory(8.0 * (N * N + 6 * T * N + joint), "n_particles",
+                         f"a step of the exact filter with {N:,} particles and {T:,} training states")
         self.n_features_in_ = X.shape[1]
         space, Z = ObservationSpace.fitted(settings.features, obs_shape, Z, X)
         # only the Fourier features draw at fit: a Generator passed as random_state is left as it
