@@ -318,6 +318,21 @@ def test_networks_and_particle_sets_larger_than_the_machine_are_refused_before_a
         60, 8)
 
 
+def test_a_simulation_larger_than_the_machine_is_refused_before_its_first_step(monkeypatch):
+    import os
+
+    real = os.sysconf
+    monkeypatch.setattr(os, "sysconf", lambda name: {"SC_PHYS_PAGES": 2**18, "SC_PAGE_SIZE": 4096}.get(name)
+                        or real(name))  # a gigabyte
+    with pytest.raises(ValueError, match=r"^T: 20,000 steps of MovingSprite \(4,096 observed values a step\) would "
+                                         r"take about 1\.8\d GB"):
+        kb.systems.MovingSprite().simulate(20_000, rng=0)
+    with pytest.raises(ValueError, match=r"^T: 20,000 steps of RobotInRoom \(3,072 observed values a step\)"):
+        kb.systems.robot.RobotInRoom().simulate(20_000, rng=0)  # a controlled system's run
+    assert kb.systems.MovingSprite().simulate(100, rng=0)[1].shape == (100, 64, 64)
+    assert kb.systems.Rotation().simulate(20_000, rng=0)[0].shape == (20_000, 2)
+
+
 def test_scalable_filter_memory_grows_linearly_in_T(tmp_path):
     small, large = _fit_peak(1000), _fit_peak(4000)
     # four times the data: at most about four times the memory (a T x T array would be 16 times)

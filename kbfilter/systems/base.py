@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .._validation import check_int, check_rng, check_vector
+from .._validation import check_int, check_memory, check_rng, check_vector
 
 
 def pixel_loglik(z, renders, pixel_noise):
@@ -200,6 +200,16 @@ def transition_mean_given(system, X, u=None):
     return model_values(mean, system, "transition_mean", X.shape[0], system.dim_x)
 
 
+def check_simulation_memory(system, T, dim_u=0):
+    """Refuse, before the first step, a simulation of ``T`` steps whose arrays would not fit in the
+    machine's memory: the states and controls, and the observations three times over (an image
+    system renders them and adds noise drawn to their shape; 500,000 frames of 64 x 64 pixels would
+    have the process killed part way)."""
+    dim_z = int(np.prod(getattr(system, "obs_shape", None) or (system.dim_z or 1,)))
+    check_memory(8.0 * T * (system.dim_x + dim_u + 3 * dim_z), "T",
+                 f"{T:,} steps of {type(system).__name__} ({dim_z:,} observed values a step)")
+
+
 def controlled_run(system, T, rng, burn_in, policy):
     """A run of a controlled ``system`` driven by ``policy(x, rng) -> u`` from its initial state.
 
@@ -228,6 +238,7 @@ def controlled_run(system, T, rng, burn_in, policy):
     T = check_int(T, "T")
     burn_in = check_int(burn_in, "burn_in", minimum=0)
     rng = check_rng(rng, "rng")
+    check_simulation_memory(system, T, system.dim_u)
     x = system.initial_state(rng)
     states, controls = np.empty((T, system.dim_x)), np.empty((T, system.dim_u))
     for t in range(burn_in + T):
@@ -548,6 +559,7 @@ class System:
         T = check_int(T, "T")
         burn_in = check_int(burn_in, "burn_in", minimum=0)
         rng = check_rng(rng, "rng")
+        check_simulation_memory(self, T)
         x = self.initial_state(rng)
         states = np.empty((T, self.dim_x))
         for t in range(burn_in + T):
