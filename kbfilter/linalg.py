@@ -108,7 +108,8 @@ class SPDFactor:
         """
         # LAPACK's potrs/getrs directly: what cho_solve/lu_solve call, without their per-call
         # checks, which cost more than the solve itself on the small systems of a filtering step;
-        # the one check kept is the one LAPACK would otherwise report itself, on stderr
+        # the checks kept are of the shape (LAPACK would report it itself, on stderr) and the dtype
+        # (the wrapper would drop an imaginary part)
         if np.ndim(B) not in (1, 2) or np.shape(B)[0] != self.factor.shape[0] or np.iscomplexobj(B):
             raise ValueError(f"SPDFactor.solve: expected a right-hand side of {self.factor.shape[0]} rows (real, 1-D "
                              f"or 2-D), got shape {np.shape(B)} of {np.asarray(B).dtype}")
