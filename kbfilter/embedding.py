@@ -56,7 +56,16 @@ def herd(target, column, m, distinct=False):
     [0, 1, 0]
     """
     m = check_int(m, "m", maximum=MAX_HERD_PICKS)
+    # not through check_vector: a filter herds every step, and its boundary checks are counted
     target = np.asarray(target, dtype=np.float64)
+    if target.ndim != 1 or target.size == 0:
+        raise ValueError(f"target: expected the embedding's values at the candidates, a non-empty 1-D array, got "
+                         f"shape {target.shape}")
+    if not np.all(np.isfinite(target)):
+        raise ValueError("target: contains NaN or infinite values")
+    if not callable(column):
+        raise ValueError(f"column: expected a callable column(j) -> k(c_i, c_j) for every i, got "
+                         f"{type(column).__name__}")
     if distinct and m > target.shape[0]:
         raise ValueError(f"m: expected at most {target.shape[0]} distinct picks (the candidates), got {m}")
     picked = np.empty(m, dtype=np.intp)
@@ -67,7 +76,12 @@ def herd(target, column, m, distinct=False):
         j = int(np.argmax(np.where(free, score, -np.inf) if distinct else score))
         picked[t] = j
         free[j] = False
-        running += column(j)
+        values = column(j)
+        if np.shape(values) != target.shape:  # a scalar or a row would broadcast into every candidate
+            raise ValueError(f"column: expected column({j}) of shape {target.shape}, got {np.shape(values)}")
+        running += values
+    if not np.all(np.isfinite(running)):  # once, not every pick: a NaN stays in the running sum
+        raise ValueError("column: returned values that are not finite")
     return picked
 
 

@@ -225,6 +225,26 @@ def test_herding_refuses_more_picks_than_it_can_make_before_any_work():
     assert len(herd(np.ones(3) / 3, lambda j: np.eye(3)[j], 4)) == 4
 
 
+def test_herd_refuses_a_target_or_column_that_would_pick_silently_wrong():
+    # each of these picked [0, 0, 0] (argmax of a NaN, of a flattened table, of a broadcast scalar)
+    from kbfilter.embedding import herd
+
+    G = np.array([[1.0, 0.1], [0.1, 1.0]])
+    for target, match in ((np.array([np.nan, 0.4]), "target: contains NaN"),
+                          (np.ones((2, 2)), r"target: expected .* a non-empty 1-D array, got shape \(2, 2\)"),
+                          (np.array([]), r"got shape \(0,\)")):
+        with pytest.raises(ValueError, match=match):
+            herd(target, lambda j: G[:, j], 3)
+    target = np.array([0.6, 0.4])
+    with pytest.raises(ValueError, match=r"column: expected column\(0\) of shape \(2,\), got \(\)"):
+        herd(target, lambda j: 1.0, 3)
+    with pytest.raises(ValueError, match="column: returned values that are not finite"):
+        herd(target, lambda j: np.array([np.nan, 1.0]), 3)
+    with pytest.raises(ValueError, match="column: expected a callable"):
+        herd(target, G, 3)
+    assert herd(target, lambda j: G[:, j], 3).tolist() == [0, 1, 0]
+
+
 def test_herding_among_training_states_and_particles_is_herding_over_both_stacked():
     from kbfilter.embedding import herd
     from kbfilter.filters.kmc import herd_with_particles
