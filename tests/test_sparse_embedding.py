@@ -91,3 +91,22 @@ def test_sparse_gamma_errors(gamma):
     A = np.random.default_rng(0).normal(size=(20, 1))
     with pytest.raises(ValueError, match="gamma: expected a non-negative (finite )?number"):
         kb.ConditionalEmbedding(method="sparse", gamma=gamma).fit(A, A)
+
+
+def test_a_problem_that_is_not_one_is_refused_rather_than_solved_by_zero():
+    # a NaN or an indefinite Gram matrix made the Lipschitz constant NaN or negative, and the solver
+    # returned M = 0 as if the penalty had removed everything
+    K = np.array([[1.0, 0.5], [0.5, 1.0]])
+    W = np.linalg.inv(K + 0.2 * np.eye(2))
+    for gram_in, match in ((np.full((2, 2), np.nan), "gram_in: contains NaN"),
+                           (-K, "gram_in: expected a symmetric positive semi-definite Gram matrix; its smallest "
+                                "eigenvalue is -1.5"),
+                           (np.array([[1.0, 0.9], [0.0, 1.0]]), "differs from its transpose by 0.9")):
+        with pytest.raises(ValueError, match=match):
+            sparse_coefficients(gram_in, K, W, 0.5)
+    with pytest.raises(ValueError, match="dense: contains NaN"):
+        largest_useful_penalty(K, K, np.full((2, 2), np.nan))
+    with pytest.raises(ValueError, match=r"expected three \(n, n\) arrays, got shapes \(2, 2\), \(3, 3\), \(2, 2\)"):
+        largest_useful_penalty(K, np.eye(3), W)
+    # a zero Gram matrix is one: the smooth part is constant and M = 0 is the answer
+    assert sparse_coefficients(np.zeros((2, 2)), K, W, 0.5).coef.nnz == 0

@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 
-from .._validation import check_int, check_positive
+from .._validation import COVARIANCE_RTOL, check_int, check_matrix, check_positive
 from .._warnings import warn_user
 
 __all__ = ["SparseSolution", "sparse_coefficients", "largest_useful_penalty"]
@@ -61,7 +61,30 @@ def largest_useful_penalty(gram_in, gram_out, dense):
     float
         ``g_max``: the gradient of the smooth part at ``M = 0`` is ``-2 K W L``.
     """
-    return _largest_penalty(gram_in @ dense @ gram_out)
+    K, L, W = _checked_problem(gram_in, gram_out, dense)
+    return _largest_penalty(K @ W @ L)
+
+
+def _checked_problem(gram_in, gram_out, dense):
+    """``K, L, W``: three finite (n, n) arrays, n >= 1."""
+    K, L, W = (check_matrix(a, name, allow_1d=False)
+               for a, name in ((gram_in, "gram_in"), (gram_out, "gram_out"), (dense, "dense")))
+    n = K.shape[0]
+    if not (K.shape == L.shape == W.shape == (n, n)):
+        raise ValueError(f"gram_in, gram_out, dense: expected three (n, n) arrays, got shapes "
+                         f"{K.shape}, {L.shape}, {W.shape}")
+    return K, L, W
+
+
+def _largest_eigenvalue(G, name):
+    """The largest eigenvalue of a Gram matrix, which must be symmetric and positive semi-definite
+    (within ``COVARIANCE_RTOL`` of its largest entry): the step size and the convexity rest on it."""
+    tol = COVARIANCE_RTOL * max(1.0, float(np.max(np.abs(G))))
+    eigenvalues = np.linalg.eigvalsh(G)
+    if np.max(np.abs(G - G.T)) > tol or eigenvalues[0] < -tol:
+        raise ValueError(f"{name}: expected a symmetric positive semi-definite Gram matrix; its smallest eigenvalue "
+                         f"is {eigenvalues[0]:.3g} and it differs from its transpose by {np.max(np.abs(G - G.T)):.3g}")
+    return float(eigenvalues[-1])
 
 
 def _largest_penalty(KWL):
@@ -101,22 +124,18 @@ def sparse_coefficients(gram_in, gram_out, dense, gamma, max_iter=5000, tol=1e-7
     >>> sparse_coefficients(K, K, W, 1.0).coef.nnz
     0
     """
-    K, L, W = (np.asarray(a, dtype=np.float64) for a in (gram_in, gram_out, dense))
+    K, L, W = _checked_problem(gram_in, gram_out, dense)
     n = K.shape[0]
-    if not (K.shape == L.shape == W.shape == (n, n)):
-        raise ValueError(f"gram_in, gram_out, dense: expected three (n, n) arrays, got shapes "
-                         f"{K.shape}, {L.shape}, {W.shape}")
     gamma = check_positive(gamma, "gamma", allow_zero=True)
     max_iter = check_int(max_iter, "max_iter")
     tol = check_positive(tol, "tol")
+    # the gradient 2 K (M - W) L is Lipschitz with constant 2 ||K|| ||L|| (spectral norms)
+    lipschitz = 2.0 * _largest_eigenvalue(K, "gram_in") * _largest_eigenvalue(L, "gram_out")
     KWL = K @ W @ L
     penalty = gamma * _largest_penalty(KWL)
     if gamma == 0.0:
         return SparseSolution(sp.csr_matrix(W), np.array([0.0]), 0, True)
-
-    # the gradient 2 K (M - W) L is Lipschitz with constant 2 ||K|| ||L|| (spectral norms)
-    lipschitz = 2.0 * np.linalg.eigvalsh(K)[-1] * np.linalg.eigvalsh(L)[-1]
-    if not lipschitz > 0:
+    if not lipschitz > 0:  # K or L is zero: the smooth part is constant and M = 0 is optimal
         return SparseSolution(sp.csr_matrix((n, n)), np.array([0.0]), 0, True)
     step, threshold = 1.0 / lipschitz, penalty / lipschitz
     constant = float(np.sum(W * KWL))  # tr(W^T K W L)
