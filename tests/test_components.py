@@ -302,6 +302,25 @@ def test_nested_lists_are_one_sequence_and_a_list_of_arrays_several(rotation):
     assert kb.KernelBayesFilter().fit([X[:150], X[150:]], [Z[:150], Z[150:]]).predecessors_.size == 298
 
 
+def test_the_training_box_and_outlier_count_refuse_points_of_another_width():
+    from kbfilter.filters.base import TrainingBox, outlying_states, stacked_predecessors
+
+    states = np.random.default_rng(0).normal(size=(50, 2))
+    box = TrainingBox(states)
+    # a point of one coordinate was broadcast against both bounds and answered for
+    for call, match in ((lambda: box.outside(np.zeros(1)), r"x: expected shape \(2,\), got \(1,\)"),
+                        (lambda: box.count_outside(np.zeros((4, 3))), r"X: expected shape \(n, 2\), got \(4, 3\)"),
+                        (lambda: TrainingBox(np.r_[states, [[np.nan, 0.0]]]), "states: contains NaN"),
+                        (lambda: outlying_states(states, reference=np.zeros((5, 3))), "reference: expected 2 columns"),
+                        (lambda: stacked_predecessors("ab"), "sequences: expected a list of sequences")):
+        with pytest.raises(ValueError, match=match):
+            call()
+    # a NaN coordinate is inside no box (it was counted inside every one)
+    assert box.outside(np.array([np.nan, 0.0])) and not box.outside(np.zeros(2))
+    assert box.count_outside(np.array([[0.0, 0.0], [np.nan, 0.0], [100.0, 0.0]])) == 2
+    assert stacked_predecessors([states[:3], states[:2]]).tolist() == [0, 1, 3]
+
+
 def test_scalar_observations_are_taken_as_fit_took_them():
     x = np.cumsum(np.random.default_rng(0).normal(size=200)) * 0.1
     z = x + 0.1 * np.random.default_rng(1).normal(size=200)

@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import as_steps, check_int, check_observation, check_sequences, check_step_control
+from .._validation import as_steps, check_int, check_matrix, check_observation, check_sequences, check_step_control
 from .._warnings import warn_user
 from ..linalg import NumericalWarning
 from ..threads import limited_blas
@@ -221,6 +221,7 @@ class TrainingBox:
     """
 
     def __init__(self, states):
+        states = check_matrix(states, "states", allow_1d=False)
         low, high = states.min(axis=0), states.max(axis=0)
         # a column that never changes has no range: an estimate of it is that value up to the
         # rounding of normalised signed weights, which is not leaving the box
@@ -238,9 +239,10 @@ class TrainingBox:
         Returns
         -------
         bool
-            True when some coordinate is outside.
+            True when some coordinate is outside (or is NaN: inside no box).
         """
-        return bool(np.any(x < self.low) or np.any(x > self.high))
+        x = self._points(x, 1)
+        return not bool(np.all((x >= self.low) & (x <= self.high)))
 
     def count_outside(self, X):
         """How many rows of ``X`` have some coordinate outside the box.
@@ -253,9 +255,18 @@ class TrainingBox:
         Returns
         -------
         int
-            The number of rows outside.
+            The number of rows outside (a row with a NaN among them).
         """
-        return int(np.count_nonzero(np.any((X < self.low) | (X > self.high), axis=1)))
+        X = self._points(X, 2)
+        return int(np.count_nonzero(~np.all((X >= self.low) & (X <= self.high), axis=1)))
+
+    def _points(self, x, ndim):
+        # a shape check alone (this runs every step): a point of another width would be broadcast
+        x = np.asarray(x)
+        if x.ndim != ndim or x.shape[-1] != self.low.shape[0]:
+            expected = f"({self.low.shape[0]},)" if ndim == 1 else f"(n, {self.low.shape[0]})"
+            raise ValueError(f"{'x' if ndim == 1 else 'X'}: expected shape {expected}, got {x.shape}")
+        return x
 
 
 #: a training state this many robust spreads from the median in some coordinate is reported as outlying
@@ -281,7 +292,9 @@ def outlying_states(X, reference=None):
     int
         The count.
     """
-    reference = X if reference is None else reference
+    X = check_matrix(X, "X", allow_1d=False)
+    reference = X if reference is None else check_matrix(reference, "reference", n_features=X.shape[1],
+                                                         allow_1d=False)
     centre = np.median(reference, axis=0)
     spread = 1.4826 * np.median(np.abs(reference - centre), axis=0)
     spread = np.where(spread > 0, spread, reference.std(axis=0))
@@ -821,6 +834,8 @@ def stacked_predecessors(sequences):
     ndarray of int
         Every index but the last of each sequence (no transition is learned across a join).
     """
+    if not isinstance(sequences, (list, tuple)) or not all(np.ndim(x) >= 1 for x in sequences):
+        raise ValueError(f"sequences: expected a list of sequences (arrays of states), got {type(sequences).__name__}")
     ends = np.cumsum([len(x) for x in sequences])
     return np.setdiff1d(np.arange(ends[-1] if len(ends) else 0), ends - 1)
 
