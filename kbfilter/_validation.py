@@ -263,16 +263,23 @@ def check_n_jobs(n_jobs):
     return n_jobs
 
 
-def as_steps(values):
+def as_steps(values, name="zs"):
     """A run of observations or controls as a list, one item a step.
 
     One array-like (a numpy array, a pandas DataFrame, a dask array) is a run of its rows: a
     DataFrame iterates over its column labels, so it is converted first. Anything else (a list, a
-    generator) is taken item by item, so that ``None`` can mark a missing observation.
+    generator) is taken item by item, so that ``None`` can mark a missing observation. A string
+    or a single number is no run (a string would be one step a character).
     """
+    if isinstance(values, (str, bytes)) or not (isinstance(values, Iterable) or hasattr(values, "__array__")):
+        raise ValueError(f"{name}: expected a run, one item a step (a list or an array of rows), got "
+                         f"{type(values).__name__}")
     if isinstance(values, (list, tuple)) or not hasattr(values, "__array__"):
         return list(values)
-    return list(np.asarray(values))
+    arr = np.asarray(values)
+    if arr.ndim == 0:
+        raise ValueError(f"{name}: expected a run, one item a step (a list or an array of rows), got a single value")
+    return list(arr)
 
 
 def check_observation(z, sample_shape, name="z"):

@@ -276,7 +276,7 @@ def test_the_motion_model_under_its_old_name_still_works_and_warns(rotation):
         NearestNeighbourParticleFilter(system, transition=system).fit(X, Z)
 
 
-def test_the_gaussian_filters_refuse_impossible_covariances(rotation):
+def test_the_gaussian_filters_refuse_impossible_covariances_and_runs(rotation):
     system, _, (_, obs) = rotation
     for filt in (kb.filters.ExtendedKalman(system), kb.filters.UnscentedKalman(system)):
         with pytest.raises(ValueError, match="P0: expected a symmetric covariance"):
@@ -291,6 +291,12 @@ def test_the_gaussian_filters_refuse_impossible_covariances(rotation):
         assert np.all(np.linalg.eigvalsh(filt.P) > 0)
         with pytest.raises(ValueError, match="zs: expected at least one observation"):
             filt.batch_filter([])
+        # a string was a run of one character a step, a number a TypeError from list()
+        for run in ("abc", 5, None, np.array(2.0)):
+            with pytest.raises(ValueError, match="zs: expected a run, one item a step"):
+                filt.batch_filter(run)
+        with pytest.raises(ValueError, match="us: expected a run, one item a step"):
+            filt.batch_filter(obs[:2], us="ab")
     with pytest.raises(ValueError, match="P0: expected a positive semi-definite"):
         ParticleFilter(system, rng=0).initialize(np.zeros(2), np.diag([1.0, -1.0]))
 

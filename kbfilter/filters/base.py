@@ -770,7 +770,7 @@ def checked_controls(us, n, dim_u=None, per="observation"):
         The controls.
     """
     if us is not None:
-        us = as_steps(us)
+        us = as_steps(us, "us")
         if len(us) != n:
             raise ValueError(f"us: expected one control per {per} ({n}), got {len(us)}")
     if dim_u == 0:
