@@ -335,6 +335,23 @@ def test_a_baseline_that_starts_from_the_first_observation_says_when_it_is_missi
         assert means.shape == (20, 2) and np.all(np.isfinite(means))
 
 
+def test_the_observation_density_refuses_bandwidths_that_are_not_standard_deviations():
+    # a zero bandwidth divided by zero and took the log of it: every density NaN
+    from kbfilter.filters.likelihood import ObservationDensity
+
+    Z = np.array([[0.0], [2.0]])
+    for bandwidths, match in (([0.0], "expected positive standard deviations, got 0"), ([np.nan], "contains NaN"),
+                              ([1.0, 1.0], "expected length 1")):
+        with pytest.raises(ValueError, match=f"bandwidths: {match}"):
+            ObservationDensity(Z, np.array(bandwidths))
+    with pytest.raises(ValueError, match="observations: expected a 2-D array"):
+        ObservationDensity(Z[:, 0], np.ones(1))
+    density = ObservationDensity(Z, np.ones(1))
+    # N(2; 2, 1) from the second component alone, as the restricted density of that belief
+    assert density.restricted(np.array([1])).log_predictive(np.ones(1), np.array([[2.0]]))[0] == pytest.approx(
+        -0.5 * np.log(2 * np.pi))
+
+
 def test_the_learned_likelihood_ranks_observations_as_the_true_density_does(ar1_filter):
     kbf, _, zs = ar1_filter
     kbf.reset()

@@ -20,6 +20,7 @@ import sys
 import numpy as np
 from scipy.special import logsumexp
 
+from .._validation import check_matrix, check_vector
 from ..embedding import clipped_weights
 from ..kernels import GaussianKernel, fitted_kernel, squared_distances
 
@@ -45,8 +46,14 @@ class ObservationDensity:
     """
 
     def __init__(self, observations, bandwidths):
-        self.observations = observations
-        self.bandwidths = np.asarray(bandwidths, dtype=np.float64)
+        observations = check_matrix(observations, "observations", allow_1d=False)
+        bandwidths = check_vector(bandwidths, "bandwidths", length=observations.shape[1])
+        if not np.all(bandwidths > 0):  # a log of 0 or of a negative number: every density NaN or infinite
+            raise ValueError(f"bandwidths: expected positive standard deviations, got {bandwidths.min():g}")
+        self._build(observations, bandwidths)
+
+    def _build(self, observations, bandwidths):
+        self.observations, self.bandwidths = observations, bandwidths
         self._scaled = observations / self.bandwidths
         self._centre = self._scaled.mean(axis=0)
         d = observations.shape[1]
@@ -95,7 +102,10 @@ class ObservationDensity:
         ObservationDensity
             Over ``observations[support]``, with the same bandwidths.
         """
-        return ObservationDensity(self.observations[support], self.bandwidths)
+        # built from checked parts without the boundary checks: the local filter restricts every step
+        density = ObservationDensity.__new__(ObservationDensity)
+        density._build(self.observations[support], self.bandwidths)
+        return density
 
     def moments(self, weights, noise=True):
         """The mean and covariance of the predictive mixture under a belief.
