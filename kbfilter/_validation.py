@@ -113,6 +113,21 @@ def check_vector(v, name, *, length=None):
     return arr
 
 
+def check_indices(values, name, upper, *, length=None, distinct=False):
+    """``values`` as a 1-D integer array of indices in ``[0, upper)`` (``length`` of them, all
+    different with ``distinct``): a negative index would count from the end, silently."""
+    idx = np.asarray(values)
+    if idx.ndim != 1 or (length is not None and idx.shape[0] != length) or (idx.size and idx.dtype.kind not in "iu"):
+        count = "" if length is None else f"{length} "
+        raise ValueError(f"{name}: expected {count}integer indices (a 1-D array), got an array of shape {idx.shape} "
+                         f"and dtype {idx.dtype}")
+    if idx.size and (idx.min() < 0 or idx.max() >= upper):
+        raise ValueError(f"{name}: expected indices in [0, {upper}), got values from {idx.min()} to {idx.max()}")
+    if distinct and np.unique(idx).size != idx.size:
+        raise ValueError(f"{name}: expected distinct indices")
+    return idx
+
+
 def check_step_control(u, dim_u, name="u"):
     """One step's control as a finite float64 array of shape ``(dim_u,)``; a number is taken for a
     one-dimensional control, as ``fit`` takes a run of them as a 1-D array (shape (T,))."""

@@ -21,6 +21,7 @@ array([3., 6., 0.])
 import numpy as np
 import scipy.sparse as sp
 
+from ._validation import check_indices
 from .persistence import persistent
 
 __all__ = ["Operator", "DenseOperator", "SparseOperator", "LowRankOperator"]
@@ -89,16 +90,7 @@ class Operator:
 
     def _placement(self, rows, n_rows):
         """``rows`` checked as :meth:`placed` states: distinct indices in ``[0, n_rows)``, one a row."""
-        rows = np.asarray(rows)
-        if rows.shape != (self.shape[0],) or (rows.size and rows.dtype.kind not in "iu"):
-            raise ValueError(f"rows: expected {self.shape[0]} integer indices (one per row of the operator), "
-                             f"got an array of shape {rows.shape} and dtype {rows.dtype}")
-        if rows.size and (rows.min() < 0 or rows.max() >= n_rows):
-            raise ValueError(f"rows: expected indices in [0, {n_rows}) (n_rows={n_rows}), got values from "
-                             f"{rows.min()} to {rows.max()}")
-        if np.unique(rows).size != rows.size:
-            raise ValueError("rows: expected distinct indices (two rows cannot go to one place)")
-        return rows
+        return check_indices(rows, "rows", n_rows, length=self.shape[0], distinct=True)
 
 
 def _two_dimensional(matrix):

@@ -371,3 +371,20 @@ def test_a_bounded_support_smooths_better_than_it_filters_and_leaves_the_filter_
     assert _mse(smoothed, Xt) / _mse(filtered, Xt) <= gain + 0.05
     with pytest.raises(ValueError, match="filt: kernel_smoother smooths weights over all the training states"):
         kb.kernel_smoother(local, np.tile(local.weights, (3, 1)), Zt[:3])
+
+
+def test_the_localized_transition_refuses_indices_outside_the_log():
+    # a negative query counted from the end of the log, silently; a predecessor without a successor
+    # was an IndexError
+    from kbfilter.filters.local import localized_transition
+
+    X = np.random.default_rng(0).normal(size=(100, 2))
+    kernel = kb.GaussianKernel().fit(X)
+    pred = np.arange(99)
+    for args, match in (((np.arange(100), np.arange(5)), r"pred: expected indices in \[0, 99\)"),
+                        ((pred, np.array([-1])), r"queries: expected indices in \[0, 100\), got values from -1"),
+                        ((pred, np.array([0.5])), "queries: expected integer indices")):
+        with pytest.raises(ValueError, match=match):
+            localized_transition(X, args[0], kernel, 10, 1e-3, args[1])
+    successors, weights, _, _ = localized_transition(X, pred, kernel, 10, 1e-3, np.arange(5))
+    assert successors.shape == weights.shape == (5, 10) and successors.min() >= 1

@@ -32,7 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.neighbors import NearestNeighbors
 
-from .._validation import check_choice, check_int, check_positive, check_saved_matrix, check_vector
+from .._validation import check_choice, check_indices, check_int, check_positive, check_saved_matrix, check_vector
 from .._warnings import warn_user
 from ..embedding import KernelMean, clipped_weights, weighted_covariance
 from ..operators import SparseOperator
@@ -125,6 +125,8 @@ def localized_transition(X, pred, kernel_x, n_neighbors, reg, queries):
     diagnostics : collections.Counter
         Fallbacks taken, as ``transition_<kind>``.
     """
+    pred = check_indices(pred, "pred", X.shape[0] - 1)  # each has a successor, X[pred + 1]
+    queries = check_indices(queries, "queries", X.shape[0])
     embedding = ConditionalEmbedding(method="knn", n_neighbors=min(n_neighbors, len(pred)), kernel_in=kernel_x,
                                      kernel_out=kernel_x, reg=reg).fit(X[pred], X[pred + 1])
     idx, weights, reach = embedding.local_weights(X[queries], return_distance=True)
