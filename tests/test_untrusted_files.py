@@ -365,6 +365,31 @@ def test_a_model_whose_parts_disagree_is_refused_at_load_naming_the_part(tmp_pat
         assert "evil.npz" in line and message in line, result.stdout + result.stderr[-2000:]
 
 
+def test_a_controlled_transition_whose_successors_point_elsewhere_is_refused_at_load(tmp_path):
+    """A negative or repeated successor index loaded and ran: it put predicted weight on the wrong
+    training state without any error."""
+    body = '''
+        system = kb.systems.ControlledLinearGaussian(F=[[0.9]], B=[[1.0]], H=[[1.0]], Q=[[0.1]], R=[[0.1]])
+        X, U, Z = system.simulate(120, rng=0)
+        for approximation in ("exact", "nystrom"):
+            arrays, meta = parts(kb.KernelBayesFilter(approximation=approximation).fit(X, Z, U).save(out + "/c.npz"))
+            node = find(meta["root"], lambda n: n.get("class", "").endswith("ControlledTransition"))
+            key = node["fields"]["successors"]["key"]
+            for name, value in (("negative", -arrays[key]), ("repeated", np.ones_like(arrays[key]))):
+                try:
+                    load(write(out + "/evil.npz", dict(arrays, **{key: value}), meta))
+                    print(approximation, name, "loaded")
+                except ValueError as exc:
+                    print(approximation, name, exc)
+    '''
+    result = _run(body, tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = [line for line in result.stdout.splitlines() if line.startswith(("exact", "nystrom"))]
+    assert len(lines) == 4, result.stdout
+    for line in lines:
+        assert "evil.npz" in line and "successors: expected" in line, result.stdout
+
+
 def test_members_the_description_does_not_name_are_never_read(tmp_path):
     """A compressed member that would inflate to 1 GiB, appended to a valid file, is not opened."""
     body = '''

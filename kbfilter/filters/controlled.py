@@ -17,7 +17,7 @@ Nystrom approximation on landmark pairs, so that nothing indexed by two training
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from .._validation import check_step_control
+from .._validation import check_indices, check_int, check_step_control
 from ..linalg import pivoted_cholesky, ridge_factor
 from ..persistence import persistent
 
@@ -83,6 +83,14 @@ class _SuccessorTransition:
         return check_step_control(u, self.dim_u)
 
 
+def _checked_successors(successors, per_pair, n_states):
+    """The successors' indices, one a logged pair (a row of ``per_pair``), distinct and among the
+    ``n_states`` training states: a saved file is untrusted, and a negative or repeated index would
+    put predicted weight on the wrong state without an error."""
+    pairs = np.shape(per_pair)[0] if np.ndim(per_pair) else None
+    return check_indices(successors, "successors", n_states, length=pairs, distinct=True)
+
+
 @persistent("cross_gram", "controls", "kernel_u", "factor", "successors", "n_states",
             holds={"kernel_u": "Kernel", "factor": "SPDFactor"})
 class ControlledTransition(_SuccessorTransition):
@@ -116,8 +124,8 @@ class ControlledTransition(_SuccessorTransition):
         self.controls = controls
         self.kernel_u = kernel_u
         self.factor = factor
-        self.successors = successors
-        self.n_states = int(n_states)
+        self.n_states = check_int(n_states, "n_states")
+        self.successors = _checked_successors(successors, cross_gram, self.n_states)
 
     @classmethod
     def build(cls, X, predecessors, U, kernel_x, kernel_u, reg):
@@ -204,8 +212,8 @@ class LowRankControlledTransition(_SuccessorTransition):
         self.landmark_factor = landmark_factor
         self.features = features
         self.factor = factor
-        self.successors = successors
-        self.n_states = int(n_states)
+        self.n_states = check_int(n_states, "n_states")
+        self.successors = _checked_successors(successors, features, self.n_states)
         self.converged = bool(converged)
 
     @classmethod
