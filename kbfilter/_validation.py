@@ -459,7 +459,7 @@ def machine_memory():
         return None
 
 
-def check_memory(need, name, what):
+def check_memory(need, name, what, advice=None):
     """Refuse, before it is allocated, what would not fit in the machine's physical memory.
 
     Linux hands out memory it does not have and kills the process (or another one) when the pages
@@ -474,8 +474,10 @@ def check_memory(need, name, what):
         The argument that sets the size, for the message.
     what : str
         What needs the memory, e.g. ``"1,000,000 random features of 2-dimensional points"``.
+    advice : str, optional
+        What to do instead, appended to the message.
     """
     have = machine_memory()
     if have is not None and need > have:
         raise ValueError(f"{name}: {what} would take about {need / 2**30:.3g} GB, more than this machine's memory "
-                         f"({have / 2**30:.3g} GB)")
+                         f"({have / 2**30:.3g} GB)" + ("" if advice is None else f"; {advice}"))

@@ -15,7 +15,7 @@ from functools import cached_property
 import numpy as np
 from sklearn.base import clone
 
-from .._validation import check_choice, check_int, check_observation, check_positive, machine_memory
+from .._validation import check_choice, check_int, check_observation, check_memory, check_positive
 from .._warnings import warn_user
 from ..features import GaussianBlur
 from ..kernel_approximation import NystromKernel, RandomFourierKernel
@@ -656,8 +656,6 @@ def check_dense_fits(n, arrays, instead):
     instead : str
         What to use instead, for the message (the filter's approximations that scale).
     """
-    need, have = arrays * 8 * n * n, machine_memory()
-    if have is not None and need > have:
-        raise ValueError(f"states: the exact filter on {n:,} training states holds about {arrays} {n:,} x {n:,} "
-                         f"arrays ({need / 2**30:.3g} GB), more than this machine's memory ({have / 2**30:.3g} GB); "
-                         f"use {instead}, or fewer training states")
+    check_memory(arrays * 8.0 * n * n, "states",
+                 f"the exact filter on {n:,} training states (about {arrays} {n:,} x {n:,} arrays)",
+                 f"use {instead}, or fewer training states")
