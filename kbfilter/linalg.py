@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from scipy.linalg import LinAlgError, LinAlgWarning, cho_factor, lu_factor
 from scipy.linalg.lapack import dgetrs as getrs, dpotrf as potrf, dpotrs as potrs
 
-from ._validation import check_int, check_matrix, check_positive, check_square, check_vector
+from ._validation import check_indices, check_int, check_matrix, check_positive, check_square, check_vector
 from ._warnings import warn_user
 from .persistence import persistent
 from .progress import progress_bar
@@ -62,10 +62,7 @@ class SPDFactor:
                              f"diagonal for method {method!r}")
         if method == "lu":
             # LAPACK's getrs trusts its pivots: out of range, they are a crash, not an error
-            pivots = np.asarray(pivots)
-            if pivots.shape != (n,) or pivots.dtype.kind not in "iu" or np.any(pivots < 0) or np.any(pivots >= n):
-                raise ValueError(f"pivots: expected {n} integer row indices in [0, {n}), got "
-                                 f"{pivots.dtype} of shape {pivots.shape}")
+            pivots = check_indices(pivots, "pivots", n, length=n)
         self.method = method
         self.factor = factor
         self.pivots = pivots

@@ -500,7 +500,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
             Z = Z[None, :]
         return check_matrix(Z, "z", n_features=self.observations_.shape[1], allow_1d=False)
 
-    def weights_from_ratio(self, r, obs):
+    def weights_from_ratio(self, r, obs, check_input=True):
         """IW update from density-ratio weights ``r`` and observation vectors.
 
         Rows with ``r_i = 0`` get ``w_i = 0`` and are left out of the solve, which changes nothing
@@ -513,17 +513,25 @@ class KernelBayesRule(Persistent, BaseEstimator):
             Non-negative density-ratio weights (see :meth:`ratio`).
         obs : ndarray
             As for :meth:`weights_from_projection`.
+        check_input : bool, default=True
+            False skips the checks of ``r`` and ``obs``, for arrays the caller has checked or
+            computed with this rule.
 
         Returns
         -------
         W, info
             As :meth:`weights_from_projection` returns them.
         """
-        r = self._over_states(r, "r")
+        if check_input:
+            r, obs = self._density_ratio(r, "r"), self._observation_columns(obs)
+        return iw_from_ratio(self._observations_side, r, obs, self.n_train_, self.reg_update_)
+
+    def _density_ratio(self, r, name):
+        """``r`` checked as density-ratio weights at the training states: finite, none negative."""
+        r = self._over_states(r, name)
         if np.any(r < 0):
-            raise ValueError("r: expected non-negative density-ratio weights")
-        return iw_from_ratio(self._observations_side, r, self._observation_columns(obs), self.n_train_,
-                             self.reg_update_)
+            raise ValueError(f"{name}: expected non-negative density-ratio weights")
+        return r
 
     def _over_states(self, v, name, columns=False):
         """``v`` checked as a finite vector over the training states (or, with ``columns``, columns
@@ -684,9 +692,6 @@ class KernelBayesRule(Persistent, BaseEstimator):
         KernelMean
             The posterior embedding over the training states.
         """
-        check_is_fitted(self, "prior_factor_")
-        ratio = check_vector(ratio, "ratio", length=self.n_train_)
-        if np.any(ratio < 0):
-            raise ValueError("ratio: expected non-negative density-ratio weights")
-        W, info = self.weights_from_ratio(ratio, self.observation_vectors(self._as_single(z)))
+        ratio = self._density_ratio(ratio, "ratio")
+        W, info = self.weights_from_ratio(ratio, self.observation_vectors(self._as_single(z)), check_input=False)
         return self._embeddings(self.states_, W, self.kernel_x_, info, ratio)[0]
