@@ -333,6 +333,33 @@ def test_a_simulation_larger_than_the_machine_is_refused_before_its_first_step(m
     assert kb.systems.Rotation().simulate(20_000, rng=0)[0].shape == (20_000, 2)
 
 
+def test_a_smoothing_or_forecast_larger_than_the_machine_is_refused_before_the_run(monkeypatch):
+    import os
+
+    from kbfilter.filters.smoothing import kernel_smoother
+
+    states, obs = kb.systems.Rotation().simulate(200, rng=0)
+    kbf = kb.KernelBayesFilter().fit(states, obs)
+    before = kbf.weights.copy()
+    real = os.sysconf
+    monkeypatch.setattr(os, "sysconf", lambda name: {"SC_PHYS_PAGES": 2**18, "SC_PAGE_SIZE": 4096}.get(name)
+                        or real(name))  # a gigabyte
+    # the filter's weights, the log densities and the smoothed weights: three 250,000 x 200 arrays
+    with pytest.raises(ValueError, match=r"^zs: smoothing 250,000 steps over 200 training states would take about "
+                                         r"1\.12 GB"):
+        kbf.smooth([None] * 250_000)
+    np.testing.assert_array_equal(kbf.weights, before)  # refused before the forward pass moved the belief
+    with pytest.raises(ValueError, match=r"^zs: smoothing 400,000 steps over 200 training states would take about "
+                                         r"1\.19 GB"):
+        kernel_smoother(kbf, np.broadcast_to(before, (400_000, 200)), [None] * 400_000)
+    with pytest.raises(ValueError, match=r"^k: 100,000,000 steps ahead of a 2-dimensional state would take about "
+                                         r"4\.47 GB"):
+        kbf.forecast(10**8)
+    np.testing.assert_array_equal(kbf.weights, before)
+    smoothed, _ = kbf.smooth(obs[:30])
+    assert smoothed.shape == (30, 2) and kbf.forecast(5)[0].shape == (5, 2)
+
+
 def test_scalable_filter_memory_grows_linearly_in_T(tmp_path):
     small, large = _fit_peak(1000), _fit_peak(4000)
     # four times the data: at most about four times the memory (a T x T array would be 16 times)

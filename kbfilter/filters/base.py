@@ -9,7 +9,8 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import as_steps, check_int, check_matrix, check_observation, check_sequences, check_step_control
+from .._validation import as_steps, check_int, check_matrix, check_memory, check_observation, check_sequences, \
+    check_step_control
 from .._warnings import warn_user
 from ..linalg import NumericalWarning
 from ..threads import limited_blas
@@ -570,10 +571,12 @@ class Filter:
 
 def _forecast_arrays(k, dim):
     """Room for ``k`` forecast means and covariances of a ``dim``-dimensional state."""
-    try:
+    check_memory(8.0 * k * dim * (dim + 1), "k", f"{k:,} steps ahead of a {dim}-dimensional state",
+                 "forecast fewer steps")
+    try:  # where the platform does not say how much memory it has
         return np.empty((k, dim)), np.empty((k, dim, dim))
     except MemoryError:
-        raise ValueError(f"k: {k} steps ahead of a {dim}-dimensional state need {k * dim * (dim + 1) * 8:.3g} "
+        raise ValueError(f"k: {k:,} steps ahead of a {dim}-dimensional state need {k * dim * (dim + 1) * 8:.3g} "
                          "bytes for the means and covariances, more than this machine can hold; forecast "
                          "fewer steps") from None
 

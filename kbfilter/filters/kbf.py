@@ -32,7 +32,7 @@ from .likelihood import PredictiveLikelihood
 from .local import AUTO_LOCAL_T, LocalFilterModel, chunked_transition
 from .observation import (LearnedObservationModel, ObservationSettings, ObservationSpace, check_dense_fits,
                           nystrom_rank_rule, observation_features, observation_grid, report_rank_cap, scaled_kernel)
-from .smoothing import kernel_smoother, local_backward_pass
+from .smoothing import check_smoothing_memory, kernel_smoother, local_backward_pass
 from .transitions import LearnedTransition
 
 __all__ = ["KernelBayesFilter", "FilterModel"]
@@ -1266,8 +1266,13 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         zs, us = self._checked_run(zs, us)
         model = self.model_
         if not isinstance(model, LocalFilterModel):
-            weights = [self.weights.copy() for _ in self._run(zs, us)]
-            means, covs, _ = kernel_smoother(self, np.array(weights), zs, us)
+            # the filter's weights, then the smoother's log densities and smoothed weights: refused
+            # now rather than after the forward pass
+            check_smoothing_memory(len(zs), len(model.states), 3)
+            weights = np.empty((len(zs), len(model.states)))
+            for t, _ in enumerate(self._run(zs, us)):
+                weights[t] = self.weights
+            means, covs, _ = kernel_smoother(self, weights, zs, us)
             return means, covs
         # each step's message lives where that step's prediction went (everywhere when the
         # support holds every state, as the exact filter's does)

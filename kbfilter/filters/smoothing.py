@@ -34,7 +34,7 @@ from collections import Counter
 
 import numpy as np
 
-from .._validation import check_matrix
+from .._validation import check_matrix, check_memory
 from .._warnings import warn_user
 from ..embedding import clipped_weights
 from ..linalg import NumericalWarning
@@ -45,6 +45,24 @@ __all__ = ["kernel_smoother", "backward_pass", "local_backward_pass", "CANCELLAT
 #: the smoothed weights keep their signs unless their sum is below this fraction of the sum of their
 #: magnitudes (then their clipped positive part is used: a near-zero sum would blow the mean up)
 CANCELLATION = 0.1
+
+
+def check_smoothing_memory(n_steps, n, arrays):
+    """Refuse, before any work, a run whose smoothing over all ``n`` training states would not fit
+    in memory: the backward pass holds ``arrays`` arrays of ``n_steps x n`` floats at once.
+
+    Parameters
+    ----------
+    n_steps : int
+        The steps of the run.
+    n : int
+        The training states the weights are over.
+    arrays : int
+        How many ``n_steps x n`` arrays are held at the peak.
+    """
+    check_memory(8.0 * arrays * n_steps * n, "zs", f"smoothing {n_steps:,} steps over {n:,} training states",
+                 "smooth the run in pieces, or fit with approximation='local' (its smoother holds each step's "
+                 "support only)")
 
 
 def _beliefs(weights, n_steps, n, per):
@@ -228,6 +246,7 @@ def kernel_smoother(filt, weights, zs, us=None):
         raise ValueError("filt: kernel_smoother smooths weights over all the training states; a filter with "
                          "approximation='local' keeps its belief on a support: call filt.smooth(zs)")
     zs, us = checked_run(zs, us, filt.obs_shape_, model.dim_u or 0, filt.features_)
+    check_smoothing_memory(len(zs), len(model.states), 2)  # the log densities and the smoothed weights
     weights = _beliefs(weights, len(zs), len(model.states), "observation")
     log_emissions = np.zeros((len(model.states), len(zs)))
     for t, z in enumerate(zs):
