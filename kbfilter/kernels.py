@@ -26,7 +26,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
-from ._validation import check_bool, check_int, check_matrix, check_positive, check_vector
+from ._validation import check_bool, check_int, check_matrix, check_positive, check_rng, check_vector
 from .bandwidth_learning import bayesian_bandwidth
 from .persistence import persistent
 
@@ -126,7 +126,7 @@ def median_rows(n, max_points=1000, random_state=0):
     """
     max_points = check_int(max_points, "max_points", minimum=2)
     if n > max_points:
-        return np.random.default_rng(random_state).choice(n, max_points, replace=False)
+        return check_rng(random_state).choice(n, max_points, replace=False)
     return np.arange(n)
 
 
@@ -390,6 +390,8 @@ class _RadialKernel(Kernel):
     def _check_params(self):
         check_positive(self.scale, "scale")
         check_bool(self.standardise, "standardise")
+        check_int(self.max_median_points, "max_median_points", minimum=2)
+        check_rng(self.random_state)
 
     def _resolve_bandwidth(self, median):
         scale = check_positive(self.scale, "scale")

@@ -2,7 +2,7 @@ import copy
 
 import numpy as np
 import pytest
-from scipy.spatial.distance import cdist
+from scipy.spatial.distance import cdist, pdist
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
@@ -65,6 +65,23 @@ def test_unfitted_median_kernel_is_reported(data):
 def test_bad_bandwidth(bad, data):
     with pytest.raises(ValueError, match="bandwidth"):
         GaussianKernel(bad).fit(data[0])
+
+
+@pytest.mark.parametrize("kernel", [GaussianKernel, LaplaceKernel])
+def test_the_median_subsample_settings_are_checked_by_their_own_names(kernel):
+    # they are read only when the data has more rows than max_median_points: numpy's own messages
+    # ("SeedSequence expects int...", "expected non-negative integer") came from deep inside a fit
+    X = np.random.default_rng(0).normal(size=(1500, 2))
+    for bad in ("x", -1, 1.5):
+        with pytest.raises(ValueError, match="^random_state: expected None, a non-negative int"):
+            kernel(random_state=bad).fit(X[:10])
+    for bad in (1, 2.5, "1000"):
+        with pytest.raises(ValueError, match="^max_median_points: expected an integer"):
+            kernel(max_median_points=bad).fit(X)
+    # a seed or a Generator picks the same subsample
+    seeded = kernel(random_state=5, max_median_points=100).fit(X).bandwidth_
+    assert kernel(random_state=np.random.default_rng(5), max_median_points=100).fit(X).bandwidth_ == seeded
+    assert kernel(max_median_points=2000).fit(X).bandwidth_ == pytest.approx(np.median(pdist(X)))  # every row
 
 
 def test_constant_data_has_no_median_bandwidth():
