@@ -56,6 +56,25 @@ def test_ekf_and_ukf_are_exact_on_a_linear_gaussian_system():
     assert np.mean(np.sum((pf[1:] - exact) ** 2, axis=1)) < 2e-3
 
 
+def test_a_noise_free_sensor_is_followed_exactly_or_refused_by_name():
+    # R = 0: the Kalman posterior is the observation itself, with zero covariance; the UKF's sigma
+    # points of that round-off covariance need a jitter the old rule (scaled by P itself) made 0
+    system = LinearGaussian(0.5 * np.eye(2), np.eye(2), np.eye(2), np.zeros((2, 2)))
+    _, obs = system.simulate(30, rng=0)
+    np.testing.assert_allclose(ExtendedKalman(system).batch_filter(obs)[0], obs, atol=1e-12)
+    ukf = UnscentedKalman(system)
+    with pytest.warns(kb.NumericalWarning, match="symmetrised with jitter"):
+        means = ukf.batch_filter(obs)[0]
+    np.testing.assert_allclose(means, obs, atol=1e-6)
+    assert ukf.diagnostics["jitter"] > 0
+    # a particle filter weighs its particles by the observation density, which does not exist
+    with pytest.raises(ValueError, match="^observation_cov: the observation noise covariance is singular"):
+        ParticleFilter(system, rng=0).batch_filter(obs)
+    partly = LinearGaussian(0.5 * np.eye(2), np.eye(2), np.eye(2), np.diag([1.0, 0.0]))
+    with pytest.raises(ValueError, match="^observation_cov: .* singular"):
+        ParticleFilter(partly, rng=0).batch_filter(partly.simulate(5, rng=0)[1])
+
+
 def test_default_jacobians_are_central_differences_of_the_means():
     # Oscillation has closed-form Jacobians; the base class's finite differences must agree
     from kbfilter.systems import System, finite_difference_jacobian

@@ -304,7 +304,9 @@ class UnscentedKalman(_GaussianFilter):
     """Unscented Kalman filter with the true model (filterpy, Merwe scaled sigma points).
 
     If a covariance loses positive definiteness (filterpy's Cholesky fails), it is symmetrised
-    and given a jitter of 1e-9 times its mean diagonal, with a warning; ``diagnostics`` counts it.
+    and given a jitter of 1e-9 times its mean diagonal or the process noise's, whichever is larger
+    (after an update by a noise-free sensor the covariance is round-off), with a warning;
+    ``diagnostics`` counts it.
 
     Parameters
     ----------
@@ -347,7 +349,10 @@ class UnscentedKalman(_GaussianFilter):
             self.kf.predict(u=u)
         except (LinAlgError, np.linalg.LinAlgError):
             P = 0.5 * (self.kf.P + self.kf.P.T)
-            self.kf.P = P + 1e-9 * np.mean(np.abs(np.diag(P))) * np.eye(P.shape[0])
+            # the larger of its own scale and that of the noise the prediction is about to add: after
+            # an update by a noise-free sensor P is round-off, whose scale no jitter fixes
+            scale = max(np.mean(np.abs(np.diag(P))), np.mean(np.abs(np.diag(self.kf.Q)))) or 1.0
+            self.kf.P = P + 1e-9 * scale * np.eye(P.shape[0])
             self.diagnostics["jitter"] += 1
             warn_user("UnscentedKalman: covariance not positive definite; symmetrised with jitter",
                       NumericalWarning)

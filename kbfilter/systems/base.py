@@ -26,7 +26,7 @@ def pixel_loglik(z, renders, pixel_noise):
     return -0.5 * np.sum(diff * diff, axis=1) / pixel_noise**2
 
 
-def gaussian_loglik(diff, R):
+def gaussian_loglik(diff, R, name="R"):
     """``log N(diff; 0, R)`` for each row of ``diff``: the density of observation errors.
 
     Parameters
@@ -35,13 +35,20 @@ def gaussian_loglik(diff, R):
         Observations minus their means.
     R : ndarray of shape (dim_z, dim_z)
         The noise covariance.
+    name : str, default="R"
+        What the covariance is called, for the message when it is singular.
 
     Returns
     -------
     ndarray of shape (n,)
         The log-densities.
     """
-    sol = np.linalg.solve(R, diff.T).T
+    try:
+        sol = np.linalg.solve(R, diff.T).T
+    except np.linalg.LinAlgError:
+        raise ValueError(f"{name}: the observation noise covariance is singular, so an observation has no density "
+                         f"(which a particle filter weighs its particles by); give the system a positive definite "
+                         f"one") from None
     _, logdet = np.linalg.slogdet(2 * np.pi * R)
     return -0.5 * (np.einsum("nd,nd->n", diff, sol) + logdet)
 
@@ -498,7 +505,7 @@ class System:
         """
         X = np.atleast_2d(X)
         return gaussian_loglik(np.asarray(z, dtype=np.float64) - observation_mean_of(self, X),
-                               model_covariance(self, "observation_cov", self.dim_z))
+                               model_covariance(self, "observation_cov", self.dim_z), "observation_cov")
 
     def initial_state(self, rng):
         """A draw of the state a simulation starts from (before its burn-in).
