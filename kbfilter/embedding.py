@@ -197,6 +197,20 @@ def weighted_covariance(points, p=None):
     return (centred * p[:, None]).T @ centred
 
 
+def weighted_sum(weights, f, *points):
+    """``sum_i w_i f(...)_i``: ``f`` of the ``n`` points (one array, or several of ``n`` rows each),
+    its output checked to have ``n`` finite rows before they are weighed."""
+    if not callable(f):
+        raise ValueError(f"f: expected a callable of the {' and '.join(['(n, d)'] * len(points))} points, got "
+                         f"{type(f).__name__}")
+    values = np.asarray(f(*points), dtype=np.float64)
+    if values.shape[:1] != weights.shape:
+        raise ValueError(f"f: expected an output with {len(weights)} rows, got shape {values.shape}")
+    if not np.all(np.isfinite(values)):
+        raise ValueError("f: returned values that are not finite at some of the points")
+    return np.tensordot(weights, values, axes=(0, 0))
+
+
 class KernelMean:
     """Kernel mean embedding of a weighted sample (algorithms §2).
 
@@ -296,14 +310,7 @@ class KernelMean:
         ndarray
             The weighted sum of ``f``'s rows (a float array of ``f``'s trailing shape).
         """
-        if not callable(f):
-            raise ValueError(f"f: expected a callable of the (n, d) points, got {type(f).__name__}")
-        values = np.asarray(f(self.points), dtype=np.float64)
-        if values.shape[:1] != (len(self),):
-            raise ValueError(f"f: expected an output with {len(self)} rows, got shape {values.shape}")
-        if not np.all(np.isfinite(values)):
-            raise ValueError("f: returned values that are not finite at some of the points")
-        return np.tensordot(self.weights, values, axes=(0, 0))
+        return weighted_sum(self.weights, f, self.points)
 
     def norm(self):
         """The RKHS norm of the embedding.

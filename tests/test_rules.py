@@ -76,6 +76,14 @@ def test_rules_reject_bad_arguments():
         kb.JointKernelMean(B[:10], A, np.ones(10), kernel, kernel)
     with pytest.raises(ValueError, match="weights: contains NaN"):
         kb.JointKernelMean(B, A, np.full(50, np.nan), kernel, kernel)
+    # expect checks f as KernelMean.expect does (a NaN from f was summed into a NaN expectation)
+    joint = kb.kernel_chain_rule(KernelMean(A, kernel=kernel), cme)
+    with pytest.raises(ValueError, match="f: returned values that are not finite"):
+        joint.expect(lambda b, a: np.log(a[:, 0]))
+    with pytest.raises(ValueError, match=r"f: expected a callable of the \(n, d\) and \(n, d\) points, got float"):
+        joint.expect(1.0)
+    with pytest.raises(ValueError, match="f: expected an output with 50 rows, got shape"):
+        joint.expect(lambda b, a: 1.0)
 
 
 # -- KuLSIF --------------------------------------------------------------------------------------

@@ -1,9 +1,7 @@
 """Kernel chain rule (algorithms §4; Fukumizu (2014) "Kernel Chain Rule")."""
 
-import numpy as np
-
 from .._validation import check_choice, check_matrix, check_same_length, check_vector
-from ..embedding import KernelMean
+from ..embedding import KernelMean, weighted_sum
 from .sum_rule import sum_rule_weights
 
 __all__ = ["JointKernelMean", "kernel_chain_rule"]
@@ -63,10 +61,7 @@ class JointKernelMean:
         ndarray
             The weighted sum of ``f``'s rows.
         """
-        values = np.asarray(f(self.points_out, self.points_in), dtype=np.float64)
-        if values.shape[:1] != self.weights.shape:
-            raise ValueError(f"f: expected an output with {self.weights.shape[0]} rows, got shape {values.shape}")
-        return np.tensordot(self.weights, values, axes=(0, 0))
+        return weighted_sum(self.weights, f, self.points_out, self.points_in)
 
 
 def kernel_chain_rule(prior, conditional):
