@@ -464,7 +464,7 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
         each extended axis, the values added, in the order they were added; empty when none was),
         ``validation_nees_`` (the chosen setting's mean NEES on the validation blocks, before
         any calibration; None when it reported no positive definite covariance) and
-        ``refit_time_`` (seconds the final fit took) are set on it.
+        ``refit_time_`` (seconds the final fit took) are set on it, and saved with it.
 
     Raises
     ------

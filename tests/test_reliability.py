@@ -37,6 +37,36 @@ def test_save_load_continues_bit_identically(tmp_path, data, params):
     assert loaded.get_params() == kbf.get_params()
 
 
+def test_a_tuned_filter_keeps_its_tuning_record_through_save_and_load(tmp_path, data):
+    (states, obs), (_, test_obs) = data
+    grid = {"kernel_x": [kb.GaussianKernel(), kb.LaplaceKernel()], "reg_update": (1e-3, 1e-1)}
+    tuned = kb.tune_filter(KernelBayesFilter(reg_prior=1e-3), states, obs, param_grid=grid, validation_length=50,
+                           progress=False, max_extensions=1)
+    loaded = KernelBayesFilter.load(tuned.save(tmp_path / "tuned.npz"))
+    for name in ("search_table_", "param_grid_", "extended_params_", "validation_nees_", "refit_time_"):
+        assert repr(getattr(loaded, name)) == repr(getattr(tuned, name)), name
+    assert repr(loaded.best_params_) == repr(tuned.best_params_)
+    assert type(loaded.best_params_["kernel_x"]) is type(tuned.best_params_["kernel_x"])
+    assert np.array_equal(loaded.batch_filter(test_obs)[0], tuned.batch_filter(test_obs)[0])
+    # a filter that was not tuned has no record, saved or loaded
+    plain = KernelBayesFilter.load(KernelBayesFilter().fit(states, obs).save(tmp_path / "plain.npz"))
+    assert not any(hasattr(plain, name) for name in ("best_params_", "search_table_", "refit_time_"))
+    # the record is untrusted input too: all of it or none, over the filter's own parameters
+    arrays, meta = _arrays_and_meta(tmp_path / "tuned.npz")
+    fields = meta["root"]["fields"]
+    damaged = [
+        (dict(fields, refit_time_=None), r"refit_time_ is None, expected a non-negative number"),
+        ({k: v for k, v in fields.items() if k != "search_table_"}, r"holds \[.*\] but not \['search_table_'\]"),
+        (dict(fields, param_grid_={"t": "dict", "items": {"bogus": {"t": "tuple", "items": [1, 2]}}}),
+         "param_grid_ is not a grid over the filter's parameters"),
+        (dict(fields, search_table_={"t": "list", "items": [{"t": "dict", "items": {"reg_update": 1}}]}),
+         "search_table_ is not a list of evaluated settings"),
+    ]
+    for bad, message in damaged:
+        with pytest.raises(ValueError, match="KernelBayesFilter: the file's tuning record.*" + message):
+            load(_rewrite(tmp_path / "damaged.npz", arrays, dict(meta, root=dict(meta["root"], fields=bad))))
+
+
 def _arrays_and_meta(path):
     with np.load(path, allow_pickle=False) as npz:
         arrays = {k: npz[k] for k in npz.files}

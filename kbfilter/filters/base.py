@@ -581,6 +581,47 @@ def _forecast_arrays(k, dim):
                          "fewer steps") from None
 
 
+#: what :func:`~kbfilter.tune_filter` records on the filter it returns, saved with the filter
+TUNING_RECORD = ("best_params_", "search_table_", "param_grid_", "extended_params_", "validation_nees_", "refit_time_")
+
+
+def tuning_record_holds(*kinds):
+    """The ``holds`` of a saved tuning record: its grid and table may hold any object of ``kinds``,
+    the kinds the filter's own parameters hold."""
+    return {name: kinds for name in TUNING_RECORD[:4]}
+
+
+def check_tuning_record(filt):
+    """A loaded filter's tuning record, all of it or none, shaped as :func:`~kbfilter.tune_filter`
+    writes it: a grid over the filter's own parameters, the chosen value of each, one row per
+    evaluated setting with its validation MSE. A saved file is untrusted input."""
+    present = [name for name in TUNING_RECORD if hasattr(filt, name)]
+    if not present:
+        return
+    where = f"{type(filt).__name__}: the file's tuning record"
+    if len(present) < len(TUNING_RECORD):
+        raise ValueError(f"{where} holds {present} but not {[n for n in TUNING_RECORD if n not in present]}")
+    params, grid = filt.get_params(deep=False), filt.param_grid_
+    if not (isinstance(grid, dict) and grid and all(
+            name in params and isinstance(values, (list, tuple)) and values for name, values in grid.items())):
+        raise ValueError(f"{where}: param_grid_ is not a grid over the filter's parameters (a non-empty list of "
+                         f"values for each)")
+    best, extended = filt.best_params_, filt.extended_params_
+    if not (isinstance(best, dict) and set(best) == set(grid)):
+        raise ValueError(f"{where}: best_params_ is not one value for each parameter of param_grid_")
+    columns = set(grid) | {"mse"}
+    table = filt.search_table_
+    if not (isinstance(table, list) and table and all(
+            isinstance(row, dict) and set(row) == columns and isinstance(row["mse"], float) for row in table)):
+        raise ValueError(f"{where}: search_table_ is not a list of evaluated settings, each with its mse")
+    if not (isinstance(extended, dict) and all(name in grid and isinstance(v, tuple) for name, v in extended.items())):
+        raise ValueError(f"{where}: extended_params_ is not a tuple of added values for parameters of param_grid_")
+    for name, value, allow_none in (("validation_nees_", filt.validation_nees_, True),
+                                    ("refit_time_", filt.refit_time_, False)):
+        if not ((allow_none and value is None) or (isinstance(value, float) and np.isfinite(value) and value >= 0)):
+            raise ValueError(f"{where}: {name} is {value!r}, expected a non-negative number")
+
+
 class LearnedFilter(CountedFallbacks, Filter, BaseEstimator):
     """The contract of a filter learned from example trajectories (a scikit-learn estimator).
 
@@ -630,6 +671,10 @@ class LearnedFilter(CountedFallbacks, Filter, BaseEstimator):
             The filter.
         """
         raise NotImplementedError
+
+    def _after_load(self):
+        super()._after_load()
+        check_tuning_record(self)
 
     def check_params(self):
         """Check the hyperparameters as :meth:`fit` does before it reads any data.

@@ -23,8 +23,8 @@ from ..operators import Operator
 from ..persistence import Persistent, persistent, saved_before_fit
 from ..rules.conditional import ConditionalEmbedding
 from ..threads import limited_blas
-from .base import (OUTSIDE_MARGIN, LearnedFilter, SharedModel, TrainingBox, probe_loaded,
-                   report_outlying_states, stacked_predecessors)
+from .base import (OUTSIDE_MARGIN, TUNING_RECORD, LearnedFilter, SharedModel, TrainingBox, probe_loaded,
+                   report_outlying_states, stacked_predecessors, tuning_record_holds)
 from .chunked import checked_log, gathered, is_dask_array, scattered, summary_fitted_kernel
 from .compression import kept_transitions
 from .controlled import ControlledTransition, LowRankControlledTransition
@@ -373,8 +373,10 @@ def _learned(name, doc):
 @persistent("model_",
             # the belief, so that a loaded filter continues where the saved one stopped
             "weights", "weights_prior", "x", "P", "x_prior", "P_prior", "x_post", "P_post", "dropped_mass",
+            *TUNING_RECORD,
             holds={"model_": ("FilterModel", "LocalFilterModel"), "transition": "ConditionalEmbedding",
-                   "kernel_x": "Kernel", "kernel_z": "Kernel", "kernel_u": "Kernel", "features": "TransformerMixin"})
+                   "kernel_x": "Kernel", "kernel_z": "Kernel", "kernel_u": "Kernel", "features": "TransformerMixin",
+                   **tuning_record_holds("ConditionalEmbedding", "Kernel", "TransformerMixin")})
 class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
     """Kernel Bayes filter: a nonparametric filter learned from example trajectories (algorithms §6).
 

@@ -49,7 +49,7 @@ from ..persistence import Persistent, persistent, saved_before_fit
 from ..systems.base import sensor_residual
 from ..systems.linear import LinearGaussianSensor
 from ..threads import limited_blas
-from .base import LearnedFilter, SharesFittedParts, check_model_states, probe_loaded
+from .base import TUNING_RECORD, LearnedFilter, SharesFittedParts, check_model_states, probe_loaded, tuning_record_holds
 from .particles import MAX_PARTICLES, HoldsParticles, ParticleBelief
 
 __all__ = ["LearnedMotion", "LearnedMotionFilter", "MOTION_GRID", "PROPOSALS", "LOCAL_MEANS"]
@@ -319,9 +319,11 @@ class LearnedMotion(Persistent, BaseEstimator):
 
 @persistent("motion_", "sensor_", "states_", "obs_shape_", "gate_", "n_features_in_", "rng_state", "belief", "x", "P",
             "x_prior", "P_prior", "x_post", "P_post", "_started", "_recent_observations", "_recent_ages", "_candidates",
+            *TUNING_RECORD,
             holds={"sensor": ("System", "PositionFixes", "RangeBearing", "LinearGaussianSensor"),
                    "sensor_": ("System", "PositionFixes", "RangeBearing", "LinearGaussianSensor"),
-                   "motion_": "LearnedMotion", "belief": "ParticleBelief"})
+                   "motion_": "LearnedMotion", "belief": "ParticleBelief",
+                   **tuning_record_holds("System", "PositionFixes", "RangeBearing", "LinearGaussianSensor")})
 class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, LearnedFilter):
     """A particle filter that moves by motion learned from trajectories and weighs by a sensor model.
 
