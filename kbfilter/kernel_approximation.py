@@ -132,13 +132,13 @@ class NystromKernel(_FeatureKernel):
         k = fitted_kernel(self.kernel, "kernel", X)
         diag = k.diag(X)
         trace = float(diag.sum())
-        L, pivots = pivoted_cholesky(diag, lambda i: k(X, X[i : i + 1])[:, 0], rank, trace_tol=tol * trace)
+        L, pivots = pivoted_cholesky(diag, lambda i: k(X, X[i : i + 1])[:, 0], rank, trace_tol=tol * trace, name="rank")
         if L.shape[1] == 0:
             raise ValueError("X: the kernel's Gram matrix is 0 on these points; nothing to approximate")
         self.kernel_ = k
         self.landmarks_ = X[pivots]
         self.factor_ = np.tril(L[pivots])
-        self.residual_trace_ = max(trace - float(np.sum(L * L)), 0.0)
+        self.residual_trace_ = max(trace - float(np.einsum("ij,ij->", L, L)), 0.0)  # no T x r temporary
         self.converged_ = bool(self.residual_trace_ <= tol * trace or L.shape[1] < rank)
         return self
 

@@ -17,7 +17,8 @@ import scipy.sparse as sp
 from scipy.linalg import LinAlgError, LinAlgWarning, cho_factor, lu_factor
 from scipy.linalg.lapack import dgetrs as getrs, dpotrf as potrf, dpotrs as potrs
 
-from ._validation import check_indices, check_int, check_matrix, check_positive, check_square, check_vector
+from ._validation import (check_indices, check_int, check_matrix, check_memory, check_positive, check_square,
+                          check_vector)
 from ._warnings import warn_user
 from .persistence import persistent
 from .progress import progress_bar
@@ -265,7 +266,11 @@ class Woodbury:
         return (B - self.L @ self.inner.solve(self.L.T @ B)) / self.c
 
 
-def pivoted_cholesky(diag, column, max_rank, tol=1e-12, trace_tol=None):
+#: :func:`pivoted_cholesky` checks the machine's memory each time its factor grows by this many columns
+MEMORY_CHECK_COLUMNS = 64
+
+
+def pivoted_cholesky(diag, column, max_rank, tol=1e-12, trace_tol=None, name="max_rank"):
     """Incomplete (pivoted) Cholesky factorisation ``G ~ L L^T`` (Fine & Scheinberg; the localized CKME paper §4.1).
 
     Greedily picks the pivot with the largest residual diagonal; stops at ``max_rank`` columns,
@@ -287,6 +292,10 @@ def pivoted_cholesky(diag, column, max_rank, tol=1e-12, trace_tol=None):
     trace_tol : float or None, default=None
         Stop when the residual trace is at most this (checked from the second column on: only a
         ``G`` that is 0 gives a factor without columns).
+    name : str, default="max_rank"
+        The caller's name for ``max_rank``, for the message when the factor outgrows the
+        machine's memory (checked every ``MEMORY_CHECK_COLUMNS`` columns, for the factor and the
+        copy it is returned as: only the columns reached are ever paged in).
 
     Returns
     -------
@@ -306,9 +315,11 @@ def pivoted_cholesky(diag, column, max_rank, tol=1e-12, trace_tol=None):
     residual = check_vector(diag, "diag").copy()
     n = residual.shape[0]
     max_rank = min(check_int(max_rank, "max_rank", minimum=0), n)
-    # column-major, so that the first j columns are one contiguous block (untouched columns of
-    # a large max_rank are never paged in)
-    L = np.zeros((n, max_rank), order="F")
+    # the factor grows a block of columns at a time (column-major, so a block's first columns are
+    # contiguous), and each block is checked against the machine's memory first: a large max_rank
+    # that the tolerance stops early costs nothing, and one the data reach is refused by name
+    # instead of an allocation of n x max_rank up front (671 GB for 300,000 rows and max_rank=n)
+    blocks = []
     pivots = []
     threshold = tol * max(float(residual.max()), 0.0)
     # the bar counts columns up to max_rank; a tolerance usually stops it earlier
@@ -322,20 +333,29 @@ def pivoted_cholesky(diag, column, max_rank, tol=1e-12, trace_tol=None):
             # columns is no approximation a solve can use: the first column is always taken
             if j > 0 and trace_tol is not None and np.sum(np.maximum(residual, 0.0)) <= trace_tol:
                 break
+            k = j % MEMORY_CHECK_COLUMNS
+            if k == 0:
+                reach = min(j + MEMORY_CHECK_COLUMNS, max_rank)
+                check_memory(16.0 * n * reach, name, f"a pivoted Cholesky factor of {n:,} rows reaching {reach:,} "
+                             f"columns (and its returned copy)", f"lower {name} or its tolerance")
+                blocks.append(np.empty((n, reach - j), order="F"))
             col = np.asarray(column(i), dtype=np.float64)
             if col.shape != (n,):
                 raise ValueError(f"column: expected column({i}) of shape ({n},), got shape {col.shape}")
             if not np.all(np.isfinite(col)):
                 # a NaN would spread through every later column of the factor, unseen
                 raise FloatingPointError(f"column: column({i}) contains NaN or infinite values; cannot factor")
-            col = col - L[:, :j] @ L[i, :j]
-            L[:, j] = col / np.sqrt(pivot)
-            residual -= L[:, j] ** 2
+            col = col - sum(B @ B[i] for B in blocks[:-1]) - blocks[-1][:, :k] @ blocks[-1][i, :k]
+            blocks[-1][:, k] = col / np.sqrt(pivot)
+            residual -= blocks[-1][:, k] ** 2
             residual[i] = 0.0  # exact by construction; avoid re-picking through round-off
             pivots.append(i)
             bar.update()
     r = len(pivots)
-    return np.ascontiguousarray(L[:, :r]), np.asarray(pivots, dtype=np.intp)
+    if not blocks:
+        return np.zeros((n, 0)), np.zeros(0, dtype=np.intp)
+    blocks[-1] = blocks[-1][:, : r - MEMORY_CHECK_COLUMNS * (len(blocks) - 1)]
+    return np.concatenate(blocks, axis=1), np.asarray(pivots, dtype=np.intp)
 
 
 def batched_pivoted_cholesky(kernel, X, tol, max_rank):

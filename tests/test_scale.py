@@ -318,6 +318,24 @@ def test_networks_and_particle_sets_larger_than_the_machine_are_refused_before_a
         60, 8)
 
 
+def test_a_nystrom_factor_outgrowing_the_machine_is_refused_as_it_grows(monkeypatch):
+    # the factor is paged in column by column as the rank grows, so a rank the data never reach
+    # costs nothing and is not refused; a rank they do reach is refused before the kernel kills it
+    import os
+
+    X = np.random.default_rng(0).normal(size=(300_000, 2))
+    real = os.sysconf
+    monkeypatch.setattr(os, "sysconf", lambda name: {"SC_PHYS_PAGES": 2**18, "SC_PAGE_SIZE": 4096}.get(name)
+                        or real(name))  # a gigabyte
+    narrow = kb.GaussianKernel(0.05)
+    with pytest.raises(ValueError, match=r"^rank: a pivoted Cholesky factor of 300,000 rows reaching 256 columns "
+                                         r"\(and its returned copy\) would take about 1\.14 GB, more than this "
+                                         r"machine's memory \(1 GB\); lower rank or its tolerance"):
+        NystromKernel(narrow, rank=1000).fit(X)
+    assert NystromKernel(narrow, rank=100).fit(X).landmarks_.shape == (100, 2)
+    assert NystromKernel(kb.GaussianKernel(20.0), rank=10**6).fit(X).landmarks_.shape[0] < 64
+
+
 def test_a_simulation_larger_than_the_machine_is_refused_before_its_first_step(monkeypatch):
     import os
 

@@ -252,10 +252,10 @@ class LowRankControlledTransition(_SuccessorTransition):
         def column(i):
             return kernel_x(Xp, Xp[i : i + 1])[:, 0] * kernel_u(Up, Up[i : i + 1])[:, 0]
 
-        L, pivots = pivoted_cholesky(diag, column, max_rank, trace_tol=trace_rtol * trace)
+        L, pivots = pivoted_cholesky(diag, column, max_rank, trace_tol=trace_rtol * trace, name="rank")
         if L.shape[1] == 0:
             raise ValueError("controls: the product kernel's Gram matrix is 0 on the logged transitions")
-        residual = max(trace - float(np.sum(L * L)), 0.0)
+        residual = max(trace - float(np.einsum("ij,ij->", L, L)), 0.0)
         converged = residual <= trace_rtol * trace or L.shape[1] < min(max_rank, n)
         return cls(kernel_x(X, Xp[pivots]), Up[pivots], kernel_u, np.tril(L[pivots]), np.ascontiguousarray(L),
                    ridge_factor(L.T @ L, n * reg, "transition features L^T L + n lam' I"), predecessors + 1,

@@ -414,7 +414,7 @@ class IncompleteCholeskyWeights(ConditionalWeights):
     def fit(self, A, B, kernel_in, kernel_out, reg, diagnostics):
         rank = check_int(self.rank, "rank")
         k = kernel_in
-        self.L_, self.pivots_ = pivoted_cholesky(k.diag(A), lambda i: k(A, A[i : i + 1])[:, 0], rank)
+        self.L_, self.pivots_ = pivoted_cholesky(k.diag(A), lambda i: k(A, A[i : i + 1])[:, 0], rank, name="rank")
         self.woodbury_ = Woodbury(self.L_, A.shape[0] * reg)
         return self
 
