@@ -428,11 +428,19 @@ class KernelMean:
         -------
         ndarray of shape (d,)
             The pre-image.
+
+        Raises
+        ------
+        ValueError
+            When no weight is positive: the embedding is nowhere above 0, so no point is nearer
+            to it than any other (a conditional embedding far from every training input is 0).
         """
         if not isinstance(self.kernel, GaussianKernel):
             raise ValueError("kernel: mode() needs a GaussianKernel (the fixed point is specific to it)")
         max_iter = check_int(max_iter, "max_iter")
         tol = check_positive(tol, "tol", allow_zero=True)
+        if not np.any(self.weights > 0):
+            raise ValueError("weights: no weight is positive, so the embedding has no mode (it is nowhere above 0)")
         start = int(np.argmax(self.evaluate(self.points)))
         x = self.points[start].copy()
         scale = max(float(np.ptp(self.points, axis=0).max()), 1.0)

@@ -175,6 +175,10 @@ def test_mode_prediction_on_bimodal_conditional():
     cme = ConditionalEmbedding(GaussianKernel(0.5), GaussianKernel(0.3), reg=1e-3).fit(A, B)
     np.testing.assert_allclose(cme.predict_mode([[0.0]]), [[2.0]], atol=0.15)
     assert abs(cme.predict_mean([[0.0]])[0, 0] - 1.2) < 0.3  # 0.8*2 - 0.2*2
+    # far from every input the embedding is 0, which has no mode: the first training output was
+    # returned as if it were one
+    with pytest.raises(ValueError, match=r"^Q\[1\]: the conditional embedding there has no positive weight"):
+        cme.predict_mode([[0.0], [100.0]])
 
 
 def test_embed_returns_kernel_means_on_support():

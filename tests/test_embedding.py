@@ -99,6 +99,14 @@ def test_mode_needs_gaussian_kernel():
         KernelMean([[0.0], [1.0]], kernel=LinearKernel()).mode()
 
 
+def test_an_embedding_with_no_positive_weight_has_no_mode():
+    # 0 (or a negative embedding) is nowhere above 0: the first point was returned as its mode
+    for weights in ([0.0, 0.0], [-0.5, -0.5]):
+        with pytest.raises(ValueError, match="weights: no weight is positive, so the embedding has no mode"):
+            KernelMean([[0.0], [1.0]], weights, kernel=GaussianKernel(1.0)).mode()
+    assert KernelMean([[0.0], [1.0]], [-0.1, 0.5], kernel=GaussianKernel(1.0)).mode()[0] > 0.5
+
+
 def test_mmd_matches_norm_of_difference():
     k = GaussianKernel(1.0)
     p = KernelMean([[0.0], [1.0]], [0.5, 0.5], kernel=k)

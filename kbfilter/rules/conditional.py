@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_choice, check_matrix, check_positive, check_same_length, check_saved_matrix
+from .._validation import check_choice, check_int, check_matrix, check_positive, check_same_length, check_saved_matrix
 from ..embedding import KernelMean
 from ..kernels import fitted_kernel
 from ..linalg import column_entries
@@ -400,8 +400,21 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         -------
         ndarray of shape (n_queries, d_out)
             The modes.
+
+        Raises
+        ------
+        ValueError
+            Naming the first query whose embedding has no positive weight: far from every
+            training input the embedding is 0, and 0 has no mode.
         """
-        return np.array([m.mode(max_iter=max_iter) for m in self.embed(Q)])
+        max_iter = check_int(max_iter, "max_iter")
+        modes = []
+        for j, embedding in enumerate(self.embed(Q)):
+            if not np.any(embedding.weights > 0):
+                raise ValueError(f"Q[{j}]: the conditional embedding there has no positive weight (the query is far "
+                                 f"from every training input, where the embedding is 0), so it has no mode")
+            modes.append(embedding.mode(max_iter=max_iter))
+        return np.array(modes)
 
     @limited_blas
     def held_out_loss(self, A, B):
