@@ -618,7 +618,7 @@ def check_tuning_record(filt):
         raise ValueError(f"{where}: extended_params_ is not a tuple of added values for parameters of param_grid_")
     for name, value, allow_none in (("validation_nees_", filt.validation_nees_, True),
                                     ("refit_time_", filt.refit_time_, False)):
-        if not ((allow_none and value is None) or (isinstance(value, float) and np.isfinite(value) and value >= 0)):
+        if not ((allow_none and value is None) or (isinstance(value, float) and value >= 0)):
             raise ValueError(f"{where}: {name} is {value!r}, expected a non-negative number")
 
 
