@@ -16,8 +16,8 @@ from .._validation import (check_choice, check_fraction, check_int, check_memory
 from ..embedding import KernelMean, clipped_weights, herd, normalise_weights, weighted_covariance
 from ..persistence import Persistent, persistent, saved_before_fit
 from ..threads import limited_blas
-from .base import (TUNING_RECORD, LearnedFilter, SharedModel, check_model_states, check_motion, motion_control_dimension,
-                   motion_of, probe_loaded, sample_next, training_pairs, tuning_record_holds)
+from .base import (TUNING_RECORD, LearnedFilter, SharedModel, check_model_states, check_motion,
+                   motion_control_dimension, motion_of, probe_loaded, sample_next, training_pairs, tuning_record_holds)
 from .grids import MONTE_CARLO_IMAGE_GRID, MONTE_CARLO_SCALABLE_IMAGE_GRID
 from .likelihood import PredictiveLikelihood
 from .observation import (ObservationSettings, ObservationSpace, check_dense_fits, observation_grid,
