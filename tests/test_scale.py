@@ -323,14 +323,14 @@ def test_a_nystrom_factor_outgrowing_the_machine_is_refused_as_it_grows(monkeypa
     # costs nothing and is not refused; a rank they do reach is refused before the kernel kills it
     import os
 
-    X = np.random.default_rng(0).normal(size=(300_000, 2))
+    X = np.random.default_rng(0).normal(size=(100_000, 2))
     real = os.sysconf
-    monkeypatch.setattr(os, "sysconf", lambda name: {"SC_PHYS_PAGES": 2**18, "SC_PAGE_SIZE": 4096}.get(name)
-                        or real(name))  # a gigabyte
+    monkeypatch.setattr(os, "sysconf", lambda name: {"SC_PHYS_PAGES": 2**16, "SC_PAGE_SIZE": 4096}.get(name)
+                        or real(name))  # a quarter of a gigabyte
     narrow = kb.GaussianKernel(0.05)
-    with pytest.raises(ValueError, match=r"^rank: a pivoted Cholesky factor of 300,000 rows reaching 256 columns "
-                                         r"\(and its returned copy\) would take about 1\.14 GB, more than this "
-                                         r"machine's memory \(1 GB\); lower rank or its tolerance"):
+    with pytest.raises(ValueError, match=r"^rank: a pivoted Cholesky factor of 100,000 rows reaching 192 columns "
+                                         r"\(and its returned copy\) would take about 0\.286 GB, more than this "
+                                         r"machine's memory \(0\.25 GB\); lower rank or its tolerance"):
         NystromKernel(narrow, rank=1000).fit(X)
     assert NystromKernel(narrow, rank=100).fit(X).landmarks_.shape == (100, 2)
     assert NystromKernel(kb.GaussianKernel(20.0), rank=10**6).fit(X).landmarks_.shape[0] < 64
