@@ -347,6 +347,21 @@ def test_constant_observations_give_a_clear_error(data):
     assert np.all(np.isfinite(kbf.batch_filter(np.ones((5, 2)))[0]))
 
 
+def test_a_nan_in_a_training_log_is_located(data):
+    # a log of many rows with one bad value: the message says where it is
+    (states, obs), _ = data
+    bad_states, bad_obs = states.copy(), obs.copy()
+    bad_states[3, 1] = np.nan
+    bad_obs[150, 0] = -np.inf
+    with pytest.raises(ValueError, match=r"^states: contains NaN or infinite values \(the first at row 3: nan\)$"):
+        KernelBayesFilter().fit(bad_states, obs)
+    with pytest.raises(ValueError, match=r"^observations\[1\]: contains NaN or infinite values \(the first at "
+                                         r"sample 50: -inf\)$"):
+        KernelBayesFilter().fit([states[:100], states[100:]], [obs[:100], bad_obs[100:]])
+    with pytest.raises(ValueError, match=r"^weights: contains NaN or infinite values \(the first at entry 2: inf\)$"):
+        kb.KernelMean(states[:4], [0.1, 0.2, np.inf, 0.3])
+
+
 @pytest.mark.parametrize("bad", [np.array([np.nan, 0.0]), np.array([np.inf, 0.0]), np.array(["a", "b"]),
                                  np.array([1 + 1j, 0.0]), [[1.0, 2.0]]])
 def test_bad_observations_are_rejected_with_a_message(data, bad):
