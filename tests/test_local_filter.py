@@ -279,6 +279,10 @@ def test_with_params_needs_a_fit_for_what_the_fit_learns_and_refuses_bad_values(
         local.with_params(reg_update=-1.0)
     with pytest.raises(ValueError, match="support: expected"):
         local.with_params(support=0)
+    # a name that is no parameter: None ("fit again with it") would be no answer, as set_params refuses it
+    for filt in (local, kb.KernelMonteCarloFilter(kb.systems.Oscillation(), n_particles=50).fit(X, Z)):
+        with pytest.raises(ValueError, match=r"^params: \['reg_updte'\] are not parameters of "):
+            filt.with_params(reg_updte=0.1)
 
 
 def test_tuning_sweeps_the_update_on_one_fit_and_scores_as_fresh_fits(oscillation, monkeypatch, count_fits):

@@ -622,6 +622,13 @@ def check_tuning_record(filt):
             raise ValueError(f"{where}: {name} is {value!r}, expected a non-negative number")
 
 
+def check_param_names(estimator, params):
+    """Refuse names in ``params`` that are not parameters of ``estimator``."""
+    unknown = sorted(set(params) - set(estimator.get_params(deep=False)))
+    if unknown:
+        raise ValueError(f"params: {unknown} are not parameters of {type(estimator).__name__}")
+
+
 class LearnedFilter(CountedFallbacks, Filter, BaseEstimator):
     """The contract of a filter learned from example trajectories (a scikit-learn estimator).
 
@@ -713,7 +720,14 @@ class LearnedFilter(CountedFallbacks, Filter, BaseEstimator):
         -------
         LearnedFilter or None
             A copy with a fresh belief (this filter is not changed), or None.
+
+        Raises
+        ------
+        ValueError
+            For a name that is not a parameter of the filter (:meth:`set_params` would refuse
+            it, so None, "fit again with it", would be no answer).
         """
+        check_param_names(self, params)
         return None
 
     def default_grid(self, observations):

@@ -23,8 +23,8 @@ from ..operators import Operator
 from ..persistence import Persistent, persistent, saved_before_fit
 from ..rules.conditional import ConditionalEmbedding
 from ..threads import limited_blas
-from .base import (OUTSIDE_MARGIN, TUNING_RECORD, LearnedFilter, SharedModel, TrainingBox, probe_loaded,
-                   report_outlying_states, stacked_predecessors, tuning_record_holds)
+from .base import (OUTSIDE_MARGIN, TUNING_RECORD, LearnedFilter, SharedModel, TrainingBox, check_param_names,
+                   probe_loaded, report_outlying_states, stacked_predecessors, tuning_record_holds)
 from .chunked import checked_log, gathered, is_dask_array, scattered, summary_fitted_kernel
 from .compression import kept_transitions
 from .controlled import ControlledTransition, LowRankControlledTransition
@@ -733,7 +733,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         Raises
         ------
         ValueError
-            A value the filter refuses, as :meth:`fit` would.
+            A value the filter refuses, as :meth:`fit` would, or a name that is not a parameter.
 
         Examples
         --------
@@ -745,6 +745,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         True
         """
         check_is_fitted(self, "model_")
+        check_param_names(self, params)
         if not (isinstance(self.model_, LocalFilterModel) and set(params) <= set(LocalFilterModel.UPDATE_SETTINGS)):
             return None
         copied = copy.deepcopy(self).set_params(**params)
