@@ -80,9 +80,13 @@ def checked_log(states, observations):
     Z = observations.astype(np.float64).rechunk({0: X.chunks[0], 1: -1})
     finite_x, finite_z, largest_x, largest_z = dask.compute(
         da.isfinite(X).all(), da.isfinite(Z).all(), abs(X).max(), abs(Z).max())
-    for name, finite, largest in (("states", finite_x, largest_x), ("observations", finite_z, largest_z)):
+    for name, arr, finite, largest in (("states", X, finite_x, largest_x), ("observations", Z, finite_z, largest_z)):
         if not finite:
-            raise ValueError(f"{name}: contains NaN or infinite values")
+            # located as an in-memory log's is (one more pass, on the failing path only)
+            row = int(da.argmin(da.isfinite(arr).all(axis=1)).compute())
+            values = arr[row].compute()
+            raise ValueError(f"{name}: contains NaN or infinite values (the first at row {row}: "
+                             f"{float(values[~np.isfinite(values)][0])})")
         check_training_magnitude(float(largest), name)
     return X, Z
 
