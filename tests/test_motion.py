@@ -398,8 +398,11 @@ def test_dropouts_keep_the_first_fix_and_last_as_long_as_asked():
     np.testing.assert_array_equal(missing, again)
     with pytest.raises(ValueError, match="length"):
         dropouts(np.zeros((10, 2)), length=(5, 2))
-    with pytest.raises(ValueError, match="rate: expected a fraction"):
-        dropouts(np.zeros((10, 2)), rate=2.0)
+    for bad in (2.0, -0.1):
+        with pytest.raises(ValueError, match=r"rate: expected a (probability in \[0, 1\]|non-negative finite number)"):
+            dropouts(np.zeros((10, 2)), rate=bad)
+    # rate 0 leaves every fix in, as the tracks benchmark's --gap-rate 0 asks (it was refused from inside the run)
+    assert not dropouts(np.zeros((50, 2)), rng=0, rate=0.0)[1].any()
     with pytest.raises(ValueError, match=r"length: expected \(shortest, longest\), got 5"):
         dropouts(np.zeros((10, 2)), length=5)
 

@@ -208,9 +208,9 @@ class TracksConfig:
         """
         seen = (f"fixes with {self.noise:g} m errors" if self.sensor == "fixes" else
                 f"radar at the origin, {self.range_noise:g} m and {self.bearing_noise:g} rad errors")
+        gaps = f"dropouts of {self.gap} steps" if self.gap_rate > 0 else "no dropouts"
         return (f"{self.data}: {len(tracks)} tracks of {len(set(tracks.vehicles))} vehicles, step {tracks.step:g} s; "
-                f"{seen}; dropouts of {self.gap} steps; {self.splits} splits holding out {self.test_size:.0%} of "
-                f"the vehicles")
+                f"{seen}; {gaps}; {self.splits} splits holding out {self.test_size:.0%} of the vehicles")
 
 
 def _rmse(estimate, truth, rows):

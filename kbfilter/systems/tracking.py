@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from .._validation import check_bool, check_fraction, check_int, check_matrix, check_model_scale, check_positive, \
+from .._validation import check_bool, check_int, check_matrix, check_model_scale, check_positive, \
     check_rng, check_vector
 from ..persistence import persistent
 from .base import System
@@ -661,8 +661,9 @@ def dropouts(observations, rng=None, rate=0.05, length=(1, 20)):
         The observations.
     rng : int, Generator or None
         The random numbers.
-    rate : float in (0, 1], default=0.05
-        The chance that a dropout starts at a step (outside a dropout).
+    rate : float in [0, 1], default=0.05
+        The chance that a dropout starts at a step (outside a dropout); 0 leaves every
+        observation in.
     length : (int, int), default=(1, 20)
         The shortest and longest dropout, in steps; each length is drawn uniformly between them.
 
@@ -681,7 +682,9 @@ def dropouts(observations, rng=None, rate=0.05, length=(1, 20)):
     """
     obs = check_matrix(observations, "observations")
     rng = check_rng(rng, "rng")
-    rate = check_fraction(rate, "rate")
+    rate = check_positive(rate, "rate", allow_zero=True)
+    if rate > 1:
+        raise ValueError(f"rate: expected a probability in [0, 1], got {rate!r}")
     if isinstance(length, (str, bytes)) or np.ndim(length) != 1 or len(length) != 2:
         raise ValueError(f"length: expected (shortest, longest), got {length!r}")
     low, high = (check_int(v, "length") for v in length)
