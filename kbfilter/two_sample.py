@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._validation import check_int, check_matrix, check_rng
+from ._validation import check_int, check_matrix, check_memory, check_rng
 from .kernels import fitted_kernel
 from .threads import limited_blas
 
@@ -71,9 +71,13 @@ def mmd_test(X, Y, kernel=None, n_permutations=1000, random_state=None):
     Y = check_matrix(Y, "Y", min_samples=2, n_features=X.shape[1])
     n_permutations = check_int(n_permutations, "n_permutations")
     rng = check_rng(random_state)
+    total = X.shape[0] + Y.shape[0]
+    # the pooled Gram matrix and its squared distances (measured: 2.0 total^2 floats at the peak)
+    check_memory(16.0 * total * total, "X, Y", f"the Gram matrix of {total:,} pooled points",
+                 "test on a random subsample of each")
     pooled = np.vstack([X, Y])
     G = fitted_kernel(kernel, "kernel", pooled)(pooled)
-    n, total = X.shape[0], pooled.shape[0]
+    n = X.shape[0]
     # the statistic is s^T G s for the signed weights s = (1/n on the first group, -1/m on the second)
     signs = np.concatenate([np.full(n, 1.0 / n), np.full(total - n, -1.0 / (total - n))])
     statistic = float(signs @ G @ signs)

@@ -336,6 +336,18 @@ def test_a_nystrom_factor_outgrowing_the_machine_is_refused_as_it_grows(monkeypa
     assert NystromKernel(kb.GaussianKernel(20.0), rank=10**6).fit(X).landmarks_.shape[0] < 64
 
 
+def test_a_two_sample_test_larger_than_the_machine_is_refused_before_its_gram_matrix(monkeypatch):
+    import os
+
+    real = os.sysconf
+    monkeypatch.setattr(os, "sysconf", lambda name: {"SC_PHYS_PAGES": 2**18, "SC_PAGE_SIZE": 4096}.get(name)
+                        or real(name))  # a gigabyte
+    X, Y = RNG.normal(size=(5000, 2)), RNG.normal(size=(4000, 2))
+    with pytest.raises(ValueError, match=r"^X, Y: the Gram matrix of 9,000 pooled points would take about 1\.21 GB"):
+        kb.mmd_test(X, Y, random_state=0)
+    assert 0 < kb.mmd_test(X[:500], Y[:500], n_permutations=50, random_state=0).pvalue <= 1
+
+
 def test_a_simulation_larger_than_the_machine_is_refused_before_its_first_step(monkeypatch):
     import os
 
