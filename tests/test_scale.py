@@ -348,6 +348,32 @@ def test_a_two_sample_test_larger_than_the_machine_is_refused_before_its_gram_ma
     assert 0 < kb.mmd_test(X[:500], Y[:500], n_permutations=50, random_state=0).pvalue <= 1
 
 
+def test_dense_rules_larger_than_the_machine_are_refused_before_their_gram_matrices(monkeypatch):
+    # the filters checked their exact fits; the rules and embeddings they are built from did not
+    import os
+
+    real = os.sysconf
+    monkeypatch.setattr(os, "sysconf", lambda name: {"SC_PHYS_PAGES": 2**16, "SC_PAGE_SIZE": 4096}.get(name)
+                        or real(name))  # a quarter of a gigabyte
+    A = RNG.normal(size=(5000, 2))
+    B = A + 0.1 * RNG.normal(size=(5000, 2))
+    with pytest.raises(ValueError, match=r"^A: the 'exact' conditional embedding of 5,000 pairs \(about 2 5,000 x "
+                                         r"5,000 arrays\) would take about 0\.373 GB.*use method='nystrom'"):
+        kb.ConditionalEmbedding().fit(A, B)
+    with pytest.raises(ValueError, match=r"^A: the 'sparse' conditional embedding of 2,000 pairs \(about 14 "):
+        kb.ConditionalEmbedding(method="sparse").fit(A[:2000], B[:2000])
+    with pytest.raises(ValueError, match=r"^states: kernel Bayes' rule on 5,000 training pairs \(about 3 5,000 x "
+                                         r"5,000 arrays\) would take about 0\.559 GB"):
+        kb.KernelBayesRule().fit(A, B)
+    with pytest.raises(ValueError, match=r"^states: kernel Bayes' rule on 5,000 training pairs \(about 2 "):
+        kb.KernelBayesRule(kernel_x=NystromKernel(rank=50)).fit(A, B)  # the observations' Gram matrix alone
+    # explicit features hold no n x n array
+    assert kb.ConditionalEmbedding(method="nystrom", rank=50, random_state=0).fit(A, B).predict(A[:3]).shape == (3, 2)
+    assert kb.ConditionalEmbedding(NystromKernel(rank=50)).fit(A, B).predict(A[:3]).shape == (3, 2)
+    kb.KernelBayesRule(kernel_x=NystromKernel(rank=50), kernel_z=NystromKernel(rank=50)).fit(A, B)
+    kb.ConditionalEmbedding().fit(A[:2000], B[:2000])  # 0.06 GB
+
+
 def test_a_simulation_larger_than_the_machine_is_refused_before_its_first_step(monkeypatch):
     import os
 

@@ -14,6 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._validation import (
     check_choice,
     check_matrix,
+    check_memory,
     check_positive,
     check_same_length,
     check_saved_matrix,
@@ -259,6 +260,16 @@ class KernelBayesRule(Persistent, BaseEstimator):
         self.states_, self.observations_, self.n_train_ = X, Z, n
         self.n_features_in_ = X.shape[1]
         self.kernel_x_ = fitted_kernel(self.kernel_x, "kernel_x", X)
+        kernel_z = None if self.features is not None else fitted_kernel(self.kernel_z, "kernel_z", Z)
+        dense_x = not self.kernel_x_.has_features
+        dense_z = kernel_z is not None and not kernel_z.has_features
+        # measured with tracemalloc: the states' Gram matrix and its factor, then the observations'
+        # Gram matrix beside the factor, each built with a temporary of its size
+        arrays = max(2 * dense_x, dense_x + 2 * dense_z)
+        if arrays:
+            check_memory(8.0 * arrays * n * n, "states",
+                         f"kernel Bayes' rule on {n:,} training pairs (about {arrays} {n:,} x {n:,} arrays)",
+                         "use kernels with explicit features (NystromKernel, RandomFourierKernel), or fewer pairs")
         self.diagnostics_ = Counter()
         name = "G_x + n reg_prior I"
         if self.kernel_x_.has_features:
@@ -277,7 +288,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
             self.features_ = clone(self.features).fit(Z)
             self.Phi_ = np.asarray(self.features_.transform(Z), dtype=np.float64)
         else:
-            self.kernel_z_ = fitted_kernel(self.kernel_z, "kernel_z", Z)
+            self.kernel_z_ = kernel_z
             # a kernel with an explicit feature map (linear, Nystrom, Fourier) gives Phi directly
             self.Phi_ = self.kernel_z_.features(Z) if self.kernel_z_.has_features else None
             if self.Phi_ is None:

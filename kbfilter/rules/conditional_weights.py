@@ -80,6 +80,9 @@ class ConditionalWeights(Persistent, BaseEstimator):
 
     #: the weights are sparse (a few training inputs a query), so queries go in large chunks
     sparse = False
+    #: the n x n float arrays the fit holds at its peak (measured with tracemalloc), which
+    #: :class:`~kbfilter.ConditionalEmbedding` checks against the machine's memory before it
+    dense_arrays = 0
 
     @classmethod
     def configured(cls, params, kernel):
@@ -190,6 +193,8 @@ class ExactWeights(ConditionalWeights):
     A kernel with explicit features (a Nyström kernel) takes :class:`KernelFeatureWeights`
     instead: the same weights through the push-through identity, with no n x n matrix.
     """
+
+    dense_arrays = 2  # the Gram matrix and its factor
 
     @classmethod
     def configured(cls, params, kernel):
@@ -426,6 +431,8 @@ class IncompleteCholeskyWeights(ConditionalWeights):
 @persistent("coef_", "n_iter_")
 class SparseWeights(ConditionalWeights):
     """``sparse``: the sparse coefficients ``M`` of Grünewälder et al. (2012), ``w(a) = M^T k_a(a)``."""
+
+    dense_arrays = 14  # the Gram matrices, the dense solution and the proximal gradient's iterates
 
     def __init__(self, gamma=1e-2, max_iter=5000):
         self.gamma = gamma
