@@ -32,16 +32,21 @@ def _as_float(X, name, what):
         raise ValueError(f"{name}: expected {what} ({exc})") from exc
 
 
+def non_finite_error(name, unit, index, values):
+    """The ``ValueError`` for a NaN or an infinity first met in ``values``, the ``unit`` (row,
+    sample, entry) ``index`` of ``name``: one message for a log in memory and one in dask arrays."""
+    values = np.atleast_1d(values)
+    return ValueError(f"{name}: contains NaN or infinite values (the first at {unit} {index}: "
+                      f"{float(values[~np.isfinite(values)][0])})")
+
+
 def _refuse_non_finite(arr, name, unit):
     """Refuse an array holding a NaN or an infinity, naming the first ``unit`` (row, sample,
     entry) that does: in a log of a million rows, where to look is half the answer."""
     if np.all(np.isfinite(arr)):
         return
-    finite = np.isfinite(arr).reshape(arr.shape[0], -1).all(axis=1)
-    first = int(np.argmin(finite))
-    values = np.atleast_1d(arr[first])
-    value = float(values[~np.isfinite(values)][0])
-    raise ValueError(f"{name}: contains NaN or infinite values (the first at {unit} {first}: {value})")
+    first = int(np.argmin(np.isfinite(arr).reshape(arr.shape[0], -1).all(axis=1)))
+    raise non_finite_error(name, unit, first, arr[first])
 
 
 def check_matrix(X, name, *, n_features=None, min_samples=1, allow_1d=True, finite=True):
@@ -491,3 +496,9 @@ def check_memory(need, name, what, advice=None):
     if have is not None and need > have:
         raise ValueError(f"{name}: {what} would take about {need / 2**30:.3g} GB, more than this machine's memory "
                          f"({have / 2**30:.3g} GB)" + ("" if advice is None else f"; {advice}"))
+
+
+def check_square_memory(n, arrays, name, what, advice=None):
+    """:func:`check_memory` for work holding ``arrays`` ``n x n`` float64 arrays at its peak;
+    ``what`` says what, on how many (the message adds the arrays)."""
+    check_memory(8.0 * arrays * n * n, name, f"{what} (about {arrays} {n:,} x {n:,} arrays)", advice)

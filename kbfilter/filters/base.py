@@ -571,12 +571,12 @@ class Filter:
 
 def _forecast_arrays(k, dim):
     """Room for ``k`` forecast means and covariances of a ``dim``-dimensional state."""
-    check_memory(8.0 * k * dim * (dim + 1), "k", f"{k:,} steps ahead of a {dim}-dimensional state",
-                 "forecast fewer steps")
+    need = 8.0 * k * dim * (dim + 1)
+    check_memory(need, "k", f"{k:,} steps ahead of a {dim}-dimensional state", "forecast fewer steps")
     try:  # where the platform does not say how much memory it has
         return np.empty((k, dim)), np.empty((k, dim, dim))
     except MemoryError:
-        raise ValueError(f"k: {k:,} steps ahead of a {dim}-dimensional state need {k * dim * (dim + 1) * 8:.3g} "
+        raise ValueError(f"k: {k:,} steps ahead of a {dim}-dimensional state need {need:.3g} "
                          "bytes for the means and covariances, more than this machine can hold; forecast "
                          "fewer steps") from None
 

@@ -21,7 +21,7 @@ import warnings
 import numpy as np
 from sklearn.neighbors import NearestNeighbors
 
-from .._validation import check_training_magnitude
+from .._validation import check_training_magnitude, non_finite_error
 from ..kernels import as_kernel, median_rows
 
 
@@ -84,9 +84,7 @@ def checked_log(states, observations):
         if not finite:
             # located as an in-memory log's is (one more pass, on the failing path only)
             row = int(da.argmin(da.isfinite(arr).all(axis=1)).compute())
-            values = arr[row].compute()
-            raise ValueError(f"{name}: contains NaN or infinite values (the first at row {row}: "
-                             f"{float(values[~np.isfinite(values)][0])})")
+            raise non_finite_error(name, "row", row, arr[row].compute())
         check_training_magnitude(float(largest), name)
     return X, Z
 

@@ -15,7 +15,7 @@ from functools import cached_property
 import numpy as np
 from sklearn.base import clone
 
-from .._validation import check_choice, check_int, check_observation, check_memory, check_positive
+from .._validation import check_choice, check_int, check_observation, check_positive, check_square_memory
 from .._warnings import warn_user
 from ..features import GaussianBlur
 from ..kernel_approximation import NystromKernel, RandomFourierKernel
@@ -656,6 +656,5 @@ def check_dense_fits(n, arrays, instead):
     instead : str
         What to use instead, for the message (the filter's approximations that scale).
     """
-    check_memory(arrays * 8.0 * n * n, "states",
-                 f"the exact filter on {n:,} training states (about {arrays} {n:,} x {n:,} arrays)",
-                 f"use {instead}, or fewer training states")
+    check_square_memory(n, arrays, "states", f"the exact filter on {n:,} training states",
+                        f"use {instead}, or fewer training states")

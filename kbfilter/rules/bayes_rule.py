@@ -14,10 +14,10 @@ from sklearn.utils.validation import check_is_fitted
 from .._validation import (
     check_choice,
     check_matrix,
-    check_memory,
     check_positive,
     check_same_length,
     check_saved_matrix,
+    check_square_memory,
     check_vector,
 )
 from .._warnings import warn_user
@@ -267,9 +267,9 @@ class KernelBayesRule(Persistent, BaseEstimator):
         # Gram matrix beside the factor, each built with a temporary of its size
         arrays = max(2 * dense_x, dense_x + 2 * dense_z)
         if arrays:
-            check_memory(8.0 * arrays * n * n, "states",
-                         f"kernel Bayes' rule on {n:,} training pairs (about {arrays} {n:,} x {n:,} arrays)",
-                         "use kernels with explicit features (NystromKernel, RandomFourierKernel), or fewer pairs")
+            check_square_memory(n, arrays, "states", f"kernel Bayes' rule on {n:,} training pairs",
+                                "use kernels with explicit features (NystromKernel, RandomFourierKernel), or fewer "
+                                "pairs")
         self.diagnostics_ = Counter()
         name = "G_x + n reg_prior I"
         if self.kernel_x_.has_features:

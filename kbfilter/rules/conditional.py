@@ -13,8 +13,8 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import (check_choice, check_int, check_matrix, check_memory, check_positive, check_same_length,
-                           check_saved_matrix)
+from .._validation import (check_choice, check_int, check_matrix, check_positive, check_same_length, check_saved_matrix,
+                           check_square_memory)
 from ..embedding import KernelMean
 from ..kernels import fitted_kernel
 from ..linalg import column_entries
@@ -207,9 +207,9 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         self.diagnostics_ = Counter()
         weights = WEIGHT_METHODS[self.method].configured(self.get_params(deep=False), self.kernel_in_)
         if weights.dense_arrays:
-            check_memory(8.0 * weights.dense_arrays * n * n, "A",
-                         f"the {self.method!r} conditional embedding of {n:,} pairs (about {weights.dense_arrays} "
-                         f"{n:,} x {n:,} arrays)", "use method='nystrom', 'icf', 'rff' or 'knn', or fewer pairs")
+            check_square_memory(n, weights.dense_arrays, "A",
+                                f"the {self.method!r} conditional embedding of {n:,} pairs",
+                                "use method='nystrom', 'icf', 'rff' or 'knn', or fewer pairs")
         self.weights_ = weights.fit(A, B, self.kernel_in_, self.kernel_out_, reg, self.diagnostics_)
         return self
 
