@@ -188,7 +188,7 @@ def _factor_symmetric(A, name, warn):
     return factor
 
 
-def ridge_factor(G, ridge, name="matrix", warn=True):
+def ridge_factor(G, ridge, name="matrix", warn=True, symmetrize=True):
     """The factor of ``G + ridge I``: the regularised solve of every kernel method here, whether
     ``G`` is a Gram matrix or the inner product ``F^T F`` of explicit features.
 
@@ -202,6 +202,12 @@ def ridge_factor(G, ridge, name="matrix", warn=True):
         How messages call the matrix.
     warn : bool
         As for :func:`spd_factor`.
+    symmetrize : bool, default=True
+        Factor ``(G + G^T) / 2``. False factors ``G`` as given, for a ``G`` built symmetric (a Gram
+        matrix, ``F^T F``, ``D G D`` for a diagonal ``D``): the Cholesky reads one triangle and a
+        fallback the other, so triangles that differ by rounding give the factor to rounding, and
+        the averaging, a transposed pass over ``n^2`` entries, is skipped (in an exact filter step at
+        ``T = 1,000`` it took about a fifth of the time).
 
     Returns
     -------
@@ -219,8 +225,9 @@ def ridge_factor(G, ridge, name="matrix", warn=True):
         raise ValueError(f"G: expected a square matrix, got shape {G.shape}")
     # a negative ridge would be subtracted from the diagonal: another matrix, perhaps indefinite
     G[np.diag_indices(G.shape[0])] += check_positive(ridge, "ridge", allow_zero=True)
-    G += G.T  # symmetrised in place, as spd_factor would into a new array (numpy buffers the transpose)
-    G *= 0.5
+    if symmetrize:
+        G += G.T  # in place, as spd_factor would into a new array (numpy buffers the transpose)
+        G *= 0.5
     return _factor_symmetric(G, name, warn)
 
 

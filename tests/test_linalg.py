@@ -118,6 +118,31 @@ def test_a_negative_ridge_is_refused_not_subtracted():
             ridge_factor(bad, 1.0)
 
 
+def test_a_matrix_built_symmetric_is_factored_without_averaging_to_rounding():
+    from kbfilter.linalg import ridge_factor
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(60, 2))
+    sq = np.sqrt(rng.uniform(0.1, 2.0, size=60))
+    G = GaussianKernel(1.0)(X)
+    M = sq[:, None] * G * sq[None, :]  # D G D, whose triangles differ by rounding at most
+    b = rng.normal(size=60)
+    exact = np.linalg.solve(0.5 * (M + M.T) + 1e-3 * np.eye(60), b)
+    for symmetrize in (True, False):
+        x = ridge_factor(M.copy(), 1e-3, symmetrize=symmetrize).solve(b)
+        np.testing.assert_allclose(x, exact, rtol=1e-9, atol=1e-9 * np.abs(exact).max())
+    # the fallbacks read the matrix too: a rank-one G needs the jitter, with or without the averaging
+    v = np.arange(1.0, 6.0)
+    for symmetrize in (True, False):
+        with pytest.warns(NumericalWarning, match="jitter"):
+            f = ridge_factor(np.outer(v, v), 0.0, symmetrize=symmetrize)
+        np.testing.assert_allclose((np.outer(v, v) + f.jitter * np.eye(5)) @ f.solve(v), v, rtol=1e-6)
+    # by default a matrix that is not symmetric is averaged with its transpose, as documented
+    A = np.array([[3.0, 1.0], [3.0, 2.0]])
+    np.testing.assert_allclose(ridge_factor(A.copy(), 0.0).solve(np.array([5.0, 4.0])),
+                               np.linalg.solve(0.5 * (A + A.T), [5.0, 4.0]))
+
+
 def test_a_factor_refuses_a_right_hand_side_of_other_rows_before_lapack_sees_it():
     from kbfilter.linalg import SPDFactor
 

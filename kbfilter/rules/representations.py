@@ -31,8 +31,10 @@ LOW_RANK_RTOL = 1e-9
 
 def factor_recorded(A, ridge, name, info):
     """The factor of ``A + ridge I`` (:func:`~kbfilter.linalg.ridge_factor`; ``A`` is overwritten)
-    whose fallback (jitter, LU) is recorded in ``info``."""
-    factor = ridge_factor(A, ridge, name, warn=False)
+    whose fallback (jitter, LU) is recorded in ``info``. Every ``A`` here is built symmetric (a
+    Gram matrix, ``F^T F`` or ``D G D``), so it is not averaged with its transpose: in a dense
+    update that pass cost about a fifth of the step."""
+    factor = ridge_factor(A, ridge, name, warn=False, symmetrize=False)
     if factor.event is not None:
         info[factor.event] = factor.describe(name)
     return factor
