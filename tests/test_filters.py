@@ -396,6 +396,25 @@ class _Drift(kb.systems.System):
         return np.array([z0[0], 0.0]), np.eye(2)
 
 
+def test_a_system_draws_its_noise_from_the_covariance_it_holds_at_the_draw():
+    """The draws are numpy's multivariate_normal (the same standard normals) for whatever covariance
+    the system holds when it draws, even one changed in place between two draws."""
+    system, X = _Drift(), np.arange(10.0).reshape(5, 2)
+    system.process_cov = np.array([[0.02, 0.01], [0.01, 0.03]])
+    for cov in ([[0.02, 0.01], [0.01, 0.03]], [[0.5, -0.2], [-0.2, 0.4]], [[0.02, 0.01], [0.01, 0.03]]):
+        system.process_cov[:] = cov  # the same array, other values
+        drawn = system.sample_transition(X, np.random.default_rng(4))
+        expected = system.transition_mean(X) + np.random.default_rng(4).multivariate_normal(np.zeros(2), cov, size=5)
+        np.testing.assert_allclose(drawn, expected, rtol=1e-12, atol=1e-15)
+    observed = system.sample_observation(X, np.random.default_rng(2))
+    np.testing.assert_allclose(observed, X[:, :1] + np.sqrt(0.1) * np.random.default_rng(2).standard_normal((5, 1)),
+                               rtol=1e-12)
+    # a covariance that is not positive semi-definite keeps numpy's warning
+    system.process_cov = np.array([[1.0, 2.0], [2.0, 1.0]])
+    with pytest.warns(RuntimeWarning, match="positive-semidefinite"):
+        system.sample_transition(X, np.random.default_rng(0))
+
+
 class _FlatObservation(_Drift):
     def observe_mean(self, X):
         return X[:, 0]  # one value a state, but 1-D: numpy would broadcast it against the noise
