@@ -158,7 +158,7 @@ def _noise_factor(cov_bytes, dim):
 def gaussian_noise(rng, cov, n):
     """``n`` draws of ``N(0, cov)``: the numbers of ``rng.multivariate_normal`` (its SVD factor, the
     same standard normals), with the factor of each covariance computed once. A simulation draws
-    from one covariance every step, and numpy's decomposition and check took 85 % of a step.
+    from one covariance every step, and numpy's decomposition and check took three quarters of its time.
 
     Parameters
     ----------
