@@ -132,11 +132,27 @@ def test_closed_form_loo_equals_brute_force():
     assert loo_loss(kin(A), kout(B), reg) == pytest.approx(np.mean(brute), rel=1e-8)
 
 
+def test_loo_loss_with_a_vanishing_reg_reaches_its_limit_not_zero_over_zero():
+    """As reg -> 0, (I - H) -> n reg G_in^{-1}, and the loss -> mean_j (A G_out A)_jj / A_jj^2 with
+    A = G_in^{-1}; at reg = 1e-200 both quadratics of the closed form underflowed, giving NaN."""
+    A_in, B, _ = linear_data(6, seed=2)
+    G_in, G_out = GaussianKernel(0.3)(A_in), GaussianKernel(1.0)(B)
+    A = np.linalg.inv(G_in)
+    limit = np.mean(np.diag(A @ G_out @ A) / np.diag(A) ** 2)
+    assert loo_loss(G_in, G_out, 1e-200) == pytest.approx(limit, rel=1e-6)
+    assert loo_loss(G_in, G_out, 1e-12) == pytest.approx(limit, rel=1e-6)
+
+
 @pytest.mark.parametrize("G_in, G_out, message", [
     (np.eye(3), np.eye(4), r"G_out: expected shape \(3, 3\) \(G_in's"),
     (np.ones((3, 4)), np.eye(3), r"G_in: expected a square Gram matrix, got shape \(3, 4\)"),
     (np.full((3, 3), np.nan), np.eye(3), "G_in: contains NaN"),
     (np.eye(3), np.ones(3), "G_out: expected a 2-D array"),
+    # a cross-Gram matrix of two samples is square but not a Gram matrix; nor is an indefinite similarity
+    (GaussianKernel(1.0)(np.arange(3.0)[:, None], np.arange(3.0)[:, None] + 0.5), np.eye(3),
+     "G_in: expected a symmetric Gram matrix; it differs from its transpose by 0.558"),
+    (np.array([[1.0, 2.0], [2.0, 1.0]]), np.eye(2), "G_in: expected a positive semi-definite Gram matrix; its smallest "
+     "eigenvalue is -1"),
 ])
 def test_loo_loss_refuses_gram_matrices_that_do_not_fit_by_name(G_in, G_out, message):
     with pytest.raises(ValueError, match=message):

@@ -4,7 +4,8 @@ import numpy as np
 from scipy.linalg import eigh
 from sklearn.base import clone
 
-from .._validation import check_matrix, check_positive, check_positive_values, check_same_length, check_square
+from .._validation import COVARIANCE_RTOL, check_matrix, check_positive, check_positive_values, check_same_length, \
+    check_square
 from ..kernels import GaussianKernel
 from .conditional import ConditionalEmbedding
 from ..threads import limited_blas
@@ -16,6 +17,9 @@ def _loo_from_eig(U, lam, M, n, reg):
     # I - H = U diag(c / (lam + c)) U^T with c = n reg; M = U^T G_out U
     c = n * reg
     d = c / (lam + c)
+    # the loss is a ratio of two quadratics in d: scaled so its largest entry is 1, a tiny reg (d ~ reg) does
+    # not underflow both to 0 and give 0 / 0
+    d /= d.max()
     Ud = U * d
     numer = np.einsum("jk,jk->j", Ud @ M, Ud)
     one_minus_h = np.einsum("jk,jk->j", U, Ud)
@@ -33,7 +37,8 @@ def loo_loss(G_in, G_out, reg):
     Parameters
     ----------
     G_in : array-like of shape (n, n)
-        The Gram matrix of the inputs.
+        The Gram matrix of the inputs: symmetric and positive semi-definite to ``1e-8`` times its
+        largest entry (a ``ValueError`` otherwise).
     G_out : array-like of shape (n, n)
         The Gram matrix of the outputs.
     reg : float
@@ -56,7 +61,15 @@ def loo_loss(G_in, G_out, reg):
     if G_out.shape != G_in.shape:
         raise ValueError(f"G_out: expected shape {G_in.shape} (G_in's: one row per pair), got {G_out.shape}")
     reg = check_positive(reg, "reg")
+    # a Gram matrix is symmetric positive semi-definite to rounding; anything further off (a cross-Gram
+    # matrix of two samples, an indefinite similarity) would be symmetrised and clipped into another loss
+    tol = COVARIANCE_RTOL * max(1.0, float(np.max(np.abs(G_in))))
+    asymmetry = float(np.max(np.abs(G_in - G_in.T)))
+    if asymmetry > tol:
+        raise ValueError(f"G_in: expected a symmetric Gram matrix; it differs from its transpose by {asymmetry:.3g}")
     lam, U = eigh(0.5 * (G_in + G_in.T))
+    if lam[0] < -tol:
+        raise ValueError(f"G_in: expected a positive semi-definite Gram matrix; its smallest eigenvalue is {lam[0]:.3g}")
     lam = np.maximum(lam, 0.0)
     return _loo_from_eig(U, lam, U.T @ G_out @ U, G_in.shape[0], reg)
 
