@@ -56,6 +56,25 @@ def test_ekf_and_ukf_are_exact_on_a_linear_gaussian_system():
     assert np.mean(np.sum((pf[1:] - exact) ** 2, axis=1)) < 2e-3
 
 
+def test_the_ukf_takes_other_sigma_points_and_refuses_impossible_ones_by_name():
+    rng = np.random.default_rng(0)
+    _, obs = LINEAR.simulate(60, rng)
+    exact = exact_kalman(LINEAR, obs[1:], *LINEAR.initial_belief(obs[0]))[0]
+    # exact on a linear-Gaussian system whatever the (valid) spread of the points
+    for alpha, beta, kappa in [(1e-3, 2.0, 0.0), (0.5, 0.0, 1.0), (1.0, 2.0, -1.5)]:
+        means = UnscentedKalman(LINEAR, alpha=alpha, beta=beta, kappa=kappa).batch_filter(obs)[0]
+        np.testing.assert_allclose(means[1:], exact, atol=1e-8)
+    # before: a ZeroDivisionError, a LinAlgError from the sigma points, numpy's "infs or NaNs", a TypeError
+    for kwargs, message in [(dict(alpha=0.0), "alpha: expected a positive finite number, got 0.0"),
+                            (dict(kappa=-10.0), "kappa: expected more than -dim_x = -2"),
+                            (dict(kappa=-2.0), "kappa: expected more than -dim_x = -2"),
+                            (dict(beta=np.nan), "beta: expected a finite number, got nan"),
+                            (dict(alpha="a"), "alpha: expected a positive number, got 'a'"),
+                            (dict(alpha=1e-200), r"alpha: expected alpha\^2 \(dim_x \+ kappa\) to be a positive")]:
+        with pytest.raises(ValueError, match=message):
+            UnscentedKalman(LINEAR, **kwargs)
+
+
 def test_a_noise_free_sensor_is_followed_exactly_or_refused_by_name():
     # R = 0: the Kalman posterior is the observation itself, with zero covariance; the UKF's sigma
     # points of that round-off covariance need a jitter the old rule (scaled by P itself) made 0

@@ -20,6 +20,8 @@ from .._validation import (
     check_int,
     check_matrix,
     check_observation,
+    check_positive,
+    check_real,
     check_rng,
     check_vector,
 )
@@ -313,7 +315,8 @@ class UnscentedKalman(_GaussianFilter):
     system : System
         The true model.
     alpha, beta, kappa : float
-        Merwe's sigma-point parameters.
+        Merwe's sigma-point parameters: the points lie ``sqrt(alpha^2 (dim_x + kappa))`` standard
+        deviations from the mean, so ``alpha`` is positive and ``kappa`` above ``-dim_x``.
 
     Attributes
     ----------
@@ -337,6 +340,15 @@ class UnscentedKalman(_GaussianFilter):
 
     def __init__(self, system, alpha=1.0, beta=2.0, kappa=0.0):
         system = _check_system(system)
+        alpha, beta, kappa = check_positive(alpha, "alpha"), check_real(beta, "beta"), check_real(kappa, "kappa")
+        if system.dim_x + kappa <= 0:
+            raise ValueError(f"kappa: expected more than -dim_x = {-system.dim_x} (the sigma points' spread is "
+                             f"alpha^2 (dim_x + kappa)), got {kappa!r}")
+        with np.errstate(over="ignore", under="ignore"):
+            spread = float(np.float64(alpha) ** 2 * (system.dim_x + kappa))
+        if not 0 < spread < np.inf:  # the weights divide by it
+            raise ValueError(f"alpha: expected alpha^2 (dim_x + kappa) to be a positive finite number, got {spread!r} "
+                             f"with alpha={alpha!r}")
         points = MerweScaledSigmaPoints(system.dim_x, alpha=alpha, beta=beta, kappa=kappa)
         self.kf = UnscentedKalmanFilter(dim_x=system.dim_x, dim_z=system.dim_z, dt=1.0, points=points,
                                         fx=_Transition(system), hx=_Observation(system),
