@@ -471,6 +471,18 @@ def test_nearest_image_returns_the_pose_of_a_training_image():
     np.testing.assert_array_equal(nai.x, poses[17])
 
 
+def test_the_image_lookups_refuse_more_neighbours_than_training_images():
+    poses, _, views = ROBOT.simulate(40, rng=0)
+    # as many as there are: every answer is the mean training pose, as asked
+    nai = NearestImage(n_neighbors=40, features=None).fit(poses, views)
+    nai.update(views[3])
+    np.testing.assert_allclose(nai.x, poses.mean(axis=0))
+    # more were capped to all of them without a word
+    for filt in (NearestImage(n_neighbors=41, features=None), NearestNeighbourParticleFilter(ROBOT, n_neighbors=41)):
+        with pytest.raises(ValueError, match="^n_neighbors: expected at most the 40 training observations, got 41"):
+            filt.fit(poses, views)
+
+
 def test_default_grids_fit_the_filter_they_tune():
     poses, controls, views = ROBOT.simulate(60, rng=0)
     nn = NearestNeighbourParticleFilter(ROBOT)

@@ -37,8 +37,12 @@ class _ImageLookup(LearnedFilter):
         self.n_features_in_ = X.shape[1]
         space, Z = ObservationSpace.fitted(self.features, obs_shape, Z, X)
         self.space_ = space.gated(Z, outlier_quantile)
+        if self.n_neighbors > len(X):
+            # capped, every answer would have been the mean of the whole log, whatever the observation
+            raise ValueError(f"n_neighbors: expected at most the {len(X)} training observations, got "
+                             f"{self.n_neighbors}; pass a smaller n_neighbors or a longer log")
         self.states_ = X
-        self.index_ = NearestNeighbors(n_neighbors=min(self.n_neighbors, len(X))).fit(Z)
+        self.index_ = NearestNeighbors(n_neighbors=self.n_neighbors).fit(Z)
 
     def check_params(self):
         check_int(self.n_neighbors, "n_neighbors")
@@ -67,7 +71,8 @@ class NearestImage(_ImageLookup):
     Parameters
     ----------
     n_neighbors : int, default=1
-        Average the states of this many nearest training images (1: the nearest one's).
+        Average the states of this many nearest training images (1: the nearest one's; at most
+        the number of training images).
     features : "auto", transformer or None, default="auto"
         The map the images are compared through, as for :class:`~kbfilter.KernelBayesFilter`
         (images are blurred by default; None compares raw pixels).
@@ -164,7 +169,7 @@ class NearestNeighbourParticleFilter(HoldsParticles, ParticleWeightsAlias, _Imag
     n_particles : int, default=1000
         The number of particles (at most :data:`~kbfilter.filters.particles.MAX_PARTICLES`).
     n_neighbors : int, default=10
-        The training images that vote.
+        The training images that vote (at most the number of training images).
     scale : float, default=0.1
         The votes' width ``h``, as a multiple of the median distance between training states.
     features : "auto", transformer or None, default="auto"
