@@ -69,7 +69,8 @@ def loo_loss(G_in, G_out, reg):
         raise ValueError(f"G_in: expected a symmetric Gram matrix; it differs from its transpose by {asymmetry:.3g}")
     lam, U = eigh(0.5 * (G_in + G_in.T))
     if lam[0] < -tol:
-        raise ValueError(f"G_in: expected a positive semi-definite Gram matrix; its smallest eigenvalue is {lam[0]:.3g}")
+        raise ValueError(f"G_in: expected a positive semi-definite Gram matrix; its smallest eigenvalue is "
+                         f"{lam[0]:.3g}")
     lam = np.maximum(lam, 0.0)
     return _loo_from_eig(U, lam, U.T @ G_out @ U, G_in.shape[0], reg)
 

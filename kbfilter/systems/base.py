@@ -152,7 +152,9 @@ def _noise_factor(cov_bytes, dim):
     u, s, vh = np.linalg.svd(cov)
     if not np.allclose(np.dot(vh.T * s, vh), cov, rtol=1e-8, atol=1e-8):
         return None
-    return u * np.sqrt(s)
+    factor = u * np.sqrt(s)
+    factor.setflags(write=False)  # shared by every later draw from this covariance
+    return factor
 
 
 def gaussian_noise(rng, cov, n):
