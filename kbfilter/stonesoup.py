@@ -58,6 +58,7 @@ from stonesoup.updater.base import Updater
 from sklearn.utils.validation import check_is_fitted
 
 from ._validation import check_covariance, check_observation, check_rng, check_vector
+from .filters import KernelBayesFilter, LearnedMotionFilter
 from .filters.local import LocalFilterModel
 from .systems.base import sensor_residual
 
@@ -172,6 +173,14 @@ def _with_track_filter(track):
     return {"track_filter": track}
 
 
+def _check_filter(adapter):
+    """``adapter.filter`` is its filter class's instance (a string or another filter failed at the
+    first prediction, with scikit-learn's ``TypeError`` or an ``AttributeError``)."""
+    if not isinstance(adapter.filter, adapter._filter_type):
+        raise ValueError(f"filter: expected a fitted {adapter._filter_type.__name__}, got "
+                         f"{type(adapter.filter).__name__}")
+
+
 class _FilterPredictor(Predictor):
     """What the predictors share: a copy of the prior's filter, moved by the filter's own
     ``predict`` once per step of the training log between the prior's time and the prediction's
@@ -186,6 +195,7 @@ class _FilterPredictor(Predictor):
         if step is not None and not (isinstance(step, datetime.timedelta) and step > datetime.timedelta(0)):
             raise ValueError(f"step: expected a positive datetime.timedelta (the time between two steps of the "
                              f"training log) or None, got {step!r}")
+        _check_filter(self)
 
     def predict(self, prior, timestamp=None, **kwargs):
         """The belief at ``timestamp``.
@@ -216,6 +226,10 @@ class _FilterUpdater(Updater):
     ``update`` with the measurement (a missed detection, a false hypothesis, is a missing
     measurement). A subclass says how a state becomes a filter (``_belief_at``), what a state
     carries besides the estimate (``_carried``) and the type it makes (``_made``)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        _check_filter(self)
 
     def update(self, hypothesis, **kwargs):
         """The posterior of a hypothesis: the prediction corrected by its measurement.
@@ -278,6 +292,7 @@ class KernelBayesPredictor(_FilterPredictor):
     transition_model: object = Property(default=None, doc="Not used: the filter's learned transition.")
     control_model: object = Property(default=None, doc="Not used.")
 
+    _filter_type = KernelBayesFilter
     _made = KernelBayesStatePrediction
 
     def _belief_at(self, state):
@@ -307,6 +322,7 @@ class KernelBayesUpdater(_FilterUpdater):
     filter: object = Property(doc="The fitted KernelBayesFilter.")
     measurement_model: object = Property(default=None, doc="Not used: the filter's learned observation model.")
 
+    _filter_type = KernelBayesFilter
     _made = KernelBayesStateUpdate
 
     def _belief_at(self, state):
@@ -463,6 +479,7 @@ class LearnedMotionPredictor(_FilterPredictor):
     transition_model: object = Property(default=None, doc="Not used: the filter's learned motion.")
     control_model: object = Property(default=None, doc="Not used.")
 
+    _filter_type = LearnedMotionFilter
     _made = LearnedMotionStatePrediction
 
     def _belief_at(self, state):
@@ -493,6 +510,7 @@ class LearnedMotionUpdater(_FilterUpdater):
     filter: object = Property(doc="The fitted LearnedMotionFilter.")
     measurement_model: object = Property(default=None, doc="Not used: the filter's sensor model.")
 
+    _filter_type = LearnedMotionFilter
     _made = LearnedMotionStateUpdate
 
     def _belief_at(self, state):

@@ -166,6 +166,21 @@ def test_the_stone_soup_plugin_lookup_finds_the_adapter():
     assert FromPlugin is KernelBayesPredictor
 
 
+def test_an_adapter_given_another_kind_of_filter_says_so_when_built(fitted, motion):
+    kbf, _ = fitted
+    lmf, _ = motion
+    # before: scikit-learn's TypeError or a NotFittedError naming another attribute, at the first prediction
+    for adapter, given, wanted in [(KernelBayesPredictor, "kbf", "KernelBayesFilter"),
+                                   (KernelBayesUpdater, lmf, "KernelBayesFilter"),
+                                   (LearnedMotionPredictor, kbf, "LearnedMotionFilter"),
+                                   (LearnedMotionUpdater, None, "LearnedMotionFilter")]:
+        with pytest.raises(ValueError, match=f"^filter: expected a fitted {wanted}, got {type(given).__name__}$"):
+            adapter(filter=given)
+    # an unfitted filter of the right kind is named at the first use, as before
+    with pytest.raises(NotFittedError):
+        KernelBayesPredictor(filter=kb.KernelBayesFilter()).predict(GaussianState(np.zeros((2, 1)), np.eye(2)))
+
+
 def test_weights_given_to_reset_are_checked():
     kbf = kb.KernelBayesFilter().fit(*kb.systems.Rotation().simulate(100, rng=0))
     with pytest.raises(ValueError, match="weights: expected length 100"):
