@@ -167,6 +167,25 @@ def check_same_length(name_a, a, name_b, b):
 COVARIANCE_RTOL = 1e-8
 
 
+def check_symmetric(A, name, what):
+    """Refuse a square ``A`` (a covariance, a Gram matrix: ``what``) further from symmetric than
+    ``COVARIANCE_RTOL`` of its largest entry; return that tolerance, for
+    :func:`check_semidefinite`."""
+    tol = COVARIANCE_RTOL * max(1.0, float(np.max(np.abs(A))))
+    asymmetry = float(np.max(np.abs(A - A.T)))
+    if asymmetry > tol:
+        raise ValueError(f"{name}: expected a symmetric {what}; it differs from its transpose by {asymmetry:.3g}")
+    return tol
+
+
+def check_semidefinite(smallest, tol, name, what):
+    """Refuse a symmetric matrix (``what``) whose ``smallest`` eigenvalue is below ``-tol`` (from
+    :func:`check_symmetric`); the caller computes the eigenvalue, as it needs them or not."""
+    if smallest < -tol:
+        raise ValueError(f"{name}: expected a positive semi-definite {what}; its smallest eigenvalue is "
+                         f"{smallest:.3g}")
+
+
 def check_covariance(value, name, dim, *, definite=False):
     """A covariance given at the boundary: square, symmetric and positive semi-definite within
     ``COVARIANCE_RTOL`` of its largest entry (returned symmetrised), else a ``ValueError``;
@@ -174,10 +193,7 @@ def check_covariance(value, name, dim, *, definite=False):
     A = check_matrix(value, name, allow_1d=False)
     if A.shape != (dim, dim):
         raise ValueError(f"{name}: expected a covariance of shape ({dim}, {dim}), got shape {A.shape}")
-    tol = COVARIANCE_RTOL * max(1.0, float(np.max(np.abs(A))))
-    if np.max(np.abs(A - A.T)) > tol:
-        raise ValueError(f"{name}: expected a symmetric covariance matrix; it differs from its transpose by "
-                         f"{np.max(np.abs(A - A.T)):.3g}")
+    tol = check_symmetric(A, name, "covariance matrix")
     A = 0.5 * (A + A.T)
     if definite:
         try:
@@ -185,10 +201,7 @@ def check_covariance(value, name, dim, *, definite=False):
         except np.linalg.LinAlgError:
             raise ValueError(f"{name}: expected a positive definite covariance") from None
         return A
-    smallest = float(np.linalg.eigvalsh(A)[0])
-    if smallest < -tol:
-        raise ValueError(f"{name}: expected a positive semi-definite covariance matrix; its smallest eigenvalue is "
-                         f"{smallest:.3g}")
+    check_semidefinite(float(np.linalg.eigvalsh(A)[0]), tol, name, "covariance matrix")
     return A
 
 

@@ -4,8 +4,8 @@ import numpy as np
 from scipy.linalg import eigh
 from sklearn.base import clone
 
-from .._validation import COVARIANCE_RTOL, check_matrix, check_positive, check_positive_values, check_same_length, \
-    check_square
+from .._validation import check_matrix, check_positive, check_positive_values, check_same_length, check_semidefinite, \
+    check_square, check_symmetric
 from ..kernels import GaussianKernel
 from .conditional import ConditionalEmbedding
 from ..threads import limited_blas
@@ -63,14 +63,9 @@ def loo_loss(G_in, G_out, reg):
     reg = check_positive(reg, "reg")
     # a Gram matrix is symmetric positive semi-definite to rounding; anything further off (a cross-Gram
     # matrix of two samples, an indefinite similarity) would be symmetrised and clipped into another loss
-    tol = COVARIANCE_RTOL * max(1.0, float(np.max(np.abs(G_in))))
-    asymmetry = float(np.max(np.abs(G_in - G_in.T)))
-    if asymmetry > tol:
-        raise ValueError(f"G_in: expected a symmetric Gram matrix; it differs from its transpose by {asymmetry:.3g}")
+    tol = check_symmetric(G_in, "G_in", "Gram matrix")
     lam, U = eigh(0.5 * (G_in + G_in.T))
-    if lam[0] < -tol:
-        raise ValueError(f"G_in: expected a positive semi-definite Gram matrix; its smallest eigenvalue is "
-                         f"{lam[0]:.3g}")
+    check_semidefinite(float(lam[0]), tol, "G_in", "Gram matrix")
     lam = np.maximum(lam, 0.0)
     return _loo_from_eig(U, lam, U.T @ G_out @ U, G_in.shape[0], reg)
 
