@@ -23,8 +23,8 @@ from ._warnings import warn_user
 from .persistence import persistent
 from .progress import progress_bar
 
-__all__ = ["NumericalWarning", "SPDFactor", "spd_factor", "ridge_factor", "solve_spd", "Woodbury", "pivoted_cholesky",
-           "batched_pivoted_cholesky", "column_entries"]
+__all__ = ["NumericalWarning", "SPDFactor", "spd_factor", "ridge_factor", "solve_spd", "psd_solve", "Woodbury",
+           "pivoted_cholesky", "batched_pivoted_cholesky", "column_entries"]
 
 JITTER_LADDER = (1e-10, 1e-8, 1e-6, 1e-4, 1e-2)
 
@@ -234,6 +234,42 @@ def ridge_factor(G, ridge, name="matrix", warn=True, symmetrize=True):
 def solve_spd(A, B, name="matrix"):
     """Solve ``A X = B`` for SPD ``A`` (Cholesky, with the stated fallbacks)."""
     return spd_factor(A, name=name).solve(B)
+
+
+def psd_solve(A, B):
+    """``A^{-1} B`` for a positive semi-definite ``A``, or ``A^+ B`` when ``A`` is singular.
+
+    The Gaussian updates solve with a covariance: the innovation covariance ``S`` in a Kalman gain
+    ``P H^T S^{-1}``, the predicted covariance in a smoother's gain. Either is singular when a
+    component is both certain in the belief and observed (or moved) without noise. Conditioning a
+    Gaussian with a singular covariance is still exact with its pseudo-inverse (the observation then
+    lies in the range of ``S``, which is all the update reads), so that is the rule here; the caller
+    reports it.
+
+    Parameters
+    ----------
+    A : ndarray of shape (n, n)
+        The symmetric positive semi-definite matrix.
+    B : ndarray of shape (n,) or (n, k)
+        The right-hand side.
+
+    Returns
+    -------
+    X : ndarray of the shape of ``B``
+        ``A^{-1} B`` (LAPACK's LU solve), or the minimum-norm ``A^+ B`` when LU finds ``A`` singular.
+    singular : bool
+        Whether the pseudo-inverse was used.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> psd_solve(np.array([[2.0, 0.0], [0.0, 0.0]]), np.array([4.0, 0.0]))
+    (array([2., 0.]), True)
+    """
+    try:
+        return np.linalg.solve(A, B), False
+    except LinAlgError:
+        return np.linalg.pinv(A, hermitian=True) @ B, True
 
 
 @persistent("L", "c")

@@ -94,6 +94,35 @@ def test_a_noise_free_sensor_is_followed_exactly_or_refused_by_name():
         ParticleFilter(partly, rng=0).batch_filter(partly.simulate(5, rng=0)[1])
 
 
+def test_a_component_certain_and_seen_without_noise_is_conditioned_through_the_pseudo_inverse():
+    # the second component has no process noise, so it stays at 0, and it is observed without noise:
+    # the innovation covariance is singular (numpy's "Singular matrix" before, from the first belief
+    # on); the first component must be filtered and smoothed as if it were alone
+    system = LinearGaussian(np.diag([0.9, 0.5]), np.eye(2), np.diag([0.1, 0.0]), np.diag([0.1, 0.0]))
+    states, obs = system.simulate(40, rng=0)
+    assert np.all(states[:, 1] == 0)
+    alone = LinearGaussian([[0.9]], [[1.0]], [[0.1]], [[0.1]])
+    filtered = ExtendedKalman(alone).batch_filter(obs[:, :1])[0][:, 0]
+    smoothed = ExtendedKalman(alone).smooth(obs[:, :1])[0][:, 0]
+    for cls, atol in ((ExtendedKalman, 1e-12), (UnscentedKalman, 1e-6)):
+        filt = cls(system)
+        with pytest.warns(kb.NumericalWarning):
+            means, covs = filt.batch_filter(obs)[:2]
+        np.testing.assert_allclose(means[:, 0], filtered, atol=atol)
+        np.testing.assert_allclose(means[:, 1], 0.0, atol=atol)
+        assert np.all(np.isfinite(covs)) and np.all(np.abs(covs[:, 1, 1]) < atol)
+        with pytest.warns(kb.NumericalWarning):
+            means = cls(system).smooth(obs)[0]  # batch_filter continues a run: a new filter
+        np.testing.assert_allclose(means[:, 0], smoothed, atol=atol)
+        np.testing.assert_allclose(means[:, 1], 0.0, atol=atol)
+    ekf = ExtendedKalman(system)
+    with pytest.warns(kb.NumericalWarning, match="^ExtendedKalman: the innovation covariance S is singular"):
+        ekf.batch_filter(obs)
+    # every update after the first (the first belief is the system's exact conditional)
+    assert ekf.diagnostics["pseudo_inverse"] == len(obs) - 1
+    np.testing.assert_allclose(system.initial_belief(obs[0])[0], [alone.initial_belief(obs[0, :1])[0][0], 0.0])
+
+
 def test_default_jacobians_are_central_differences_of_the_means():
     # Oscillation has closed-form Jacobians; the base class's finite differences must agree
     from kbfilter.systems import System, finite_difference_jacobian

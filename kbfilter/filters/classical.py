@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 import numpy as np
 from filterpy.kalman import ExtendedKalmanFilter, MerweScaledSigmaPoints, UnscentedKalmanFilter
-from scipy.linalg import LinAlgError
+from scipy.linalg import LinAlgError, cholesky
 from scipy.special import logsumexp
 
 from .._validation import (
@@ -26,7 +26,7 @@ from .._validation import (
     check_vector,
 )
 from .._warnings import warn_user
-from ..linalg import NumericalWarning
+from ..linalg import NumericalWarning, psd_solve
 from ..systems import System
 from ..systems.base import model_covariance, observation_mean_of, transition_mean_given
 from .base import Filter, checked_controls, motion_control_dimension, sample_next, system_control
@@ -206,6 +206,35 @@ class _GaussianFilter(_StartsFromFirstObservation):
     likelihood = property(lambda self: self.kf.likelihood, doc="``exp(log_likelihood)``.")
 
 
+def _pseudo_inverse_used(owner, diagnostics, matrix):
+    diagnostics["pseudo_inverse"] += 1
+    warn_user(f"{owner}: {matrix} is singular (a component both certain and seen or moved without noise); "
+              f"conditioned through its pseudo-inverse", NumericalWarning)
+
+
+def _is_positive_definite(P):
+    try:
+        cholesky(P)
+    except LinAlgError:
+        return False
+    return True
+
+
+class _Inverse:
+    """filterpy's ``inv`` for the UKF: ``S^{-1}``, or the pseudo-inverse of a singular ``S`` (counted
+    in ``diagnostics``; a class rather than a closure so that the filter can be pickled)."""
+
+    def __init__(self, diagnostics):
+        self.diagnostics = diagnostics
+
+    def __call__(self, S):
+        try:
+            return np.linalg.inv(S)
+        except LinAlgError:
+            _pseudo_inverse_used("UnscentedKalman", self.diagnostics, "a covariance it inverts")
+            return np.linalg.pinv(S, hermitian=True)
+
+
 class _TrueDynamicsEKF(ExtendedKalmanFilter):
     # filterpy's EKF propagates the mean linearly (x = F x); ours goes through the true f
     def __init__(self, system):
@@ -214,6 +243,30 @@ class _TrueDynamicsEKF(ExtendedKalmanFilter):
 
     def predict_x(self, u=None):
         self.x = transition_mean_given(self.system, self.x[None, :], u)[0]
+
+    def update(self, z, HJacobian, Hx, R=None, residual=np.subtract):
+        """filterpy's update; with a singular innovation covariance ``S`` (filterpy inverts it and
+        fails before changing the belief), the same update with ``S``'s pseudo-inverse, and True."""
+        try:
+            super().update(z, HJacobian, Hx, R=R, residual=residual)
+            return False
+        except LinAlgError:
+            pass
+        R = self.R if R is None else R
+        H = HJacobian(self.x)
+        cross = self.P @ H.T
+        self.S = H @ cross + R
+        self.SI = np.linalg.pinv(self.S, hermitian=True)
+        self.K = cross @ self.SI
+        self.y = residual(z, Hx(self.x))
+        self.x = self.x + self.K @ self.y
+        # the Joseph form, as filterpy's own update
+        keep = np.eye(self.dim_x) - self.K @ H
+        self.P = keep @ self.P @ keep.T + self.K @ R @ self.K.T
+        self._log_likelihood = self._likelihood = self._mahalanobis = None  # recomputed on first read
+        self.z = np.array(z, dtype=np.float64)
+        self.x_post, self.P_post = self.x.copy(), self.P.copy()
+        return True
 
 
 class _Transition:
@@ -240,7 +293,11 @@ class _Observation:
 class ExtendedKalman(_GaussianFilter):
     """Extended Kalman filter with the true model (filterpy ``ExtendedKalmanFilter``).
 
-    The mean goes through the nonlinear transition, the covariance through its Jacobian.
+    The mean goes through the nonlinear transition, the covariance through its Jacobian. A
+    singular innovation covariance ``S`` (a component certain in the belief and observed without
+    noise) or predicted covariance (in :meth:`smooth`, a component moved without noise) is
+    solved through its pseudo-inverse, which conditions the Gaussian exactly; each use is counted in
+    ``diagnostics`` and warned with :class:`~kbfilter.linalg.NumericalWarning`.
 
     Parameters
     ----------
@@ -258,6 +315,8 @@ class ExtendedKalman(_GaussianFilter):
         Gain, residual, innovation covariance and log-likelihood of the last update.
     x_prior, P_prior, x_post, P_post : ndarray
         After the last ``predict()`` / ``update()``.
+    diagnostics : dict
+        ``{"pseudo_inverse": n}``: how many solves used a pseudo-inverse.
 
     Examples
     --------
@@ -279,6 +338,7 @@ class ExtendedKalman(_GaussianFilter):
     def __init__(self, system):
         self.kf = _TrueDynamicsEKF(_check_system(system))
         self._start(system)
+        self.diagnostics = {"pseudo_inverse": 0}
 
     def _predict(self, u):
         self.kf.F = self.system.transition_jacobian(self.kf.x)
@@ -288,15 +348,20 @@ class ExtendedKalman(_GaussianFilter):
         if z is None:
             self.kf.x_post, self.kf.P_post = self.kf.x.copy(), self.kf.P.copy()
             return
-        self.kf.update(z, self.system.observation_jacobian, _Observation(self.system), R=R,
-                       residual=self.system.observation_residual)
+        if self.kf.update(z, self.system.observation_jacobian, _Observation(self.system), R=R,
+                          residual=self.system.observation_residual):
+            _pseudo_inverse_used("ExtendedKalman", self.diagnostics, "the innovation covariance S")
 
     def _backward(self, means, covs, means_p, covs_p):
         xs, Ps = means.copy(), covs.copy()
         for t in range(len(means) - 2, -1, -1):
             F = self.system.transition_jacobian(means[t])
             # the smoother gain P F^T P_prior^{-1}, by a solve with the symmetric predicted covariance
-            C = np.linalg.solve(covs_p[t + 1], F @ covs[t]).T
+            C, singular = psd_solve(covs_p[t + 1], F @ covs[t])
+            C = C.T
+            if singular:
+                _pseudo_inverse_used("ExtendedKalman.smooth", self.diagnostics,
+                                     f"the predicted covariance of step {t + 1}")
             xs[t] = means[t] + C @ (xs[t + 1] - means_p[t + 1])
             Ps[t] = covs[t] + C @ (Ps[t + 1] - covs_p[t + 1]) @ C.T
         return xs, Ps
@@ -308,7 +373,9 @@ class UnscentedKalman(_GaussianFilter):
     If a covariance loses positive definiteness (filterpy's Cholesky fails), it is symmetrised
     and given a jitter of 1e-9 times its mean diagonal or the process noise's, whichever is larger
     (after an update by a noise-free sensor the covariance is round-off), with a warning;
-    ``diagnostics`` counts it.
+    ``diagnostics`` counts it; :meth:`smooth` applies the same rule to a filtered covariance it draws
+    sigma points from. A singular innovation covariance is inverted through its pseudo-inverse, as
+    in :class:`ExtendedKalman`.
 
     Parameters
     ----------
@@ -323,7 +390,7 @@ class UnscentedKalman(_GaussianFilter):
     x, P, Q, R, K, y, S, log_likelihood, x_prior, P_prior, x_post, P_post
         As for :class:`ExtendedKalman`.
     diagnostics : dict
-        ``{"jitter": count}``.
+        ``{"jitter": count, "pseudo_inverse": count}``.
 
     Examples
     --------
@@ -354,27 +421,36 @@ class UnscentedKalman(_GaussianFilter):
                                         fx=_Transition(system), hx=_Observation(system),
                                         residual_z=system.observation_residual, z_mean_fn=system.observation_average)
         self._start(system)
-        self.diagnostics = {"jitter": 0}
+        self.diagnostics = {"jitter": 0, "pseudo_inverse": 0}
+        self.kf.inv = _Inverse(self.diagnostics)
+
+    def _jittered(self, P):
+        """``P`` symmetrised, with the jitter the class states (counted and warned)."""
+        P = 0.5 * (P + P.T)
+        # the larger of its own scale and that of the process noise: after an update by a
+        # noise-free sensor P is round-off, whose scale no jitter fixes
+        scale = max(np.mean(np.abs(np.diag(P))), np.mean(np.abs(np.diag(self.kf.Q)))) or 1.0
+        self.diagnostics["jitter"] += 1
+        warn_user("UnscentedKalman: covariance not positive definite; symmetrised with jitter", NumericalWarning)
+        return P + 1e-9 * scale * np.eye(P.shape[0])
 
     def _predict(self, u):
         try:
             self.kf.predict(u=u)
         except (LinAlgError, np.linalg.LinAlgError):
-            P = 0.5 * (self.kf.P + self.kf.P.T)
-            # the larger of its own scale and that of the noise the prediction is about to add: after
-            # an update by a noise-free sensor P is round-off, whose scale no jitter fixes
-            scale = max(np.mean(np.abs(np.diag(P))), np.mean(np.abs(np.diag(self.kf.Q)))) or 1.0
-            self.kf.P = P + 1e-9 * scale * np.eye(P.shape[0])
-            self.diagnostics["jitter"] += 1
-            warn_user("UnscentedKalman: covariance not positive definite; symmetrised with jitter",
-                      NumericalWarning)
+            self.kf.P = self._jittered(self.kf.P)
             self.kf.predict(u=u)
 
     def _update(self, z, R):
         self.kf.update(z, R=R)  # filterpy: update(None) keeps the prior as the posterior
 
     def _backward(self, means, covs, means_p, covs_p):
-        xs, Ps, _ = self.kf.rts_smoother(means, covs)
+        try:
+            xs, Ps, _ = self.kf.rts_smoother(means, covs)
+        except LinAlgError:
+            # a filtered covariance the sigma points cannot be drawn from: the forward pass's rule
+            covs = np.array([P if _is_positive_definite(P) else self._jittered(P) for P in covs])
+            xs, Ps, _ = self.kf.rts_smoother(means, covs)
         return xs, Ps
 
 

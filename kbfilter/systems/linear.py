@@ -8,6 +8,7 @@ from sklearn.linear_model import LinearRegression
 
 from .._validation import check_covariance, check_matrix, check_positive, check_rng, check_sequences, check_square, \
     check_vector
+from ..linalg import psd_solve
 from ..persistence import persistent
 from .base import System, check_control, controlled_run, gaussian_loglik
 
@@ -16,8 +17,9 @@ __all__ = ["LinearGaussian", "ControlledLinearGaussian", "LinearGaussianSensor"]
 
 def _conditioned(P, H, R, innovation):
     """The Kalman update of a belief with covariance ``P`` by an observation ``H x + N(0, R)``
-    that differs from its prediction by ``innovation``: the mean's shift and the new covariance."""
-    K = np.linalg.solve(H @ P @ H.T + R, H @ P).T
+    that differs from its prediction by ``innovation``: the mean's shift and the new covariance (exact
+    with a singular ``H P H^T + R`` too, through its pseudo-inverse)."""
+    K = psd_solve(H @ P @ H.T + R, H @ P)[0].T
     return K @ innovation, P - K @ H @ P
 
 
@@ -91,7 +93,9 @@ class LinearGaussian(System):
         return rng.multivariate_normal(np.zeros(self.dim_x), self.stationary_cov)
 
     def initial_belief(self, z0):
-        """Stationary prior conditioned on ``z_0`` (exact Gaussian update).
+        """Stationary prior conditioned on ``z_0`` (exact Gaussian update; a singular covariance of
+        ``z_0``, from a component both certain and observed without noise, goes through its
+        pseudo-inverse).
 
         Parameters
         ----------
