@@ -457,9 +457,9 @@ def test_a_system_draws_its_noise_from_the_covariance_it_holds_at_the_draw():
     observed = system.sample_observation(X, np.random.default_rng(2))
     np.testing.assert_allclose(observed, X[:, :1] + np.sqrt(0.1) * np.random.default_rng(2).standard_normal((5, 1)),
                                rtol=1e-12)
-    # a covariance that is not positive semi-definite keeps numpy's warning
+    # a covariance that is not positive semi-definite is refused by name (numpy warned and drew anyway)
     system.process_cov = np.array([[1.0, 2.0], [2.0, 1.0]])
-    with pytest.warns(RuntimeWarning, match="positive-semidefinite"):
+    with pytest.raises(ValueError, match=r"_Drift\.process_cov: expected a positive semi-definite covariance"):
         system.sample_transition(X, np.random.default_rng(0))
 
 
@@ -477,14 +477,32 @@ class _WrongNoise(_Drift):
     process_cov = np.eye(3)
 
 
+class _Diverging(_Drift):
+    def transition_mean(self, X):
+        return np.where(X > 0.5, np.inf, 2.0 * X)  # as an overflow would be
+
+
+class _NegativeNoise(_Drift):
+    process_cov = np.diag([0.01, -0.01])
+
+
+class _UnknownNoise(_Drift):
+    observation_cov = np.array([[np.nan]])
+
+
 @pytest.mark.parametrize("system, message", [
     (_FlatObservation(), r"_FlatObservation\.observe_mean: expected an array of shape \(\d+, 1\) for \d+ state\(s\), "
                          r"one row a state, got shape \(\d+,\)"),
     (_ShortTransition(), r"_ShortTransition\.transition_mean: expected an array of shape \(\d+, 2\) .* got shape "
                          r"\(\d+, 1\)"),
     (_WrongNoise(), r"_WrongNoise\.process_cov: expected an array of shape \(2, 2\), got shape \(3, 3\)"),
+    # values no model can have: numpy's silent NaNs (or a draw from a negative variance) before
+    (_Diverging(), r"_Diverging\.transition_mean: expected finite values, got NaN or infinite ones for "),
+    (_NegativeNoise(), r"_NegativeNoise\.process_cov: expected a positive semi-definite covariance matrix; its "
+                       r"smallest eigenvalue is -0\.01"),
+    (_UnknownNoise(), r"_UnknownNoise\.observation_cov: contains NaN or infinite values"),
 ])
-def test_a_users_system_whose_model_has_the_wrong_shape_is_named_not_broadcast(system, message):
+def test_a_users_system_whose_model_has_the_wrong_shape_or_values_is_named_not_broadcast(system, message):
     zs = _Drift().simulate(20, rng=1)[1]
     with pytest.raises(ValueError, match=message):
         system.simulate(20, rng=0)
@@ -494,6 +512,23 @@ def test_a_users_system_whose_model_has_the_wrong_shape_is_named_not_broadcast(s
     # the same system with the right shapes runs, and the Kalman filters agree on this linear model
     ekf = kb.filters.ExtendedKalman(_Drift()).batch_filter(zs)[0]
     np.testing.assert_allclose(kb.filters.UnscentedKalman(_Drift()).batch_filter(zs)[0], ekf, rtol=1e-8, atol=1e-10)
+
+
+def test_a_users_initial_belief_of_the_wrong_size_is_named():
+    class WrongBelief(_Drift):
+        def initial_belief(self, z0):
+            return np.zeros(3), np.eye(2)
+
+    class NoPair(_Drift):
+        def initial_belief(self, z0):
+            return np.zeros(2)
+
+    zs = _Drift().simulate(5, rng=1)[1]
+    for cls in (kb.filters.ExtendedKalman, kb.filters.UnscentedKalman, kb.filters.ParticleFilter):
+        with pytest.raises(ValueError, match=r"^WrongBelief\.initial_belief: the mean: expected length 2, got 3"):
+            cls(WrongBelief()).batch_filter(zs)
+        with pytest.raises(ValueError, match=r"^NoPair\.initial_belief: expected a pair \(mean, cov\), got ndarray"):
+            cls(NoPair()).batch_filter(zs)
 
 
 def test_window_regressor_is_reproducible_and_works_on_low_dimensional_observations():

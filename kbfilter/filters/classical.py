@@ -28,7 +28,7 @@ from .._validation import (
 from .._warnings import warn_user
 from ..linalg import NumericalWarning, psd_solve
 from ..systems import System
-from ..systems.base import model_covariance, observation_mean_of, transition_mean_given
+from ..systems.base import initial_belief_of, model_covariance, observation_mean_of, transition_mean_given
 from .base import Filter, checked_controls, motion_control_dimension, sample_next, system_control
 from .particles import MAX_PARTICLES, HoldsParticles, ParticleBelief, ParticleWeightsAlias, check_particle_weights
 
@@ -55,7 +55,7 @@ class _StartsFromFirstObservation(Filter):
                              "call initialize(x0, P0) first")
         z0 = check_observation(zs[0], shape, "zs[0]").reshape(shape)
         try:
-            belief = self.system.initial_belief(z0)
+            belief = initial_belief_of(self.system, z0)
         except NotImplementedError:
             self._start_without_belief()
             return 0, []

@@ -4,7 +4,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .._validation import check_int, check_memory, check_rng, check_vector
+from .._validation import check_covariance, check_int, check_memory, check_rng, check_vector
 
 
 def pixel_loglik(z, renders, pixel_noise):
@@ -141,6 +141,14 @@ def model_values(values, system, method, n, dim):
     if values.shape != (n, dim):
         raise ValueError(f"{type(system).__name__}.{method}: expected an array of shape ({n}, {dim}) for {n} "
                          f"state(s), one row a state, got shape {values.shape}")
+    if not np.isfinite(values).all():
+        # caught here rather than as a NaN estimate many steps later (or a simulation of NaNs)
+        finite = np.isfinite(values).all(axis=1)
+        where = "the state" if n == 1 else (f"{n - np.count_nonzero(finite)} of the {n} states (the first in row "
+                                            f"{np.argmin(finite)})")
+        raise ValueError(f"{type(system).__name__}.{method}: expected finite values, got NaN or infinite ones for "
+                         f"{where} it was given: a state that grew without bound, or one where the model is not "
+                         f"defined")
     return values
 
 
@@ -205,7 +213,22 @@ def model_covariance(system, name, dim):
     if cov.shape != (dim, dim):
         raise ValueError(f"{type(system).__name__}.{name}: expected an array of shape ({dim}, {dim}), "
                          f"got shape {cov.shape}")
+    fault = _covariance_fault(cov.tobytes(), dim)
+    if fault is not None:
+        raise ValueError(f"{type(system).__name__}.{name}{fault}")
     return cov
+
+
+@lru_cache(maxsize=64)
+def _covariance_fault(cov_bytes, dim):
+    """Why a covariance is not one (not finite, symmetric and positive semi-definite), as the end
+    of a message that starts with its name, or None; kept per value, since a simulation or a
+    particle filter reads a system's covariance every step."""
+    try:
+        check_covariance(np.frombuffer(cov_bytes).reshape(dim, dim), "", dim)
+    except ValueError as error:
+        return str(error)
+    return None
 
 
 def observation_mean_of(system, X):
@@ -224,6 +247,17 @@ def observation_mean_of(system, X):
         The mean observations.
     """
     return model_values(system.observe_mean(X), system, "observe_mean", X.shape[0], system.dim_z)
+
+
+def initial_belief_of(system, z0):
+    """``system.initial_belief(z0)``, the pair ``(mean, cov)`` checked to be of the state's size (a
+    user's system is named when it returns something else, not the filter's ``x0``)."""
+    belief = system.initial_belief(z0)
+    name = f"{type(system).__name__}.initial_belief"
+    if not isinstance(belief, (tuple, list)) or len(belief) != 2:
+        raise ValueError(f"{name}: expected a pair (mean, cov), got {type(belief).__name__}")
+    return (check_vector(belief[0], f"{name}: the mean", length=system.dim_x),
+            check_covariance(belief[1], f"{name}: the covariance", system.dim_x))
 
 
 def transition_mean_given(system, X, u=None):
