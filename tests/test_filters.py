@@ -94,6 +94,24 @@ def test_a_noise_free_sensor_is_followed_exactly_or_refused_by_name():
         ParticleFilter(partly, rng=0).batch_filter(partly.simulate(5, rng=0)[1])
 
 
+def test_a_nearly_noise_free_sensor_after_a_wide_prior_keeps_the_ukf_running():
+    # one fix with 1e-6 m errors gives the velocity a variance of 1e4: the second update's round-off
+    # (about 1e-16 of the 1e6 m^2 prior) leaves a covariance whose negative eigenvalues (-5e-10) no
+    # jitter of its own scale (1e-13) lifts; filterpy's Cholesky failed ("1-th leading minor")
+    system = kb.systems.ConstantVelocity(accel=1e-9, sensor=kb.systems.PositionFixes(noise=1e-6))
+    states, obs = system.simulate(30, rng=0)
+    ukf = UnscentedKalman(system)
+    with pytest.warns(kb.NumericalWarning, match="symmetrised with jitter"):
+        means = ukf.batch_filter(obs)[0]
+    assert ukf.diagnostics["jitter"] > 0
+    # the extended Kalman filter is the exact Kalman filter here (a linear model); the UKF's sigma
+    # points at 16 orders of magnitude between variances lose its first velocity update, not more
+    exact = ExtendedKalman(system).batch_filter(obs)[0]
+    np.testing.assert_allclose(means[2:], exact[2:], atol=1e-5)
+    np.testing.assert_allclose(UnscentedKalman(system).smooth(obs)[0], ExtendedKalman(system).smooth(obs)[0],
+                               atol=1e-3)
+
+
 def test_a_component_certain_and_seen_without_noise_is_conditioned_through_the_pseudo_inverse():
     # the second component has no process noise, so it stays at 0, and it is observed without noise:
     # the innovation covariance is singular (numpy's "Singular matrix" before, from the first belief

@@ -372,7 +372,9 @@ class UnscentedKalman(_GaussianFilter):
 
     If a covariance loses positive definiteness (filterpy's Cholesky fails), it is symmetrised
     and given a jitter of 1e-9 times its mean diagonal or the process noise's, whichever is larger
-    (after an update by a noise-free sensor the covariance is round-off), with a warning;
+    (after an update by a noise-free sensor the covariance is round-off), and if that is not
+    enough (the round-off of an update whose prior was far wider), its eigenvalues are raised to
+    1e-9 times the largest; with a warning;
     ``diagnostics`` counts it; :meth:`smooth` applies the same rule to a filtered covariance it draws
     sigma points from. A singular innovation covariance is inverted through its pseudo-inverse, as
     in :class:`ExtendedKalman`.
@@ -432,7 +434,15 @@ class UnscentedKalman(_GaussianFilter):
         scale = max(np.mean(np.abs(np.diag(P))), np.mean(np.abs(np.diag(self.kf.Q)))) or 1.0
         self.diagnostics["jitter"] += 1
         warn_user("UnscentedKalman: covariance not positive definite; symmetrised with jitter", NumericalWarning)
-        return P + 1e-9 * scale * np.eye(P.shape[0])
+        P = P + 1e-9 * scale * np.eye(P.shape[0])
+        if not _is_positive_definite(P):
+            # after a prior far wider than its posterior (a nearly noise-free sensor) the update's
+            # round-off is of the prior's scale, beyond that jitter: every eigenvalue is raised to
+            # 1e-9 of the largest
+            w, V = np.linalg.eigh(P)
+            P = (V * np.maximum(w, 1e-9 * max(w[-1], scale))) @ V.T
+            P = 0.5 * (P + P.T)
+        return P
 
     def _predict(self, u):
         try:
