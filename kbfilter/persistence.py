@@ -296,7 +296,11 @@ class _Decoder:
     @staticmethod
     def _set(obj, fields):
         for k, v in fields.items():
-            setattr(obj, k, v)
+            restore = getattr(getattr(type(obj), k, None), "restore", None)
+            if restore is not None:  # a field its class keeps read-only (a filter's estimate)
+                restore(obj, v)
+            else:
+                setattr(obj, k, v)
         return obj
 
 

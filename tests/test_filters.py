@@ -662,6 +662,31 @@ def test_gaussian_baselines_have_filterpys_surface(cls):
         filt.x = np.zeros(3)
 
 
+def test_x_and_p_of_a_belief_that_is_not_their_gaussian_are_read_only():
+    # filterpy sets the belief when x is assigned; a filter whose belief is weights over training
+    # states, particles or a mixture took the assignment and went on from its old belief
+    states, obs = Oscillation().simulate(200, rng=0)
+    filters = {"reset(prior=...)": [kb.KernelBayesFilter().fit(states, obs),
+                                    kb.KernelMonteCarloFilter(motion=Oscillation(), random_state=0).fit(states, obs)],
+               "initialize(x0, P0)": [ParticleFilter(Oscillation(), n_particles=200, rng=0),
+                                      kb.filters.InteractingMultipleModel([Oscillation(), Rotation()])],
+               "reset()": [kb.filters.NearestImage().fit(states, obs)]}
+    for how, group in filters.items():
+        for filt in group:
+            filt.batch_filter(obs[:5])
+            x, P = filt.x.copy(), filt.P.copy()
+            for name, value in (("x", np.zeros(2)), ("P", np.eye(2))):
+                message = rf"^{name}: {type(filt).__name__}'s estimate .*{re.escape(how)}"
+                with pytest.raises(AttributeError, match=message):
+                    setattr(filt, name, value)
+            np.testing.assert_array_equal(filt.x, x)
+            np.testing.assert_array_equal(filt.P, P)
+    # the Kalman filters' belief is N(x, P): assigning sets it
+    ekf = ExtendedKalman(Oscillation())
+    ekf.x, ekf.P = np.ones(2), np.eye(2)
+    assert ekf.initialized and np.array_equal(ekf.x, np.ones(2))
+
+
 @pytest.mark.parametrize("make", [lambda: ExtendedKalman(Oscillation()), lambda: UnscentedKalman(Oscillation()),
                                   lambda: ParticleFilter(Oscillation(), n_particles=200, rng=0)])
 def test_baselines_pickle_and_continue_identically(make):

@@ -2,6 +2,7 @@
 names, ``batch_filter``, the fallback counts)."""
 
 import copy
+import inspect
 import warnings
 from collections import Counter
 
@@ -419,6 +420,38 @@ class CountedFallbacks:
         return Counter() if model is None else model.fit_diagnostics
 
 
+class _Estimate:
+    """``x`` or ``P`` of a filter whose belief is not the Gaussian they describe (weights over
+    training states, particles, a mixture of Gaussians): read-only. In filterpy assigning ``x``
+    sets the belief; here the next step would silently start from the belief as it was, so the
+    assignment is refused with the call that does set the belief."""
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        try:
+            return obj.__dict__[self.name]
+        except KeyError:
+            raise AttributeError(f"{type(obj).__name__!r} object has no attribute {self.name!r}") from None
+
+    def __set__(self, obj, value):
+        if callable(getattr(obj, "initialize", None)):
+            how = "initialize(x0, P0) sets the belief"
+        elif "prior" in inspect.signature(obj.reset).parameters:
+            how = "reset(prior=...) sets the belief"
+        else:
+            how = "the belief is set by fit, reset() and the steps alone"
+        raise AttributeError(f"{self.name}: {type(obj).__name__}'s estimate is computed from its belief, which "
+                             f"assigning {self.name} would not change; {how}")
+
+    def restore(self, obj, value):
+        """Set the value: the filter's own steps, and loading a saved filter."""
+        obj.__dict__[self.name] = value
+
+
 class Filter:
     """The filter contract: a belief moved by ``predict`` and corrected by ``update``.
 
@@ -431,7 +464,9 @@ class Filter:
     - ``forecast(k, us=None)``: the belief 1 to ``k`` steps ahead, on a copy (the belief is left
       as it was);
     - the estimate ``x``, ``P`` and its two halves ``x_prior``, ``P_prior`` (after ``predict``)
-      and ``x_post``, ``P_post`` (after ``update``), filterpy's names; ``x`` is 1-D.
+      and ``x_post``, ``P_post`` (after ``update``), filterpy's names; ``x`` is 1-D. ``x`` and
+      ``P`` are read-only where the belief is not the Gaussian they describe (assigning them would
+      not change it): ``initialize`` or ``reset(prior=...)`` sets the belief.
 
     A filter learned from data is a :class:`LearnedFilter`. Subclasses may override
     :meth:`_start_batch` to handle the first step differently (e.g. starting from the first
@@ -458,11 +493,15 @@ class Filter:
         """
         raise NotImplementedError
 
+    x = _Estimate()
+    P = _Estimate()
+
     def _set_estimate(self, which, mean, cov):
         """Record ``mean``, ``cov`` as the ``"prior"`` or ``"post"`` estimate, and as ``x``, ``P``."""
         setattr(self, f"x_{which}", mean)
         setattr(self, f"P_{which}", cov)
-        self.x, self.P = mean, cov
+        Filter.x.restore(self, mean)
+        Filter.P.restore(self, cov)
 
     def _keep_prediction(self):
         """The posterior is the prediction (a missing or set-aside observation)."""

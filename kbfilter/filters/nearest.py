@@ -122,8 +122,8 @@ class NearestImage(_ImageLookup):
         """
         check_is_fitted(self, "index_")
         self._events = Counter()
-        self.x = self.x_prior = self.x_post = self.states_.mean(axis=0)
-        self.P = self.P_prior = self.P_post = np.atleast_2d(np.cov(self.states_.T))
+        self._set_estimate("prior", self.states_.mean(axis=0), np.atleast_2d(np.cov(self.states_.T)))
+        self._set_estimate("post", self.x, self.P)
         return self
 
     def predict(self, u=None):

@@ -140,8 +140,8 @@ class WindowRegressor(Filter, BaseEstimator):
         """
         check_is_fitted(self, "mlp_")
         self._frames = []
-        self.x = self.x_prior = self.x_post = np.zeros(self.dim_x_)
-        self.P = self.P_prior = self.P_post = self.residual_cov_.copy()
+        self._set_estimate("prior", np.zeros(self.dim_x_), self.residual_cov_.copy())
+        self._set_estimate("post", self.x, self.P)
         return self
 
     def predict(self, u=None):
@@ -173,8 +173,7 @@ class WindowRegressor(Filter, BaseEstimator):
         self._frames = (self._frames + [self.features_.transform(z)[0]])[-self.window:]
         F = np.array(self._frames)
         window = self._windows(F)[-1:]
-        self.x = self.x_post = self._regressed(window)[0]
-        self.P = self.P_post = self.residual_cov_.copy()
+        self._set_estimate("post", self._regressed(window)[0], self.residual_cov_.copy())
 
     def _regressed(self, windows):
         """The network's states for rows of windowed features, as (n, dim_x) (it answers a single
