@@ -190,9 +190,12 @@ def check_covariance(value, name, dim, *, definite=False):
     """A covariance given at the boundary: square, symmetric and positive semi-definite within
     ``COVARIANCE_RTOL`` of its largest entry (returned symmetrised), else a ``ValueError``;
     ``definite=True`` asks for a positive definite one (its Cholesky factor exists)."""
-    A = check_matrix(value, name, allow_1d=False)
+    A = _as_float(value, name, "a numeric array")
     if A.shape != (dim, dim):
-        raise ValueError(f"{name}: expected a covariance of shape ({dim}, {dim}), got shape {A.shape}")
+        # filterpy reads a number as that variance times the identity; here it is said, not guessed
+        hint = f" (a variance v on every coordinate is v * np.eye({dim}))" if A.ndim == 0 else ""
+        raise ValueError(f"{name}: expected a covariance of shape ({dim}, {dim}), got shape {A.shape}{hint}")
+    _refuse_non_finite(A, name, "row")
     tol = check_symmetric(A, name, "covariance matrix")
     A = 0.5 * (A + A.T)
     if definite:

@@ -658,6 +658,13 @@ def test_gaussian_baselines_have_filterpys_surface(cls):
         filt.predict(u=np.ones(2))
     with pytest.raises(ValueError, match=r"R: expected a covariance of shape \(2, 2\), got shape \(3, 3\)"):
         filt.update(obs[0], R=np.eye(3))
+    # filterpy reads a number as that variance times the identity; said rather than guessed (the
+    # message spoke of an array of samples and features before)
+    with pytest.raises(ValueError, match=r"^R: expected a covariance of shape \(2, 2\), got shape \(\) \(a "
+                                         r"variance v on every coordinate is v \* np.eye\(2\)\)"):
+        filt.update(obs[0], R=0.5)
+    with pytest.raises(ValueError, match=r"^Q: expected a covariance of shape \(2, 2\), got shape \(2,\)$"):
+        filt.Q = np.ones(2)
     with pytest.raises(ValueError, match="x: expected"):
         filt.x = np.zeros(3)
 
