@@ -8,9 +8,10 @@ Prints, in one run, time and largest relative difference for
   within its stated error bound) against ``solver="dense"``, iw and original, on the oscillation
   system, per update from the uniform prior.
 
-Usage:  python benchmarks/low_rank_speed.py
+Usage:  python benchmarks/low_rank_speed.py [--part {knn,kbr,both}]
 """
 
+import argparse
 import time
 import warnings
 
@@ -67,6 +68,12 @@ def kbr_update():
 
 
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", choices=("knn", "kbr", "both"), default="both",
+                        help="the kNN CKME solves, the kernel Bayes' rule update, or both (default)")
+    part = parser.parse_args().part
     warnings.simplefilter("ignore", NumericalWarning)
-    knn_local()
-    kbr_update()
+    if part in ("knn", "both"):
+        knn_local()
+    if part in ("kbr", "both"):
+        kbr_update()
