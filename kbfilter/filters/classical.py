@@ -374,10 +374,9 @@ class UnscentedKalman(_GaussianFilter):
     and given a jitter of 1e-9 times its mean diagonal or the process noise's, whichever is larger
     (after an update by a noise-free sensor the covariance is round-off), and if that is not
     enough (the round-off of an update whose prior was far wider), its eigenvalues are raised to
-    1e-9 times the largest; with a warning;
-    ``diagnostics`` counts it; :meth:`smooth` applies the same rule to a filtered covariance it draws
-    sigma points from. A singular innovation covariance is inverted through its pseudo-inverse, as
-    in :class:`ExtendedKalman`.
+    1e-9 times the largest. Each time it warns, and ``diagnostics`` counts it; :meth:`smooth`
+    applies the same rule to a filtered covariance it draws sigma points from. A singular
+    innovation covariance is inverted through its pseudo-inverse, as in :class:`ExtendedKalman`.
 
     Parameters
     ----------
