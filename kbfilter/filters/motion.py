@@ -368,7 +368,10 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Learned
         steps)`` of the last observation and this one, when it has one; from
         ``sensor.initial_belief(z)`` alone otherwise. When no observation is that recent, the
         last one serves. Counted as ``"reacquired"`` in ``diagnostics`` and warned about. None
-        never does.
+        never does. A sensor with ``observe_mean`` and ``observation_cov`` but no
+        ``initial_belief`` (a bare :class:`~kbfilter.systems.tracking.PositionFixes`) has the gate
+        but nothing to restart from: an observation outside it is counted as ``"lost"`` and warned
+        about, and the update goes on as usual.
     reacquire_window : int, default=6
         The steps back whose observations a reacquisition starts from (see ``reacquire``).
         Two fixes one step apart say a velocity with the error of their difference (a radar's
@@ -498,8 +501,10 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Learned
         self.obs_shape_ = obs_shape
         self.sensor_ = LinearGaussianSensor.fitted(xs, zs) if self.sensor is None else self.sensor
         self.gate_ = None
+        # the gate needs the sensor's mean and noise; a restart also its initial_belief, and a
+        # sensor without one is still told apart from a track it has lost (see update)
         if self.reacquire is not None and hasattr(self.sensor_, "observation_cov") \
-                and all(callable(getattr(self.sensor_, m, None)) for m in ("observe_mean", "initial_belief")):
+                and callable(getattr(self.sensor_, "observe_mean", None)):
             R = check_matrix(self.sensor_.observation_cov, "sensor.observation_cov")
             self.gate_ = (float(chi2.ppf(self.reacquire, R.shape[0])), np.linalg.inv(R))
         # every step holds each particle's candidate successors: their states, distances, indices and
@@ -788,11 +793,17 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Learned
         self.log_likelihood = self.belief.log_predictive(particle_loglik)
         self._remember(z)
         if self._lost(z, points):
-            self._record("reacquired", "the observation was outside the gate of every particle; drew the particles "
-                                       "afresh from the belief of the recent observations (see reacquire)")
-            self.belief = self._drawn(self._reacquired_belief())
-            self._estimate_particles("post")
-            return
+            if callable(getattr(self.sensor_, "initial_belief", None)):
+                self._record("reacquired", "the observation was outside the gate of every particle; drew the "
+                                           "particles afresh from the belief of the recent observations (see "
+                                           "reacquire)")
+                self.belief = self._drawn(self._reacquired_belief())
+                self._estimate_particles("post")
+                return
+            self._record("lost", f"the observation was outside the gate of every particle, and the sensor "
+                                 f"({type(self.sensor_).__name__}) has no initial_belief(z) to draw them afresh from: "
+                                 f"the estimates no longer follow the observations; give a sensor model with one "
+                                 f"(a tracking model such as ConstantVelocity(sensor=...) is one)")
         prior_weights = self.belief.weights.copy()
         if not np.isfinite(self.belief.reweight_log(particle_loglik)):
             self._record("no_likelihood", "no particle gives the observation a finite likelihood; kept the "
