@@ -669,7 +669,7 @@ def test_gaussian_baselines_have_filterpys_surface(cls):
         filt.x = np.zeros(3)
 
 
-def test_x_and_p_of_a_belief_that_is_not_their_gaussian_are_read_only():
+def test_x_p_q_and_r_of_a_belief_that_is_not_their_gaussian_are_not_assigned():
     # filterpy sets the belief when x is assigned; a filter whose belief is weights over training
     # states, particles or a mixture took the assignment and went on from its old belief
     states, obs = Oscillation().simulate(200, rng=0)
@@ -688,10 +688,17 @@ def test_x_and_p_of_a_belief_that_is_not_their_gaussian_are_read_only():
                     setattr(filt, name, value)
             np.testing.assert_array_equal(filt.x, x)
             np.testing.assert_array_equal(filt.P, P)
-    # the Kalman filters' belief is N(x, P): assigning sets it
+            # nor do they hold a noise covariance: a filterpy user's R went unused
+            for name in ("Q", "R"):
+                with pytest.raises(AttributeError, match=rf"^{name}: {type(filt).__name__} takes its noise from "):
+                    setattr(filt, name, np.eye(2))
+                assert not hasattr(filt, name)
+    # the Kalman filters' belief is N(x, P): assigning sets it, and they take Q and R
     ekf = ExtendedKalman(Oscillation())
     ekf.x, ekf.P = np.ones(2), np.eye(2)
     assert ekf.initialized and np.array_equal(ekf.x, np.ones(2))
+    ekf.R = 2 * np.eye(2)
+    np.testing.assert_array_equal(ekf.R, 2 * np.eye(2))
 
 
 @pytest.mark.parametrize("make", [lambda: ExtendedKalman(Oscillation()), lambda: UnscentedKalman(Oscillation()),

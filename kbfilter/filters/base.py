@@ -452,6 +452,24 @@ class _Estimate:
         obj.__dict__[self.name] = value
 
 
+class _NoiseElsewhere:
+    """``Q`` or ``R`` of a filter that holds no such covariance: one that takes its noise from its
+    system's model, or learns it. filterpy's filters take an assigned ``R``; here the assignment
+    would be silently ignored, so it is refused, saying where the noise comes from."""
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        raise AttributeError(f"{type(obj).__name__!r} object has no attribute {self.name!r}")
+
+    def __set__(self, obj, value):
+        raise AttributeError(f"{self.name}: {type(obj).__name__} takes its noise from {obj._noise_source}, which "
+                             f"assigning {self.name} would not change")
+
+
 class Filter:
     """The filter contract: a belief moved by ``predict`` and corrected by ``update``.
 
@@ -466,7 +484,8 @@ class Filter:
     - the estimate ``x``, ``P`` and its two halves ``x_prior``, ``P_prior`` (after ``predict``)
       and ``x_post``, ``P_post`` (after ``update``), filterpy's names; ``x`` is 1-D. ``x`` and
       ``P`` are read-only where the belief is not the Gaussian they describe (assigning them would
-      not change it): ``initialize`` or ``reset(prior=...)`` sets the belief.
+      not change it): ``initialize`` or ``reset(prior=...)`` sets the belief. Only the Kalman
+      filters hold a ``Q`` and an ``R`` to assign.
 
     A filter learned from data is a :class:`LearnedFilter`. Subclasses may override
     :meth:`_start_batch` to handle the first step differently (e.g. starting from the first
@@ -495,6 +514,9 @@ class Filter:
 
     x = _Estimate()
     P = _Estimate()
+    Q = _NoiseElsewhere()
+    R = _NoiseElsewhere()
+    _noise_source = "the model it learned from the training data"
 
     def _set_estimate(self, which, mean, cov):
         """Record ``mean``, ``cov`` as the ``"prior"`` or ``"post"`` estimate, and as ``x``, ``P``."""

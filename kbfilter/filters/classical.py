@@ -506,6 +506,8 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, _StartsFromFirstObser
     ((30, 2), True)
     """
 
+    _noise_source = "its system's process_cov and observation_cov"
+
     def __init__(self, system, n_particles=1000, rng=None, ess_threshold=1.0):
         self.system = _check_system(system)
         self.n_particles = check_int(n_particles, "n_particles", minimum=2, maximum=MAX_PARTICLES)
@@ -768,6 +770,8 @@ class InteractingMultipleModel(_StartsFromFirstObservation):
     >>> means.shape, bool(abs(imm.mu.sum() - 1) < 1e-12)
     ((60, 5), True)
     """
+
+    _noise_source = "its models' Kalman filters (each model's process_cov and observation_cov)"
 
     def __init__(self, systems, switch=0.05, kind="ekf"):
         if not isinstance(systems, Iterable):

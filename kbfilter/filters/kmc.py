@@ -308,6 +308,8 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, PredictiveLikelihood, L
     True
     """
 
+    _noise_source = "its motion sampler and the observation model it learned"
+
     def __init__(self, motion=None, n_particles=1000, rule="iw", kernel_x=None, kernel_z=None, scale=1.0,
                  scale_z=None, reg_prior=1e-2, reg_update=1e-2, features="auto", resample="herding",
                  candidates="both", ess_threshold=0.5, outlier_quantile=None, approximation="exact", rank=None,

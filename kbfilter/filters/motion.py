@@ -453,6 +453,8 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Learned
     # copies (``copy.deepcopy``: one a track) share these
     _fitted_parts = ("motion_", "sensor", "sensor_", "states_")
 
+    _noise_source = "its sensor (sensor_.observation_cov) and the motion it learned"
+
     def __init__(self, sensor=None, inputs=None, n_neighbors=30, n_particles=1000, ess_threshold=0.5,
                  reacquire=0.999, reacquire_window=6, roughening=0.2, proposal="guided", degenerate_ess=0.1,
                  local_mean="shrunk", random_state=None):

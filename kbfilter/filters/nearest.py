@@ -206,6 +206,8 @@ class NearestNeighbourParticleFilter(HoldsParticles, ParticleWeightsAlias, _Imag
     (3, 2)
     """
 
+    _noise_source = "its motion sampler and the observation model it learned"
+
     def __init__(self, motion=None, n_particles=1000, n_neighbors=10, scale=0.1, features="auto",
                  ess_threshold=0.5, outlier_quantile=None, random_state=None, transition=None):
         self.motion = motion
