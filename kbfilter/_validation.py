@@ -360,7 +360,8 @@ def check_training_magnitude(largest, name):
                          f"+-{MAX_TRAINING_MAGNITUDE:g} (their squares must not overflow): express them in other units")
 
 
-def _within_magnitude(arr, name):
+def check_within_magnitude(arr, name):
+    """``arr`` (a float array), after :func:`check_training_magnitude` of its largest entry."""
     check_training_magnitude(float(np.max(np.abs(arr))) if arr.size else 0.0, name)
     return arr
 
@@ -407,8 +408,8 @@ def check_state_sequences(states):
     xs = []
     for i, x in enumerate(seqs):
         name = f"states[{i}]" if len(seqs) > 1 else "states"
-        xs.append(_within_magnitude(check_matrix(x, name, min_samples=2, n_features=xs[0].shape[1] if xs else None),
-                                    name))
+        n_features = xs[0].shape[1] if xs else None
+        xs.append(check_within_magnitude(check_matrix(x, name, min_samples=2, n_features=n_features), name))
     return xs
 
 
@@ -446,8 +447,8 @@ def check_sequences(states, observations):
         x = check_matrix(x, f"states{suffix}", min_samples=2, n_features=xs[0].shape[1] if xs else None)
         z, shape = check_samples(z, f"observations{suffix}", min_samples=2, sample_shape=shape)
         check_same_length(f"states{suffix}", x, f"observations{suffix}", z)
-        _within_magnitude(x, f"states{suffix}")
-        _within_magnitude(z, f"observations{suffix}")
+        check_within_magnitude(x, f"states{suffix}")
+        check_within_magnitude(z, f"observations{suffix}")
         xs.append(x)
         zs.append(z)
     return xs, zs, shape

@@ -538,3 +538,24 @@ def test_training_values_past_the_bound_are_refused_by_name(data):
         KernelBayesFilter().fit(big, obs)
     with pytest.raises(ValueError, match="observations: holds values"):
         KernelBayesFilter().fit(states, obs * 1e150)
+
+
+def test_the_embedding_and_the_rule_refuse_training_values_past_the_filters_bound():
+    # one state entry at 3e226 among states of size 1e90 (a median bandwidth of their own size):
+    # the kNN embedding's local solves overflowed and its means were NaN, with numpy's warnings only
+    rng = np.random.default_rng(0)
+    states, obs = 1e90 * rng.normal(size=(5, 3)), rng.normal(size=(5, 3))
+    states[2, 1] = 3e226
+    for method in ("exact", "knn"):
+        with pytest.raises(ValueError, match=r"^A: holds values up to 3e\+226 in size; training values must lie "):
+            kb.ConditionalEmbedding(method=method, n_neighbors=3).fit(states, obs)
+    with pytest.raises(ValueError, match=r"^B: holds values up to 1e\+150"):
+        kb.ConditionalEmbedding().fit(obs, np.full((5, 1), 1e150))
+    with pytest.raises(ValueError, match=r"^states: holds values up to 3e\+226"):
+        kb.KernelBayesRule().fit(states, obs)
+    with pytest.raises(ValueError, match=r"^observations: holds values up to 1e\+150"):
+        kb.KernelBayesRule().fit(obs, np.full((5, 1), 1e150))
+    # at the bound's own scale they still fit, and answer finitely far from the data
+    states[2, 1] = 1e100
+    means = kb.ConditionalEmbedding(method="knn", n_neighbors=3).fit(states, obs).predict_mean(1e169 * np.ones((2, 3)))
+    assert np.all(np.isfinite(means))

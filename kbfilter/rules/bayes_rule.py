@@ -19,6 +19,7 @@ from .._validation import (
     check_saved_matrix,
     check_square_memory,
     check_vector,
+    check_within_magnitude,
 )
 from .._warnings import warn_user
 from ..embedding import KernelMean
@@ -251,8 +252,8 @@ class KernelBayesRule(Persistent, BaseEstimator):
         """
         check_choice(self.method, "method", ("iw", "original"))
         check_choice(self.solver, "solver", ("auto", "dense"))
-        X = check_matrix(states, "states", min_samples=2)
-        Z = check_matrix(observations, "observations", min_samples=2)
+        X = check_within_magnitude(check_matrix(states, "states", min_samples=2), "states")
+        Z = check_within_magnitude(check_matrix(observations, "observations", min_samples=2), "observations")
         check_same_length("states", X, "observations", Z)
         reg_prior = check_positive(self.reg_prior, "reg_prior")
         self.reg_update_ = check_positive(self.reg_update, "reg_update")

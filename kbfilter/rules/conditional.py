@@ -14,7 +14,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import (check_choice, check_int, check_matrix, check_positive, check_same_length, check_saved_matrix,
-                           check_square_memory)
+                           check_square_memory, check_within_magnitude)
 from ..embedding import KernelMean
 from ..kernels import fitted_kernel
 from ..linalg import column_entries
@@ -192,8 +192,10 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         self : ConditionalEmbedding
             The fitted embedding.
         """
-        A = check_matrix(A, "A", min_samples=2)
-        B = check_matrix(B, "B", min_samples=2)
+        # the filters' bound on training values: beyond it, squared distances overflow and a
+        # neighbour's local solve turned to NaN
+        A = check_within_magnitude(check_matrix(A, "A", min_samples=2), "A")
+        B = check_within_magnitude(check_matrix(B, "B", min_samples=2), "B")
         check_same_length("A", A, "B", B)
         self.n_features_in_ = A.shape[1]
         check_choice(self.method, "method", METHODS)
