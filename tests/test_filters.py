@@ -693,6 +693,20 @@ def test_x_p_q_and_r_of_a_belief_that_is_not_their_gaussian_are_not_assigned():
                 with pytest.raises(AttributeError, match=rf"^{name}: {type(filt).__name__} takes its noise from "):
                     setattr(filt, name, np.eye(2))
                 assert not hasattr(filt, name)
+    # the kernel Bayes filter's weights are set by reset(weights=...), which checks them: assigned,
+    # a wrong length failed in numpy's matmul at the next step, the local path lost its support
+    # ('NoneType' object has no attribute 'size'), and x kept the old belief's mean
+    for approximation in ("exact", "local"):
+        kbf = kb.KernelBayesFilter(approximation=approximation).fit(states, obs)
+        kbf.batch_filter(obs[:5])
+        for name in ("weights", "weights_prior"):
+            before = getattr(kbf, name).copy()
+            with pytest.raises(AttributeError, match=rf"^{name}: set the belief with reset\(weights=\.\.\.\)"):
+                setattr(kbf, name, np.full(len(states), 1.0 / len(states)))
+            np.testing.assert_array_equal(getattr(kbf, name), before)
+        one = np.zeros(len(states))
+        one[10] = 1.0
+        np.testing.assert_allclose(kbf.reset(weights=one).x, states[10])
     # the Kalman filters' belief is N(x, P): assigning sets it, and they take Q and R
     ekf = ExtendedKalman(Oscillation())
     ekf.x, ekf.P = np.ones(2), np.eye(2)

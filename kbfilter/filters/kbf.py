@@ -370,6 +370,32 @@ def _learned(name, doc):
     return property(lambda self: getattr(self.model_, name), doc=doc)
 
 
+class _BeliefWeights:
+    """``weights`` or ``weights_prior``: read from the belief. Assigned, they bypassed the checks
+    of :meth:`KernelBayesFilter.reset` (a wrong length failed in numpy's matmul at the next step,
+    and the local path's support was lost) and left ``x`` as it was; a saved file's are restored
+    as saved, and the filter's ``_after_load`` checks them."""
+
+    def __init__(self, attr, doc):
+        self.attr, self.__doc__ = attr, doc
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return getattr(obj, self.attr).dense(obj.model_)
+
+    def __set__(self, obj, value):
+        raise AttributeError(f"{self.name}: set the belief with reset(weights=...), which checks the weights and "
+                             f"sets the estimate from them")
+
+    def restore(self, obj, value):
+        """Set the weights a saved filter held (checked by its ``_after_load``)."""
+        setattr(obj, self.attr, _Belief(value, None))
+
+
 @persistent("model_",
             # the belief, so that a loaded filter continues where the saved one stopped
             "weights", "weights_prior", "x", "P", "x_prior", "P_prior", "x_post", "P_post", "dropped_mass",
@@ -511,6 +537,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         update is rescaled every step, so long runs never underflow). ``weights`` is the belief
         the next step starts from, as ``x`` is: the posterior after :meth:`update`, the
         prediction after :meth:`predict` (so that ``predict(); predict()`` goes two steps ahead).
+        Read-only: ``reset(weights=...)`` sets the belief.
     sparse_weights : scipy.sparse.csr_array of shape (1, T)
         ``weights`` on the training states the belief is on (at most ``support`` of them with
         ``approximation="local"``), without writing out all ``T``: what a tracker keeps per track.
@@ -1079,10 +1106,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         p = self._normalised(values, fallback=None)
         return fallback.pair if p is None else (p, support)
 
-    @property
-    def weights(self):
-        """The current weights over the training states (see the class's attributes)."""
-        return self._belief.dense(self.model_)
+    weights = _BeliefWeights("_belief", "The current weights over the training states (see the class's attributes).")
 
     @property
     def sparse_weights(self):
@@ -1095,19 +1119,8 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
             support = np.arange(values.size)
         return sp.csr_array((values.copy(), support.copy(), np.array([0, support.size])), shape=(1, self.n_train_))
 
-    @weights.setter
-    def weights(self, value):
-        # a loaded file's belief; _after_load checks it and puts it on its support
-        self._belief = _Belief(value, None)
-
-    @property
-    def weights_prior(self):
-        """The predicted weights over the training states (see the class's attributes)."""
-        return self._prior.dense(self.model_)
-
-    @weights_prior.setter
-    def weights_prior(self, value):
-        self._prior = _Belief(value, None)
+    weights_prior = _BeliefWeights("_prior", "The predicted weights over the training states (see the class's "
+                                             "attributes).")
 
     # -- filterpy surface -----------------------------------------------------------------------------
     @limited_blas
