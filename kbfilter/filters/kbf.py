@@ -371,10 +371,10 @@ def _learned(name, doc):
 
 
 class _BeliefWeights:
-    """``weights`` or ``weights_prior``: read from the belief. Assigned, they bypassed the checks
-    of :meth:`KernelBayesFilter.reset` (a wrong length failed in numpy's matmul at the next step,
-    and the local path's support was lost) and left ``x`` as it was; a saved file's are restored
-    as saved, and the filter's ``_after_load`` checks them."""
+    """``weights``: read from the belief. Assigned, it bypassed the checks of
+    :meth:`KernelBayesFilter.reset` (a wrong length failed in numpy's matmul at the next step, and
+    the local path's support was lost) and left ``x`` as it was; a saved file's is restored as
+    saved, and the filter's ``_after_load`` checks it."""
 
     def __init__(self, attr, doc):
         self.attr, self.__doc__ = attr, doc
@@ -537,7 +537,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         update is rescaled every step, so long runs never underflow). ``weights`` is the belief
         the next step starts from, as ``x`` is: the posterior after :meth:`update`, the
         prediction after :meth:`predict` (so that ``predict(); predict()`` goes two steps ahead).
-        Read-only: ``reset(weights=...)`` sets the belief.
+        ``weights`` is read-only: ``reset(weights=...)`` sets the belief.
     sparse_weights : scipy.sparse.csr_array of shape (1, T)
         ``weights`` on the training states the belief is on (at most ``support`` of them with
         ``approximation="local"``), without writing out all ``T``: what a tracker keeps per track.
@@ -1119,8 +1119,14 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
             support = np.arange(values.size)
         return sp.csr_array((values.copy(), support.copy(), np.array([0, support.size])), shape=(1, self.n_train_))
 
-    weights_prior = _BeliefWeights("_prior", "The predicted weights over the training states (see the class's "
-                                             "attributes).")
+    @property
+    def weights_prior(self):
+        """The predicted weights over the training states (see the class's attributes)."""
+        return self._prior.dense(self.model_)
+
+    @weights_prior.setter
+    def weights_prior(self, value):
+        self._prior = _Belief(value, None)
 
     # -- filterpy surface -----------------------------------------------------------------------------
     @limited_blas
