@@ -706,6 +706,21 @@ def test_x_p_q_and_r_of_a_belief_that_is_not_their_gaussian_are_not_assigned():
         one = np.zeros(len(states))
         one[10] = 1.0
         np.testing.assert_allclose(kbf.reset(weights=one).x, states[10])
+        # the predicted weights stay assignable (a prior built by hand) but are checked, and the
+        # next update starts from them on either path: a hand-made copy gives the same update
+        kbf.predict()
+        prior = kbf.weights_prior.copy()
+        wrong = ((prior[:-1], f"expected length {len(states)}"), (np.full(len(states), np.nan), "contains NaN"))
+        for bad, expected in wrong:
+            with pytest.raises(ValueError, match=rf"^weights_prior: {expected}"):
+                kbf.weights_prior = bad
+        np.testing.assert_array_equal(kbf.weights_prior, prior)
+        kbf.update(obs[5])
+        posterior = kbf.weights.copy()
+        kbf.reset(weights=one).predict()
+        kbf.weights_prior = list(prior)
+        kbf.update(obs[5])
+        np.testing.assert_allclose(kbf.weights, posterior, rtol=1e-12, atol=1e-15)
     # the Kalman filters' belief is N(x, P): assigning sets it, and they take Q and R
     ekf = ExtendedKalman(Oscillation())
     ekf.x, ekf.P = np.ones(2), np.eye(2)

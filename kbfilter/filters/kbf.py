@@ -396,6 +396,17 @@ class _BeliefWeights:
         setattr(obj, self.attr, _Belief(value, None))
 
 
+class _PriorWeights(_BeliefWeights):
+    """``weights_prior``: assignable (a prior built by hand, which no :meth:`KernelBayesFilter.reset`
+    gives), but checked and kept on the model's support; assigned unchecked, a wrong length failed
+    in numpy's matmul at the next update and the local path lost its support."""
+
+    def __set__(self, obj, value):
+        check_is_fitted(obj, "model_")
+        values = check_vector(value, self.name, length=obj.n_train_).copy()
+        setattr(obj, self.attr, _Belief(*obj.model_.on_support(values)))
+
+
 @persistent("model_",
             # the belief, so that a loaded filter continues where the saved one stopped
             "weights", "weights_prior", "x", "P", "x_prior", "P_prior", "x_post", "P_post", "dropped_mass",
@@ -537,7 +548,8 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         update is rescaled every step, so long runs never underflow). ``weights`` is the belief
         the next step starts from, as ``x`` is: the posterior after :meth:`update`, the
         prediction after :meth:`predict` (so that ``predict(); predict()`` goes two steps ahead).
-        ``weights`` is read-only: ``reset(weights=...)`` sets the belief.
+        ``weights`` is read-only: ``reset(weights=...)`` sets the belief. ``weights_prior`` may be
+        assigned (checked; the next :meth:`update` starts from it).
     sparse_weights : scipy.sparse.csr_array of shape (1, T)
         ``weights`` on the training states the belief is on (at most ``support`` of them with
         ``approximation="local"``), without writing out all ``T``: what a tracker keeps per track.
@@ -1119,14 +1131,10 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
             support = np.arange(values.size)
         return sp.csr_array((values.copy(), support.copy(), np.array([0, support.size])), shape=(1, self.n_train_))
 
-    @property
-    def weights_prior(self):
-        """The predicted weights over the training states (see the class's attributes)."""
-        return self._prior.dense(self.model_)
-
-    @weights_prior.setter
-    def weights_prior(self, value):
-        self._prior = _Belief(value, None)
+    weights_prior = _PriorWeights(
+        "_prior", "The predicted weights over the training states (see the class's attributes). Assigned, they are "
+        "checked (finite, one a training state) and the next update starts from them as given, signed or not; "
+        "``x_prior`` and ``P_prior`` stay the prediction's.")
 
     # -- filterpy surface -----------------------------------------------------------------------------
     @limited_blas
