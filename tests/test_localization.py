@@ -369,6 +369,16 @@ def test_controlled_kbf_checks_its_controls():
         kbf.predict(u=[0.1, 0.2])
     with pytest.raises(ValueError, match="u: this filter was fitted without controls"):
         kb.KernelBayesFilter().fit(states, obs).predict(u=[0.1])
+    # a controlled system simulates (states, controls, observations): fit(*simulate(T)) with
+    # positional controls would have learned the sensor from the controls (silently, when their
+    # dimensions agree), so every learned filter takes its controls by keyword only
+    square = kb.systems.ControlledLinearGaussian(F=0.9 * np.eye(2), B=np.eye(2), H=np.eye(2), Q=0.1 * np.eye(2),
+                                                 R=0.1 * np.eye(2))
+    run = square.simulate(100, rng=0)
+    for filt in (kb.KernelBayesFilter(), kb.KernelMonteCarloFilter(motion=square), kb.LearnedMotionFilter(),
+                 NearestNeighbourParticleFilter(motion=square), NearestImage()):
+        with pytest.raises(TypeError, match="positional argument"):
+            filt.fit(*run)
 
 
 def test_tune_filter_passes_controls_through():

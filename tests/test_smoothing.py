@@ -123,10 +123,11 @@ def test_the_scalable_paths_smooth_as_the_exact_filter_does(params):
 
 def test_a_filter_fitted_with_controls_smooths_with_its_controls():
     system = ControlledLinearGaussian(F=[[0.9]], B=[[1.0]], H=np.eye(1), Q=0.05 * np.eye(1), R=0.5 * np.eye(1))
-    states, obs, controls = system.simulate(800, rng=0, return_latent=True)
-    truth, zs, us = system.simulate(150, rng=1, return_latent=True)
+    states, controls, obs = system.simulate(800, rng=0)
+    truth, us, zs = system.simulate(150, rng=1)
     for approximation in ("exact", "nystrom"):
-        kbf = KernelBayesFilter(scale=0.5, reg_prior=1e-3, approximation=approximation).fit(states, obs, controls)
+        kbf = KernelBayesFilter(scale=0.5, reg_prior=1e-3, approximation=approximation).fit(states, obs,
+                                                                                           controls=controls)
         filtered = kbf.batch_filter(zs, us)[0]
         smoothed = kbf.reset().smooth(zs, us)[0]
         assert _mse(smoothed, truth) < 0.95 * _mse(filtered, truth), approximation
@@ -142,9 +143,10 @@ def test_every_operator_and_transition_applies_its_transpose():
     for op in (DenseOperator(rng.normal(size=(6, 5))), SparseOperator(sparse), LowRankOperator(left, right)):
         np.testing.assert_allclose(op.adjoint(v), op.toarray().T @ v, atol=1e-12)
     system = ControlledLinearGaussian(F=[[0.9]], B=[[1.0]], H=np.eye(1), Q=0.05 * np.eye(1), R=0.5 * np.eye(1))
-    states, obs, controls = system.simulate(120, rng=0, return_latent=True)
+    states, controls, obs = system.simulate(120, rng=0)
     for approximation in ("exact", "nystrom"):
-        transition = KernelBayesFilter(approximation=approximation).fit(states, obs, controls).model_.transition
+        kbf = KernelBayesFilter(approximation=approximation).fit(states, obs, controls=controls)
+        transition = kbf.model_.transition
         u = controls[5]
         A = np.column_stack([transition.apply(e, u) for e in np.eye(len(states))])
         v = rng.normal(size=len(states))
@@ -160,7 +162,7 @@ def test_the_rts_smoothers_of_the_baselines_are_filterpys_on_a_linear_system():
         np.testing.assert_allclose(covs, rts_covs, atol=1e-10)
     assert _mse(rts, truth) < _mse(filtered, truth)
     controlled = ControlledLinearGaussian(F=[[0.9]], B=[[1.0]], H=np.eye(1), Q=0.05 * np.eye(1), R=0.5 * np.eye(1))
-    _, czs, cus = controlled.simulate(20, rng=0, return_latent=True)
+    _, cus, czs = controlled.simulate(20, rng=0)
     with pytest.raises(ValueError, match="us: ExtendedKalman.smooth"):
         ExtendedKalman(controlled).smooth(czs, cus)
 

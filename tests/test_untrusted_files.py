@@ -372,7 +372,8 @@ def test_a_controlled_transition_whose_successors_point_elsewhere_is_refused_at_
         system = kb.systems.ControlledLinearGaussian(F=[[0.9]], B=[[1.0]], H=[[1.0]], Q=[[0.1]], R=[[0.1]])
         X, U, Z = system.simulate(120, rng=0)
         for approximation in ("exact", "nystrom"):
-            arrays, meta = parts(kb.KernelBayesFilter(approximation=approximation).fit(X, Z, U).save(out + "/c.npz"))
+            kbf = kb.KernelBayesFilter(approximation=approximation).fit(X, Z, controls=U)
+            arrays, meta = parts(kbf.save(out + "/c.npz"))
             node = find(meta["root"], lambda n: n.get("class", "").endswith("ControlledTransition"))
             key = node["fields"]["successors"]["key"]
             for name, value in (("negative", -arrays[key]), ("repeated", np.ones_like(arrays[key]))):

@@ -55,7 +55,7 @@ class DiffusingKernelBayesFilter(LearnedFilter):
         self.features, self.approximation, self.rank = features, approximation, rank
         self.outlier_quantile = outlier_quantile
 
-    def fit(self, states, observations, controls=None):
+    def fit(self, states, observations, *, controls=None):
         settings = ObservationSettings.of(self)                # checks the shared parameters once
         X, Z, obs_shape = training_pairs(states, observations)   # checked, stacked, flattened
         space, Z = ObservationSpace.fitted(settings.features, obs_shape, Z, X)         # feature map

@@ -53,7 +53,8 @@ def _fitted(method, system, data, rng, row, config):
         row["extended"][method.name] = {k: list(v) for k, v in filt.extended_params_.items()}
         return filt
     if method.kind == "trained":
-        filt = method.build(system, rng).fit(*data)
+        states, observations, *controls = data
+        filt = method.build(system, rng).fit(states, observations, **({"controls": controls[0]} if controls else {}))
         row["tune_s"][method.name], row["fit_s"][method.name] = 0.0, time.perf_counter() - start
         return filt
     row["tune_s"][method.name] = row["fit_s"][method.name] = 0.0

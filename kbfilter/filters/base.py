@@ -695,8 +695,11 @@ class LearnedFilter(CountedFallbacks, Filter, BaseEstimator):
 
     Besides the :class:`Filter` surface it provides
 
-    - ``fit(states, observations, controls=None)``, returning the filter with a fresh belief
-      (hyperparameters only in ``__init__``, learned state in attributes ending in ``_``);
+    - ``fit(states, observations, *, controls=None)``, returning the filter with a fresh belief
+      (hyperparameters only in ``__init__``, learned state in attributes ending in ``_``); the
+      controls go by keyword, because a controlled system's ``simulate`` returns ``(states,
+      controls, observations)``, and ``fit(*system.simulate(T))`` read that way would learn the
+      sensor from the controls;
     - ``reset()``: the belief :meth:`fit` starts from, the fallback counts since reset cleared;
     - ``diagnostics``: the fallbacks counted at fit and since the last reset;
     - :meth:`default_grid`: the hyperparameter grid :func:`~kbfilter.tune_filter` searches
@@ -711,7 +714,7 @@ class LearnedFilter(CountedFallbacks, Filter, BaseEstimator):
     else from it.
     """
 
-    def fit(self, states, observations, controls=None):  # pragma: no cover - the contract
+    def fit(self, states, observations, *, controls=None):  # pragma: no cover - the contract
         """Learn from example trajectories.
 
         Parameters

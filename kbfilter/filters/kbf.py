@@ -627,7 +627,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
 
     # -- fitting ----------------------------------------------------------------------------------
     @limited_blas
-    def fit(self, states, observations, controls=None):
+    def fit(self, states, observations, *, controls=None):
         """Learn the filter from one training sequence or a list of them.
 
         Transition pairs ``(x_t, x_{t+1})`` are taken inside each sequence only. With
@@ -650,7 +650,8 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
             ``controls[t]`` is the control that moved the system from ``states[t - 1]`` to
             ``states[t]`` (what ``predict(u)`` takes before ``update(z_t)``; the first of each
             sequence is not used). Needs ``transition="exact"`` and ``approximation`` ``"exact"`` or
-            ``"nystrom"``.
+            ``"nystrom"``. By keyword only: a controlled system's ``simulate`` returns ``(states,
+            controls, observations)``, in another order.
 
         Returns
         -------

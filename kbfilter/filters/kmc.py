@@ -334,7 +334,7 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, PredictiveLikelihood, L
         self.transition = transition  # deprecated: motion
 
     @limited_blas
-    def fit(self, states, observations, controls=None):
+    def fit(self, states, observations, *, controls=None):
         """Learn the observation model from state-observation pairs.
 
         Parameters

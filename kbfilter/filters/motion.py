@@ -472,7 +472,7 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Learned
         self.random_state = random_state
 
     @limited_blas
-    def fit(self, states, observations, controls=None):
+    def fit(self, states, observations, *, controls=None):
         """Learn the motion from the training trajectories (the observations are the sensor's; they
         are checked against the states but the likelihood is ``sensor``'s).
 

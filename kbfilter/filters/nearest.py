@@ -91,7 +91,7 @@ class NearestImage(_ImageLookup):
         self.features = features
 
     @limited_blas
-    def fit(self, states, observations, controls=None):
+    def fit(self, states, observations, *, controls=None):
         """Index the training observations.
 
         Parameters
@@ -221,7 +221,7 @@ class NearestNeighbourParticleFilter(HoldsParticles, ParticleWeightsAlias, _Imag
         self.transition = transition  # deprecated: motion
 
     @limited_blas
-    def fit(self, states, observations, controls=None):
+    def fit(self, states, observations, *, controls=None):
         """Index the training observations; draw the particles from the training states.
 
         Parameters

@@ -195,7 +195,8 @@ class ControlledLinearGaussian(LinearGaussian):
             ``controls[t]`` moved the state from ``states[t - 1]`` to ``states[t]`` (the control
             ``predict(u)`` takes before ``update(observations[t])``).
         observations : ndarray of shape (T, dim_z)
-            The observations.
+            The observations (last: a learned filter takes them as ``fit(states, observations,
+            controls=controls)``).
         """
         return controlled_run(self, T, rng, burn_in, self._random_control)
 

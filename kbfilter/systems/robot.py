@@ -416,7 +416,8 @@ class RobotInRoom(System):
             ``predict(u)`` takes before ``update(images[t])``); ``controls[0]`` moved it to the
             first pose.
         images : ndarray of shape (T, height, width, 3)
-            The camera's images.
+            The camera's images (last: a learned filter takes them as ``fit(states, images,
+            controls=controls)``).
         """
         return controlled_run(self, T, rng, burn_in, self.explore)
 
