@@ -275,6 +275,17 @@ def test_localization_scenario_holds_out_half_of_a_short_log(tmp_path):
     assert set(data["runs"][0]["errors"]["heading_error_deg"]) == {"nai"}
 
 
+def test_a_controlled_system_runs_the_methods_that_take_no_controls_and_reseeds_those_that_do():
+    # the controls go to a filter by keyword: the window regressor refuses them and gets none, a
+    # particle filter tuned once and drawn again with another seed gets them at fit and every step
+    row = run_bench("localization", runs=1, train_length=60, test_length=5, validation_length=30, n_jobs=1,
+                    methods=("window-mlp", "nn-pf"), filter_seeds=2, progress=False,
+                    param_grid={"n_neighbors": (5,), "scale": (0.1,)})[0]
+    assert set(row["mse"]) == {"window-mlp", "nn-pf"}
+    assert len(row["mse_per_seed"]["nn-pf"]) == 2 and np.all(np.isfinite(row["mse_per_seed"]["nn-pf"]))
+    assert np.isfinite(row["mse"]["window-mlp"])
+
+
 def test_the_system_is_built_with_the_parameters_given_and_records_them(tmp_path):
     from kbfilter.bench import run_and_report
     from kbfilter.cli import scenario_main

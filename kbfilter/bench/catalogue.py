@@ -107,6 +107,10 @@ class Method:
     stochastic : bool
         Its estimates depend on its random draws (a particle filter): the runner can average it
         over several seeds (``filter_seeds``).
+    controls : bool
+        It takes a controlled system's controls (at fit and each step); False for a method that
+        reads the state from the observations alone and refuses them (the window regressor), which
+        the runner then gives none.
     """
 
     name: str
@@ -115,6 +119,7 @@ class Method:
     grids: dict = field(default_factory=dict)
     description: str = ""
     stochastic: bool = False
+    controls: bool = True
 
     def grid(self, system):
         """The tuning grid for ``system`` (None for methods that are not tuned)."""
@@ -232,7 +237,7 @@ CATALOGUE = {m.name: m for m in (
     Method("nn-pf-blur-gated", "tuned", _nn_pf(_BLURRED, GATE_QUANTILE), _NEIGHBOURS,
            "nearest-neighbour particle filter on blurred images, outliers gated", stochastic=True),
     Method("window-mlp", "trained", lambda system, rng: WindowRegressor(),
-           description="MLP on the features of the last 10 frames"),
+           description="MLP on the features of the last 10 frames", controls=False),
     Method("oracle-pf", "oracle",
            lambda system, rng: ParticleFilter(system.oracle_system(), n_particles=1000, rng=rng),
            description="particle filter that sees what generated each image (a reference)", stochastic=True),

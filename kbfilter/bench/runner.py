@@ -53,18 +53,24 @@ def _fitted(method, system, data, rng, row, config):
         row["extended"][method.name] = {k: list(v) for k, v in filt.extended_params_.items()}
         return filt
     if method.kind == "trained":
-        states, observations, *controls = data
-        filt = method.build(system, rng).fit(states, observations, **({"controls": controls[0]} if controls else {}))
+        filt = _fit(method.build(system, rng), data)
         row["tune_s"][method.name], row["fit_s"][method.name] = 0.0, time.perf_counter() - start
         return filt
     row["tune_s"][method.name] = row["fit_s"][method.name] = 0.0
     return method.build(system, rng)
 
 
+def _fit(filt, data):
+    """``filt`` fitted on ``data``: ``(states, observations)``, and the controls of a controlled
+    system, which a filter takes by keyword."""
+    states, observations, *controls = data
+    return filt.fit(states, observations, **({"controls": controls[0]} if controls else {}))
+
+
 def _reseeded(method, system, filt, data, rng):
     """Another draw of a stochastic method: the same (tuned) settings, its random numbers from ``rng``."""
     if method.kind in ("tuned", "trained"):
-        return clone(filt).set_params(random_state=rng).fit(*data)
+        return _fit(clone(filt).set_params(random_state=rng), data)
     return method.build(system, rng)
 
 
@@ -316,13 +322,14 @@ def run_trial(config, seed, train_length=None, test_length=None, methods=None, v
             warnings.simplefilter("ignore", NumericalWarning)  # counted in diagnostics, not printed
             # every method that draws random numbers gets the same fresh streams
             rngs = [np.random.default_rng(s) for s in (streams if method.stochastic else streams[:1])]
-            filt = _fitted(method, system, data, rngs[0], row, config)
+            given, us = (data, test_controls) if method.controls else (data[:2], None)
+            filt = _fitted(method, system, given, rngs[0], row, config)
             draws = []
             for k, rng in enumerate(rngs):
-                draw = filt if k == 0 else _reseeded(method, system, filt, data, rng)
+                draw = filt if k == 0 else _reseeded(method, system, filt, given, rng)
                 start = time.perf_counter()
                 means, covs, kept = _filtered(draw, test_latent if method.kind == "oracle" else test_obs,
-                                              test_controls, snapshots if k == 0 else ())
+                                              us, snapshots if k == 0 else ())
                 draws.append((1000 * (time.perf_counter() - start) / test_length, system.errors(means, test_states),
                               means, kept, mean_nees(test_states, means, covs)))
         row["ms_per_step"][name] = float(np.mean([ms for ms, *_ in draws]))
