@@ -32,12 +32,17 @@ def _as_float(X, name, what):
         raise ValueError(f"{name}: expected {what} ({exc})") from exc
 
 
+class NonFiniteError(ValueError):
+    """An input holds a NaN or an infinity (a ``ValueError``; a caller that knows what the input
+    is may add how to mend it)."""
+
+
 def non_finite_error(name, unit, index, values):
     """The ``ValueError`` for a NaN or an infinity first met in ``values``, the ``unit`` (row,
     sample, entry) ``index`` of ``name``: one message for a log in memory and one in dask arrays."""
     values = np.atleast_1d(values)
-    return ValueError(f"{name}: contains NaN or infinite values (the first at {unit} {index}: "
-                      f"{float(values[~np.isfinite(values)][0])})")
+    return NonFiniteError(f"{name}: contains NaN or infinite values (the first at {unit} {index}: "
+                          f"{float(values[~np.isfinite(values)][0])})")
 
 
 def _refuse_non_finite(arr, name, unit):
@@ -444,8 +449,13 @@ def check_sequences(states, observations):
     xs, zs, shape = [], [], None
     for i, (x, z) in enumerate(zip(states, observations)):
         suffix = f"[{i}]" if len(states) > 1 else ""
-        x = check_matrix(x, f"states{suffix}", min_samples=2, n_features=xs[0].shape[1] if xs else None)
-        z, shape = check_samples(z, f"observations{suffix}", min_samples=2, sample_shape=shape)
+        try:
+            x = check_matrix(x, f"states{suffix}", min_samples=2, n_features=xs[0].shape[1] if xs else None)
+            z, shape = check_samples(z, f"observations{suffix}", min_samples=2, sample_shape=shape)
+        except NonFiniteError as exc:
+            # a gap in a recorded log; dropping its rows would learn one step from the two around it
+            raise NonFiniteError(f"{exc}; for a gap in the log, cut it there and pass the pieces as lists of "
+                                 f"sequences (dropping the rows would join the steps on either side)") from None
         check_same_length(f"states{suffix}", x, f"observations{suffix}", z)
         check_within_magnitude(x, f"states{suffix}")
         check_within_magnitude(z, f"observations{suffix}")

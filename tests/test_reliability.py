@@ -353,11 +353,17 @@ def test_a_nan_in_a_training_log_is_located(data):
     bad_states, bad_obs = states.copy(), obs.copy()
     bad_states[3, 1] = np.nan
     bad_obs[150, 0] = -np.inf
-    with pytest.raises(ValueError, match=r"^states: contains NaN or infinite values \(the first at row 3: nan\)$"):
+    # and, for a training log, how to mend it: cut it at the gap (dropping the rows would learn one
+    # transition from the two steps around them)
+    mend = r"; for a gap in the log, cut it there and pass the pieces as lists of sequences \(dropping"
+    with pytest.raises(ValueError, match=r"^states: contains NaN or infinite values \(the first at row 3: nan\)"
+                                         + mend):
         KernelBayesFilter().fit(bad_states, obs)
     with pytest.raises(ValueError, match=r"^observations\[1\]: contains NaN or infinite values \(the first at "
-                                         r"sample 50: -inf\)$"):
+                                         r"sample 50: -inf\)" + mend):
         KernelBayesFilter().fit([states[:100], states[100:]], [obs[:100], bad_obs[100:]])
+    pieces = KernelBayesFilter().fit([states[:150], states[151:]], [bad_obs[:150], bad_obs[151:]])
+    assert pieces.n_train_ == len(states) - 1
     with pytest.raises(ValueError, match=r"^weights: contains NaN or infinite values \(the first at entry 2: inf\)$"):
         kb.KernelMean(states[:4], [0.1, 0.2, np.inf, 0.3])
 
