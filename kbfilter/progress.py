@@ -32,17 +32,20 @@ PROGRESS_DELAY = 2.0
 _local = threading.local()
 
 
-def progress_bar(total, desc, unit="it"):
+def progress_bar(total, desc, unit="it", shown=True):
     """A bar over ``total`` units of work, shown after ``PROGRESS_DELAY`` seconds unless quiet.
 
     Parameters
     ----------
-    total : int
-        The units of work.
+    total : int or None
+        The units of work (None: not known yet; set ``bar.total`` before the bar appears).
     desc : str
         What the work is.
     unit : str, default="it"
         What one unit is.
+    shown : bool, default=True
+        False: quiet (a caller's ``progress=False``); True still leaves it to
+        :func:`quiet_progress` and ``TQDM_DISABLE``.
 
     Returns
     -------
@@ -50,7 +53,7 @@ def progress_bar(total, desc, unit="it"):
         The bar (disabled inside :func:`quiet_progress`); close it, or use it as a context manager.
     """
     # disable is only passed to quiet a bar: passed always, it would override TQDM_DISABLE
-    quiet = {"disable": True} if getattr(_local, "quiet", False) else {}
+    quiet = {"disable": True} if getattr(_local, "quiet", False) or not shown else {}
     return tqdm(total=total, desc=desc, unit=unit, delay=PROGRESS_DELAY, leave=False, **quiet)
 
 

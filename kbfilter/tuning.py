@@ -20,7 +20,6 @@ from numbers import Real
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.base import clone
-from tqdm.auto import tqdm
 
 from ._validation import (check_bool, check_choice, check_controls, check_int, check_n_jobs, check_rng, check_sequences,
                           check_values)
@@ -28,7 +27,7 @@ from ._warnings import warn_user
 from .filters.grids import (BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, MONTE_CARLO_IMAGE_GRID,
                             MONTE_CARLO_SCALABLE_IMAGE_GRID, NEIGHBOUR_GRID, SCALABLE_BLUR_GRID, SCALABLE_GRID)
 from .linalg import NumericalWarning
-from .progress import quiet_progress
+from .progress import progress_bar, quiet_progress
 from .stats import mean_nees
 from .threads import limited_blas
 
@@ -427,7 +426,8 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
     n_jobs : int or None
         joblib workers for the evaluations (the active joblib backend is used).
     progress : bool
-        Show a progress bar.
+        Show a progress bar (once the search has run for ``PROGRESS_DELAY`` seconds, and not inside
+        :func:`~kbfilter.progress.quiet_progress` or with ``TQDM_DISABLE`` set).
     search : {"coordinate", "grid"}
         ``"grid"`` evaluates every combination; ``"coordinate"`` starts from the filter's own
         values (or the middle of each list) and sweeps one parameter at a time over its whole
@@ -520,7 +520,8 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
     # keyed by _key(point); evaluated holds the points themselves
     scores, failures, consistency, evaluated = {}, {}, {}, {}
     names = list(grid)
-    bar = tqdm(desc="tuning", disable=not progress, leave=False, unit="fit")
+    # the caller's quiet_progress and TQDM_DISABLE hold here too, and a short search shows no bar
+    bar = progress_bar(None, "tuning", unit="fit", shown=progress)
 
     def evaluate(points):
         todo = [p for k, p in {_key(p): p for p in points}.items() if k not in scores]
@@ -548,7 +549,6 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
             before = list(current)
             # the bar's total: what is done, plus at most every new point of this sweep
             bar.total = (len(scores) + 1 + sum(len(v) - 1 for v in grid.values())) * len(runs)
-            bar.refresh()
             for i, name in enumerate(names):
                 candidates = [tuple(current[:i] + [v] + current[i + 1:]) for v in grid[name]]
                 evaluate(candidates)
@@ -570,8 +570,6 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
                                                                max_extensions):
             break
         current = list(evaluated[best])
-    bar.total = bar.n
-    bar.refresh()
     bar.close()
     if failures:
         first = next(iter(failures))

@@ -1,5 +1,9 @@
 """Progress bars on long fits: shown on the work's own line, quiet where a caller counts the work."""
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -54,6 +58,38 @@ def test_tuning_counts_its_fits_on_its_own_bar(oscillation, immediate, capsys, p
     # shown as a fit of the user's own is, unless progress=False
     assert "/500 " not in shown
     assert ("0/600 " in shown) == progress and ("tuning" in shown) == progress
+
+
+def test_the_tuning_and_bench_bars_keep_quiet_where_every_other_bar_does(oscillation, immediate, capsys,
+                                                                       monkeypatch):
+    # they were tqdm bars of their own: shown at once, inside quiet_progress and with TQDM_DISABLE set
+    def tune():
+        kb.tune_filter(kb.KernelBayesFilter(), *oscillation, validation_length=100, n_jobs=1, max_extensions=0,
+                       param_grid={"scale": [0.5, 1.0]})
+
+    def bench():
+        kb.bench.run_bench("rotation", runs=1, train_length=60, test_length=5, validation_length=20, n_jobs=1,
+                           methods=("ekf",))
+
+    for work, bar in ((tune, "tuning"), (bench, "bench rotation")):
+        work()
+        assert bar in capsys.readouterr().err
+        with kb.progress.quiet_progress():
+            work()
+        assert bar not in capsys.readouterr().err
+    monkeypatch.undo()  # the default delay: work this short shows no bar
+    tune()
+    assert "tuning" not in capsys.readouterr().err
+    # TQDM_DISABLE is read when tqdm is imported: a process started with it set shows no bar
+    script = ("import kbfilter as kb; kb.progress.PROGRESS_DELAY = 0.0; "
+              "xs, zs = kb.systems.Rotation().simulate(200, rng=0); "
+              "kb.tune_filter(kb.KernelBayesFilter(), xs, zs, {'scale': [0.5, 1.0]}, validation_length=50); "
+              "kb.bench.run_bench('rotation', runs=1, train_length=60, test_length=5, validation_length=20, "
+              "n_jobs=1, methods=('ekf',))")
+    environ = {k: v for k, v in os.environ.items() if k != "TQDM_DISABLE"}
+    for env, shown in ((environ, True), ({**environ, "TQDM_DISABLE": "1"}, False)):
+        err = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=env).stderr
+        assert ("tuning" in err) == shown and ("bench rotation" in err) == shown, err
 
 
 def test_the_localized_embedding_answers_in_blocks_as_query_by_query():

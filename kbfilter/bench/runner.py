@@ -16,11 +16,10 @@ from numbers import Integral, Real
 import numpy as np
 from joblib import Parallel, delayed
 from sklearn.base import clone
-from tqdm.auto import tqdm
 
 from .._validation import check_bool, check_choice, check_int, check_n_jobs
 from ..linalg import NumericalWarning
-from ..progress import quiet_progress
+from ..progress import progress_bar, quiet_progress
 from ..stats import mean_nees
 from ..threads import limited_blas
 from ..tuning import check_param_grid, check_validation_length, tune_filter
@@ -433,4 +432,9 @@ def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None,
     seeds = np.random.SeedSequence(config.seed).spawn(first_run + config.runs)[first_run:]
     jobs = (delayed(run_trial)(config, s, keep_estimates=(i == 0)) for i, s in enumerate(seeds))
     results = Parallel(n_jobs=n_jobs, return_as="generator")(jobs)
-    return list(tqdm(results, total=config.runs, desc=f"bench {config.system}", disable=not progress))
+    with progress_bar(config.runs, f"bench {config.system}", unit="run", shown=progress) as bar:
+        rows = []
+        for row in results:
+            rows.append(row)
+            bar.update()
+    return rows
