@@ -379,6 +379,12 @@ def test_controlled_kbf_checks_its_controls():
                  NearestNeighbourParticleFilter(motion=square), NearestImage()):
         with pytest.raises(TypeError, match="positional argument"):
             filt.fit(*run)
+    # and return_latent=True, which an uncontrolled system answers with (states, observations,
+    # latent), is refused rather than ignored: two tests here had read the controls as observations
+    for system in (square, ROBOT):
+        refused = rf"^return_latent: {type(system).__name__} is controlled and has no latent variables; its simulate "
+        with pytest.raises(ValueError, match=refused + r"returns \(states, controls, observations\)"):
+            system.simulate(5, rng=0, return_latent=True)
 
 
 def test_tune_filter_passes_controls_through():

@@ -4,7 +4,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .._validation import check_covariance, check_int, check_memory, check_rng, check_vector
+from .._validation import check_bool, check_covariance, check_int, check_memory, check_rng, check_vector
 
 
 def pixel_loglik(z, renders, pixel_noise):
@@ -292,7 +292,7 @@ def check_simulation_memory(system, T, dim_u=0):
                  f"{T:,} steps of {type(system).__name__} ({dim_z:,} observed values a step)")
 
 
-def controlled_run(system, T, rng, burn_in, policy):
+def controlled_run(system, T, rng, burn_in, policy, return_latent=False):
     """A run of a controlled ``system`` driven by ``policy(x, rng) -> u`` from its initial state.
 
     Parameters
@@ -307,6 +307,10 @@ def controlled_run(system, T, rng, burn_in, policy):
         Steps driven and discarded first.
     policy : callable
         The control to apply in state ``x``.
+    return_latent : bool, default=False
+        Refused when true: a controlled run has no latent variables, and its three arrays (the
+        controls second) are not the ``(states, observations, latent)`` of an uncontrolled
+        system's ``simulate(..., return_latent=True)``, which code written for one would misread.
 
     Returns
     -------
@@ -317,6 +321,9 @@ def controlled_run(system, T, rng, burn_in, policy):
     observations : ndarray
         The observation at each state.
     """
+    if check_bool(return_latent, "return_latent"):
+        raise ValueError(f"return_latent: {type(system).__name__} is controlled and has no latent variables; its "
+                         f"simulate returns (states, controls, observations)")
     T = check_int(T, "T")
     burn_in = check_int(burn_in, "burn_in", minimum=0)
     rng = check_rng(rng, "rng")

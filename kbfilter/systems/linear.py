@@ -185,7 +185,8 @@ class ControlledLinearGaussian(LinearGaussian):
         burn_in : int, default=0
             Steps driven and discarded first (the start is already drawn from the stationary law).
         return_latent : bool, default=False
-            Not used; accepted for the interface.
+            Refused when true: there are no latent variables, and this run's three arrays hold the
+            controls second.
 
         Returns
         -------
@@ -198,7 +199,7 @@ class ControlledLinearGaussian(LinearGaussian):
             The observations (last: a learned filter takes them as ``fit(states, observations,
             controls=controls)``).
         """
-        return controlled_run(self, T, rng, burn_in, self._random_control)
+        return controlled_run(self, T, rng, burn_in, self._random_control, return_latent)
 
     def _random_control(self, x, rng):
         return rng.uniform(-self.control_scale, self.control_scale, size=self.dim_u)

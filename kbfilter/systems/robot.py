@@ -405,7 +405,8 @@ class RobotInRoom(System):
         burn_in : int, default=0
             Steps driven and discarded first.
         return_latent : bool, default=False
-            Not used (there is no hidden rendering offset); accepted for the interface.
+            Refused when true: there is no hidden rendering offset, and this run's three arrays
+            hold the controls second.
 
         Returns
         -------
@@ -419,7 +420,7 @@ class RobotInRoom(System):
             The camera's images (last: a learned filter takes them as ``fit(states, images,
             controls=controls)``).
         """
-        return controlled_run(self, T, rng, burn_in, self.explore)
+        return controlled_run(self, T, rng, burn_in, self.explore, return_latent)
 
     def errors(self, estimates, states):
         """Position and heading errors, reported separately (the heading is an angle: wrapped).
