@@ -702,6 +702,8 @@ def test_x_p_q_and_r_of_a_belief_that_is_not_their_gaussian_are_not_assigned():
         before = kbf.weights.copy()
         with pytest.raises(AttributeError, match=r"^weights: set the belief with reset\(weights=\.\.\.\)"):
             kbf.weights = np.full(len(states), 1.0 / len(states))
+        with pytest.raises(ValueError, match="read-only"):  # nor in place: the array is the belief
+            kbf.weights[0] = 5.0
         np.testing.assert_array_equal(kbf.weights, before)
         one = np.zeros(len(states))
         one[10] = 1.0

@@ -371,7 +371,7 @@ def _learned(name, doc):
 
 
 class _BeliefWeights:
-    """``weights``: read from the belief. Assigned, it bypassed the checks of
+    """``weights``: read from the belief, as a read-only array. Assigned, it bypassed the checks of
     :meth:`KernelBayesFilter.reset` (a wrong length failed in numpy's matmul at the next step, and
     the local path's support was lost) and left ``x`` as it was; a saved file's is restored as
     saved, and the filter's ``_after_load`` checks it."""
@@ -385,7 +385,11 @@ class _BeliefWeights:
     def __get__(self, obj, objtype=None):
         if obj is None:
             return self
-        return getattr(obj, self.attr).dense(obj.model_)
+        # a read-only view: the array is the belief itself, and an edit in place (weights[:] = w)
+        # bypassed the checks as an assignment did
+        weights = getattr(obj, self.attr).dense(obj.model_).view()
+        weights.flags.writeable = False
+        return weights
 
     def __set__(self, obj, value):
         raise AttributeError(f"{self.name}: set the belief with reset(weights=...), which checks the weights and "
@@ -548,8 +552,9 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         update is rescaled every step, so long runs never underflow). ``weights`` is the belief
         the next step starts from, as ``x`` is: the posterior after :meth:`update`, the
         prediction after :meth:`predict` (so that ``predict(); predict()`` goes two steps ahead).
-        ``weights`` is read-only: ``reset(weights=...)`` sets the belief. ``weights_prior`` may be
-        assigned (checked; the next :meth:`update` starts from it).
+        ``weights`` is read-only (nor can its array be changed in place): ``reset(weights=...)``
+        sets the belief. ``weights_prior`` may be assigned (checked; the next :meth:`update` starts
+        from it).
     sparse_weights : scipy.sparse.csr_array of shape (1, T)
         ``weights`` on the training states the belief is on (at most ``support`` of them with
         ``approximation="local"``), without writing out all ``T``: what a tracker keeps per track.
