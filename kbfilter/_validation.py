@@ -262,11 +262,14 @@ def check_model_scale(value, name):
     return check_positive(value, name, maximum=MAX_TRAINING_MAGNITUDE)
 
 
-def check_fraction(value, name):
-    """Return ``value`` as a float in (0, 1], rejecting anything else with a message naming ``name``."""
+def check_fraction(value, name, *, below_one=False, what=""):
+    """Return ``value`` as a float in (0, 1] (in (0, 1) with ``below_one``: a probability for which
+    certainty means nothing), rejecting anything else with a message naming ``name``; ``what``
+    ends the range's description (e.g. " or None")."""
     value = check_positive(value, name)
-    if value > 1:
-        raise ValueError(f"{name}: expected a fraction in (0, 1], got {value!r}")
+    if value > 1 or (below_one and value == 1):
+        expected = "a probability in (0, 1)" if below_one else "a fraction in (0, 1]"
+        raise ValueError(f"{name}: expected {expected}{what}, got {value!r}")
     return value
 
 

@@ -22,7 +22,7 @@ True
 import numpy as np
 from scipy import stats as _scipy_stats
 
-from ._validation import COVARIANCE_RTOL, check_int, check_matrix, check_positive
+from ._validation import COVARIANCE_RTOL, check_fraction, check_int, check_matrix
 
 __all__ = ["nees", "nis", "mean_nees", "chi2_band"]
 
@@ -174,8 +174,6 @@ def chi2_band(dim, n_steps, level=0.95):
     """
     dim = check_int(dim, "dim")
     n_steps = check_int(n_steps, "n_steps")
-    level = check_positive(level, "level")
-    if level >= 1:  # a band that holds with certainty is the whole half-line
-        raise ValueError(f"level: expected a probability in (0, 1), got {level!r}")
+    level = check_fraction(level, "level", below_one=True)  # a band held with certainty is the whole half-line
     low, high = _scipy_stats.chi2.ppf([(1 - level) / 2, (1 + level) / 2], dim * n_steps) / n_steps
     return float(low), float(high)

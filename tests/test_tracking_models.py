@@ -182,8 +182,9 @@ def test_the_imm_refuses_what_it_cannot_mix():
     with pytest.raises(ValueError, match=r"systems: expected models with one state and observation size, .*"
                                          r"CoordinatedTurn\(\.\.\., turning=False\)"):
         InteractingMultipleModel([CoordinatedTurn(), ConstantVelocity()])
-    with pytest.raises(ValueError, match="switch: expected a probability below 1"):
-        InteractingMultipleModel([CoordinatedTurn(), CoordinatedTurn(turning=False)], switch=1.0)
+    for switch in (1.0, 1.5):  # one message above and at 1
+        with pytest.raises(ValueError, match=r"^switch: expected a probability in \(0, 1\), got"):
+            InteractingMultipleModel([CoordinatedTurn(), CoordinatedTurn(turning=False)], switch=switch)
     with pytest.raises(ValueError, match="kind"):
         InteractingMultipleModel([CoordinatedTurn(), CoordinatedTurn(turning=False)], kind="pf")
     with pytest.raises(RuntimeError, match="no belief yet"):

@@ -787,9 +787,7 @@ class InteractingMultipleModel(_StartsFromFirstObservation):
                     "its five states" if {"ConstantVelocity", "CoordinatedTurn"} <= names else "")
             raise ValueError(f"systems: expected models with one state and observation size, got (dim_x, dim_z) "
                              f"{sorted(shapes)}{hint}")
-        switch = check_fraction(switch, "switch")
-        if switch >= 1:
-            raise ValueError(f"switch: expected a probability below 1, got {switch}")
+        switch = check_fraction(switch, "switch", below_one=True)
         check_choice(kind, "kind", ("ekf", "ukf"))
         self.system = systems[0]
         self.filters = [(ExtendedKalman if kind == "ekf" else UnscentedKalman)(s) for s in systems]

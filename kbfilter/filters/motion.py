@@ -540,9 +540,7 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Learned
         if self.roughening is not None:
             check_positive(self.roughening, "roughening", allow_zero=True)
         if self.reacquire is not None:
-            q = check_fraction(self.reacquire, "reacquire")
-            if q >= 1:
-                raise ValueError(f"reacquire: expected a probability below 1 or None, got {self.reacquire!r}")
+            check_fraction(self.reacquire, "reacquire", below_one=True, what=" or None")
 
     def _grid_for(self, obs_shape):
         return MOTION_GRID
