@@ -105,6 +105,15 @@ def test_every_public_callable_has_a_numpydoc_docstring():
     assert not problems, "\n".join(problems)
 
 
+def test_the_licence_the_package_declares_is_the_one_it_ships():
+    declared = re.search(r'^license = \{ text = "([^"]+)" \}$', (ROOT / "pyproject.toml").read_text(encoding="utf-8"),
+                         re.M)
+    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert declared and declared.group(1) == "BSD-3-Clause" and text.startswith("BSD 3-Clause License\n")
+    # the recorded tracks are not ours to license: the file points at their own terms
+    assert "kbfilter/datasets/data/ATTRIBUTION.md" in text and (ROOT / "kbfilter/datasets/data/ATTRIBUTION.md").exists()
+
+
 def test_every_readme_code_block_runs_on_its_own_and_prints_a_result():
     import sys
 
