@@ -103,7 +103,12 @@ _STATE_PARAMETERS = _state_parameters("""
         The belief: the weights over the filter's ``n`` training states, summing to 1. A filter
         with ``approximation="local"`` keeps its belief on at most ``support`` training states,
         and its states carry them as a sparse array, so that a step and a stored state cost what
-        the belief holds, not ``n``.""")
+        the belief holds, not ``n``.
+    training_states : str, optional
+        Which training states the weights are over: a digest of the filter's count of training
+        states and a fixed sample of them. A predictor or updater refuses a state whose weights
+        are over other states (another filter's, fitted on another log), which it would otherwise
+        read over its own; None is not checked.""")
 
 
 class KernelBayesState(GaussianState):
@@ -113,6 +118,8 @@ class KernelBayesState(GaussianState):
 
     weights: np.ndarray = Property(doc="The weights over the filter's training states (summing to 1); a sparse "
                                        "array of shape (1, n) from a filter with approximation='local'.")
+    training_states: str = Property(default=None, doc="Which training states the weights are over (a digest of "
+                                                      "them); None: not checked.")
 
 
 class KernelBayesStatePrediction(Prediction, KernelBayesState):
@@ -125,10 +132,27 @@ class KernelBayesStateUpdate(Update, KernelBayesState):
 """ + _STATE_PARAMETERS + _UPDATE_PARAMETERS
 
 
+#: training states sampled, evenly through the log, for the digest a state's weights carry
+DIGEST_ROWS = 16
+
+
+def _training_digest(filt):
+    """A digest of ``filt``'s training states: their count, dimension and ``DIGEST_ROWS`` of them
+    spread through the log. Two filters fitted on the same states agree (their weights index the
+    same states, whatever the hyperparameters); it costs the same at any ``n``."""
+    states = filt.states_
+    n = len(states)
+    sample = states[[(n - 1) * i // (DIGEST_ROWS - 1) for i in range(DIGEST_ROWS)]]
+    return hashlib.sha256(repr(states.shape).encode() + sample.tobytes()).hexdigest()[:16]
+
+
 def _filter_at(filt, state, seed):
     """A copy of ``filt`` whose belief is ``state``'s (the filter itself is left as it is)."""
     check_is_fitted(filt, "model_")
     if isinstance(state, KernelBayesState):
+        if state.training_states is not None and state.training_states != _training_digest(filt):
+            raise ValueError("prior: expected a state whose weights are over this adapter's filter's training "
+                             "states, got one of a filter fitted on other states")
         weights = state.weights
         return filt.with_belief(weights=weights if sp.issparse(weights) else np.asarray(weights, dtype=np.float64))
     mean, cov = _gaussian_of(state, filt.n_features_in_)
@@ -165,7 +189,8 @@ def _gaussian_of(state, dim):
 def _with_weights(belief):
     """What a kernel Bayes state carries besides the estimate: the weights over the training
     states, sparse when the filter keeps its belief on a bounded support."""
-    return {"weights": belief.sparse_weights if isinstance(belief.model_, LocalFilterModel) else belief.weights}
+    return {"weights": belief.sparse_weights if isinstance(belief.model_, LocalFilterModel) else belief.weights,
+            "training_states": _training_digest(belief)}
 
 
 def _with_track_filter(track):

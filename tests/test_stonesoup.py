@@ -181,6 +181,28 @@ def test_an_adapter_given_another_kind_of_filter_says_so_when_built(fitted, moti
         KernelBayesPredictor(filter=kb.KernelBayesFilter()).predict(GaussianState(np.zeros((2, 1)), np.eye(2)))
 
 
+def test_a_state_of_a_filter_fitted_on_other_states_is_refused():
+    # its weights are over that filter's training states: read over another filter's of the same
+    # count they were silently wrong (with another count, reset said so by the length)
+    system = kb.systems.Rotation()
+    first = kb.KernelBayesFilter(reg_prior=1e-3).fit(*system.simulate(150, rng=0))
+    other = kb.KernelBayesFilter(reg_prior=1e-3).fit(*system.simulate(150, rng=1))
+    same_states = kb.KernelBayesFilter(reg_prior=1e-2, scale=0.5).fit(*system.simulate(150, rng=0))
+    start = datetime.datetime(2026, 1, 1)
+    prediction = KernelBayesPredictor(first).predict(GaussianState(np.array([[1.0], [0.0]]), np.eye(2),
+                                                                   timestamp=start))
+    z = Detection(np.array([[0.9], [0.1]]), timestamp=start)
+    with pytest.raises(ValueError, match="prior: expected a state whose weights are over this adapter's filter's"):
+        KernelBayesUpdater(other).update(SingleHypothesis(prediction, z))
+    with pytest.raises(ValueError, match="prior: expected a state whose weights are over"):
+        KernelBayesPredictor(other).predict(prediction, timestamp=start)
+    # the same training states under other hyperparameters: the weights mean the same, and are taken
+    update = KernelBayesUpdater(same_states).update(SingleHypothesis(prediction, z))
+    own = same_states.with_belief(weights=prediction.weights)
+    own.update(np.array([0.9, 0.1]))
+    np.testing.assert_allclose(update.state_vector.ravel(), own.x, rtol=1e-12)
+
+
 def test_weights_given_to_reset_are_checked():
     kbf = kb.KernelBayesFilter().fit(*kb.systems.Rotation().simulate(100, rng=0))
     with pytest.raises(ValueError, match="weights: expected length 100"):
