@@ -188,7 +188,8 @@ def _gaussian_of(state, dim):
 
 def _with_weights(belief):
     """What a kernel Bayes state carries besides the estimate: the weights over the training
-    states, sparse when the filter keeps its belief on a bounded support."""
+    states, sparse when the filter keeps its belief on a bounded support, and which training
+    states they are over."""
     return {"weights": belief.sparse_weights if isinstance(belief.model_, LocalFilterModel) else belief.weights,
             "training_states": _training_digest(belief)}
 
