@@ -141,9 +141,9 @@ def _reused(fitted, fitted_with, params):
     return with_params(**{k: v for k, v in params.items() if not _same(v, fitted_with.get(k))})
 
 
-def _fitted(estimator, states, observations, controls=None):
+def fitted_on_run(estimator, states, observations, controls=None):
     """``estimator`` fitted on a run; controls go by keyword, and only when there are any (a
-    filter that takes none has no such argument)."""
+    filter that takes none has no such argument). The benchmark fits its trained methods with it too."""
     if controls is None:
         return estimator.fit(states, observations)
     return estimator.fit(states, observations, controls=controls)
@@ -164,7 +164,7 @@ def _validation_scores(estimator, settings, train, validation):
                 kbf = _reused(fitted, fitted_with, params)
                 if kbf is None:
                     fitted = None  # the last fit is let go before the next is made
-                    kbf = fitted = _fitted(clone(estimator).set_params(**params), *train)
+                    kbf = fitted = fitted_on_run(clone(estimator).set_params(**params), *train)
                     fitted_with = params
                 result = tuple(kbf.batch_filter(z_val, us=u_val[0] if u_val else None))
                 means, covs = result[0], (result[1] if len(result) > 1 else None)
@@ -586,7 +586,7 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
     start = time.perf_counter()
     tuned = clone(filter).set_params(**best_params, **calibrated)
     with quiet_progress(not progress):
-        tuned = _fitted(tuned, states, observations, controls)
+        tuned = fitted_on_run(tuned, states, observations, controls)
     tuned.refit_time_ = time.perf_counter() - start
     tuned.best_params_ = best_params
     tuned.search_table_ = [dict(zip(names, evaluated[k]), mse=m) for k, m in scores.items()]

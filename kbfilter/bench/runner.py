@@ -22,7 +22,7 @@ from ..linalg import NumericalWarning
 from ..progress import progress_bar, quiet_progress
 from ..stats import mean_nees
 from ..threads import limited_blas
-from ..tuning import check_param_grid, check_validation_length, tune_filter
+from ..tuning import check_param_grid, check_validation_length, fitted_on_run, tune_filter
 from .catalogue import CATALOGUE, DEFAULT_METHODS, make_system, reference_method
 
 __all__ = ["BenchConfig", "run_trial", "run_bench", "check_bench_arguments"]
@@ -52,24 +52,17 @@ def _fitted(method, system, data, rng, row, config):
         row["extended"][method.name] = {k: list(v) for k, v in filt.extended_params_.items()}
         return filt
     if method.kind == "trained":
-        filt = _fit(method.build(system, rng), data)
+        filt = fitted_on_run(method.build(system, rng), *data)
         row["tune_s"][method.name], row["fit_s"][method.name] = 0.0, time.perf_counter() - start
         return filt
     row["tune_s"][method.name] = row["fit_s"][method.name] = 0.0
     return method.build(system, rng)
 
 
-def _fit(filt, data):
-    """``filt`` fitted on ``data``: ``(states, observations)``, and the controls of a controlled
-    system, which a filter takes by keyword."""
-    states, observations, *controls = data
-    return filt.fit(states, observations, **({"controls": controls[0]} if controls else {}))
-
-
 def _reseeded(method, system, filt, data, rng):
     """Another draw of a stochastic method: the same (tuned) settings, its random numbers from ``rng``."""
     if method.kind in ("tuned", "trained"):
-        return _fit(clone(filt).set_params(random_state=rng), data)
+        return fitted_on_run(clone(filt).set_params(random_state=rng), *data)
     return method.build(system, rng)
 
 
