@@ -417,8 +417,20 @@ def check_state_sequences(states):
     for i, x in enumerate(seqs):
         name = f"states[{i}]" if len(seqs) > 1 else "states"
         n_features = xs[0].shape[1] if xs else None
-        xs.append(check_within_magnitude(check_matrix(x, name, min_samples=2, n_features=n_features), name))
+        x = _log_checked(check_matrix, x, name, min_samples=2, n_features=n_features)
+        xs.append(check_within_magnitude(x, name))
     return xs
+
+
+def _log_checked(check, values, *args, **kwargs):
+    """``check(values, *args, **kwargs)`` on one sequence of a training log: a NaN or an infinity
+    there is most often a gap in the recording, so the refusal says how to mend it."""
+    try:
+        return check(values, *args, **kwargs)
+    except NonFiniteError as exc:
+        # dropping the gap's rows would learn one step from the two around it
+        raise NonFiniteError(f"{exc}; for a gap in the log, cut it there and pass the pieces as lists of "
+                             f"sequences (dropping the rows would join the steps on either side)") from None
 
 
 def check_sequences(states, observations):
@@ -452,13 +464,8 @@ def check_sequences(states, observations):
     xs, zs, shape = [], [], None
     for i, (x, z) in enumerate(zip(states, observations)):
         suffix = f"[{i}]" if len(states) > 1 else ""
-        try:
-            x = check_matrix(x, f"states{suffix}", min_samples=2, n_features=xs[0].shape[1] if xs else None)
-            z, shape = check_samples(z, f"observations{suffix}", min_samples=2, sample_shape=shape)
-        except NonFiniteError as exc:
-            # a gap in a recorded log; dropping its rows would learn one step from the two around it
-            raise NonFiniteError(f"{exc}; for a gap in the log, cut it there and pass the pieces as lists of "
-                                 f"sequences (dropping the rows would join the steps on either side)") from None
+        x = _log_checked(check_matrix, x, f"states{suffix}", min_samples=2, n_features=xs[0].shape[1] if xs else None)
+        z, shape = _log_checked(check_samples, z, f"observations{suffix}", min_samples=2, sample_shape=shape)
         check_same_length(f"states{suffix}", x, f"observations{suffix}", z)
         check_within_magnitude(x, f"states{suffix}")
         check_within_magnitude(z, f"observations{suffix}")

@@ -364,6 +364,10 @@ def test_a_nan_in_a_training_log_is_located(data):
         KernelBayesFilter().fit([states[:100], states[100:]], [obs[:100], bad_obs[100:]])
     pieces = KernelBayesFilter().fit([states[:150], states[151:]], [bad_obs[:150], bad_obs[151:]])
     assert pieces.n_train_ == len(states) - 1
+    # the motion learned from states alone says the same
+    with pytest.raises(ValueError, match=r"^states: contains NaN or infinite values \(the first at row 3: nan\)"
+                                         + mend):
+        kb.filters.LearnedMotion().fit(bad_states)
     with pytest.raises(ValueError, match=r"^weights: contains NaN or infinite values \(the first at entry 2: inf\)$"):
         kb.KernelMean(states[:4], [0.1, 0.2, np.inf, 0.3])
 
