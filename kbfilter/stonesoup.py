@@ -201,10 +201,17 @@ def _with_track_filter(track):
 
 def _check_filter(adapter):
     """``adapter.filter`` is its filter class's instance (a string or another filter failed at the
-    first prediction, with scikit-learn's ``TypeError`` or an ``AttributeError``)."""
+    first prediction, with scikit-learn's ``TypeError`` or an ``AttributeError``), and no model
+    the filter learned is handed in."""
     if not isinstance(adapter.filter, adapter._filter_type):
         raise ValueError(f"filter: expected a fitted {adapter._filter_type.__name__}, got "
                          f"{type(adapter.filter).__name__}")
+    # a model handed in would be ignored, and the track would not move or be weighed as its author meant
+    for name in adapter._learned_models:
+        model = getattr(adapter, name)
+        if model is not None:
+            raise ValueError(f"{name}: expected None (the filter's own model, learned from its training log, is "
+                             f"used), got {type(model).__name__}")
 
 
 class _FilterPredictor(Predictor):
@@ -307,9 +314,10 @@ class KernelBayesPredictor(_FilterPredictor):
     seed : int
         Seeds the samples that project a Gaussian prior.
     transition_model : None
-        Not used: the transition is the filter's (Stone Soup asks every predictor for one).
+        Not used: the transition is the filter's (Stone Soup asks every predictor for one); a
+        model given here is refused.
     control_model : None
-        Not used.
+        Not used (refused as well).
     """
 
     filter: object = Property(doc="The fitted KernelBayesFilter.")
@@ -319,6 +327,7 @@ class KernelBayesPredictor(_FilterPredictor):
     control_model: object = Property(default=None, doc="Not used.")
 
     _filter_type = KernelBayesFilter
+    _learned_models = ("transition_model", "control_model")
     _made = KernelBayesStatePrediction
 
     def _belief_at(self, state):
@@ -342,13 +351,15 @@ class KernelBayesUpdater(_FilterUpdater):
     filter : KernelBayesFilter
         The fitted filter (not changed).
     measurement_model : None
-        Not used: the observation model is the filter's (Stone Soup asks every updater for one).
+        Not used: the observation model is the filter's (Stone Soup asks every updater for one);
+        a model given here is refused.
     """
 
     filter: object = Property(doc="The fitted KernelBayesFilter.")
     measurement_model: object = Property(default=None, doc="Not used: the filter's learned observation model.")
 
     _filter_type = KernelBayesFilter
+    _learned_models = ("measurement_model",)
     _made = KernelBayesStateUpdate
 
     def _belief_at(self, state):
@@ -495,9 +506,10 @@ class LearnedMotionPredictor(_FilterPredictor):
         :func:`~kbfilter.datasets.load_tracks_csv` does). At most :data:`MAX_PREDICTION_STEPS`
         steps a prediction.
     transition_model : None
-        Not used: the motion is the filter's (Stone Soup asks every predictor for one).
+        Not used: the motion is the filter's (Stone Soup asks every predictor for one); a model
+        given here is refused.
     control_model : None
-        Not used.
+        Not used (refused as well).
     """
 
     filter: object = Property(doc="The fitted LearnedMotionFilter.")
@@ -506,6 +518,7 @@ class LearnedMotionPredictor(_FilterPredictor):
     control_model: object = Property(default=None, doc="Not used.")
 
     _filter_type = LearnedMotionFilter
+    _learned_models = ("transition_model", "control_model")
     _made = LearnedMotionStatePrediction
 
     def _belief_at(self, state):
@@ -530,13 +543,15 @@ class LearnedMotionUpdater(_FilterUpdater):
     filter : LearnedMotionFilter
         The fitted filter (not changed).
     measurement_model : None
-        Not used: the sensor model is the filter's (Stone Soup asks every updater for one).
+        Not used: the sensor model is the filter's (Stone Soup asks every updater for one); a
+        model given here is refused.
     """
 
     filter: object = Property(doc="The fitted LearnedMotionFilter.")
     measurement_model: object = Property(default=None, doc="Not used: the filter's sensor model.")
 
     _filter_type = LearnedMotionFilter
+    _learned_models = ("measurement_model",)
     _made = LearnedMotionStateUpdate
 
     def _belief_at(self, state):

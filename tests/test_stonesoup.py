@@ -181,6 +181,24 @@ def test_an_adapter_given_another_kind_of_filter_says_so_when_built(fitted, moti
         KernelBayesPredictor(filter=kb.KernelBayesFilter()).predict(GaussianState(np.zeros((2, 1)), np.eye(2)))
 
 
+def test_an_adapter_given_a_model_of_its_own_refuses_it(fitted, motion):
+    from stonesoup.models.measurement.linear import LinearGaussian
+    from stonesoup.models.transition.linear import ConstantVelocity
+
+    kbf, _ = fitted
+    lmf, _ = motion
+    # before: kept and never read, so the track moved by the learned motion while its author meant the model
+    for adapter, filt, name, model in [(KernelBayesPredictor, kbf, "transition_model", ConstantVelocity(0.1)),
+                                       (LearnedMotionPredictor, lmf, "control_model", ConstantVelocity(0.1)),
+                                       (KernelBayesUpdater, kbf, "measurement_model",
+                                        LinearGaussian(2, [0, 1], np.eye(2))),
+                                       (LearnedMotionUpdater, lmf, "measurement_model",
+                                        LinearGaussian(4, [0, 2], np.eye(2)))]:
+        with pytest.raises(ValueError, match=f"^{name}: expected None .* got {type(model).__name__}$"):
+            adapter(filter=filt, **{name: model})
+        adapter(filter=filt, **{name: None})
+
+
 def test_a_state_of_a_filter_fitted_on_other_states_is_refused():
     # its weights are over that filter's training states: read over another filter's of the same
     # count they were silently wrong (with another count, reset said so by the length)
