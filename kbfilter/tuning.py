@@ -34,7 +34,43 @@ from .threads import limited_blas
 __all__ = ["DEFAULT_GRID", "SCALABLE_GRID", "IMAGE_GRID", "FEATURE_GRID", "BLUR_GRID", "MONTE_CARLO_IMAGE_GRID",
            "MONTE_CARLO_SCALABLE_IMAGE_GRID", "SCALABLE_BLUR_GRID",
            "NEIGHBOUR_GRID", "tune_filter", "validation_split",
-           "validation_mse", "check_validation_length", "check_param_grid", "default_grid", "MAX_EXTENSIONS"]
+           "validation_mse", "check_validation_length", "default_validation_length", "VALIDATION_LENGTH",
+           "check_param_grid", "default_grid", "MAX_EXTENSIONS"]
+
+#: the steps :func:`tune_filter` holds out when told no number, from a long enough sequence
+VALIDATION_LENGTH = 200
+
+
+def default_validation_length(n_steps, n_folds=1, name="train_length"):
+    """The held-out block of :func:`tune_filter` when it is given none: the last
+    :data:`VALIDATION_LENGTH` steps, or half of a shorter sequence, so that the fit keeps as many
+    steps as the block, and no longer than ``n_folds`` blocks leave room for.
+
+    Parameters
+    ----------
+    n_steps : int
+        Steps in the (last) training sequence.
+    n_folds : int, default=1
+        The number of blocks.
+    name : str
+        What the error message calls ``n_steps``.
+
+    Returns
+    -------
+    int
+        ``min(200, n_steps // 2, (n_steps - 3) // n_folds)``.
+
+    Examples
+    --------
+    >>> default_validation_length(1000), default_validation_length(300), default_validation_length(300, n_folds=3)
+    (200, 150, 99)
+    """
+    n_folds = check_int(n_folds, "n_folds")
+    if n_steps < n_folds + 3:
+        raise ValueError(f"{name}: expected at least n_folds + 3 = {n_folds + 3} steps (a held-out step per "
+                         f"block and three to fit on), got {n_steps}")
+    return min(VALIDATION_LENGTH, n_steps // 2, (n_steps - 3) // n_folds)
+
 
 def check_validation_length(n_steps, validation_length, n_folds=1, name="train_length"):
     """Check that ``n_steps`` training steps leave room for ``n_folds`` validation blocks.
@@ -406,7 +442,7 @@ def _check_template(filter):
 
 
 @limited_blas
-def tune_filter(filter, states, observations, param_grid=None, validation_length=200, n_jobs=None,
+def tune_filter(filter, states, observations, param_grid=None, validation_length=None, n_jobs=None,
                 progress=True, search="coordinate", n_folds=1, controls=None, n_repeats=1,
                 max_extensions=MAX_EXTENSIONS, calibrate=True):
     """Choose a filter's hyperparameters on held-out training steps; refit on all the data.
@@ -421,8 +457,10 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
         Values per parameter. By default :func:`default_grid` chooses: :data:`DEFAULT_GRID`
         (bandwidth scale 0.1-4, both regularisers 1e-6-1) for vector observations, the image
         grids (observation bandwidth down to 0.05 x median) for images.
-    validation_length : int
-        Steps held out from the end of the (last) training sequence.
+    validation_length : int or None, default=None
+        Steps held out from the end of the (last) training sequence. None:
+        :func:`default_validation_length`, the last 200 steps, or half of a last sequence shorter
+        than 400 (so that a short log keeps as many steps for the fit as for tuning).
     n_jobs : int or None
         joblib workers for the evaluations (the active joblib backend is used).
     progress : bool
@@ -512,6 +550,9 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
     seeds = _repeat_seeds(filter, check_int(n_repeats, "n_repeats"))
     if len(seeds) > 1 and "random_state" in grid:
         raise ValueError("param_grid: random_state cannot be tuned when n_repeats draws the seeds; pass n_repeats=1")
+    if validation_length is None:
+        last = check_sequences(states, observations)[0][-1]
+        validation_length = default_validation_length(len(last), n_folds, "states (the last training sequence)")
     # the farthest block first: a log too short for n_folds blocks is refused naming n_folds, not the
     # first block that did not fit
     splits = [validation_split(states, observations, validation_length, fold, controls)

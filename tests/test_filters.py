@@ -402,6 +402,30 @@ def test_blocked_validation_folds_hold_out_consecutive_blocks(rotation_data):
                        n_folds=T // 100, progress=False)
 
 
+def test_a_log_shorter_than_400_steps_is_tuned_on_its_last_half_by_default():
+    states, obs = kb.systems.Rotation().simulate(150, rng=3)
+    grid = {"scale": (0.5, 1.0), "reg_prior": (1e-2,), "reg_update": (1e-3, 1e-1)}
+    # before: 200 steps were held out whatever the log's length, and a 150-step log was refused
+    for n_folds, held_out in [(1, 75), (2, 73)]:
+        given = kb.tune_filter(KernelBayesFilter(), states, obs, param_grid=grid, validation_length=held_out,
+                               n_folds=n_folds, progress=False, max_extensions=0)
+        default = kb.tune_filter(KernelBayesFilter(), states, obs, param_grid=grid, n_folds=n_folds,
+                                 progress=False, max_extensions=0)
+        assert default.search_table_ == given.search_table_
+    from kbfilter.tuning import default_validation_length
+
+    # of a list of runs, the last is held out from
+    assert default_validation_length(1000) == 200 and default_validation_length(150) == 75
+    default = kb.tune_filter(KernelBayesFilter(), [states[:40], states], [obs[:40], obs], param_grid=grid,
+                             progress=False, max_extensions=0)
+    given = kb.tune_filter(KernelBayesFilter(), [states[:40], states], [obs[:40], obs], param_grid=grid,
+                           validation_length=75, progress=False, max_extensions=0)
+    assert default.search_table_ == given.search_table_
+    with pytest.raises(ValueError, match=re.escape("states (the last training sequence): expected at least "
+                                                   "n_folds + 3 = 6 steps")):
+        kb.tune_filter(KernelBayesFilter(), states[:5], obs[:5], param_grid=grid, n_folds=3, progress=False)
+
+
 def test_repeated_validation_runs_average_a_monte_carlo_filter_over_seeds(rotation_data):
     from kbfilter.tuning import validation_mse, validation_split
 

@@ -22,7 +22,7 @@ from ..linalg import NumericalWarning
 from ..progress import progress_bar, quiet_progress
 from ..stats import mean_nees
 from ..threads import limited_blas
-from ..tuning import check_param_grid, check_validation_length, fitted_on_run, tune_filter
+from ..tuning import check_param_grid, check_validation_length, default_validation_length, fitted_on_run, tune_filter
 from .catalogue import CATALOGUE, DEFAULT_METHODS, make_system, reference_method
 
 __all__ = ["BenchConfig", "run_trial", "run_bench", "check_bench_arguments"]
@@ -87,9 +87,9 @@ def _filtered(filt, zs, us, snapshots=()):
 
 
 def bench_validation_length(train_length, validation_length=None):
-    """The bench's tuning block: ``validation_length`` if given, else the last 200 training steps,
-    or half of a shorter training run, so that a short run keeps as much data for the fit as for
-    tuning.
+    """The bench's tuning block: ``validation_length`` if given, else the one block
+    :func:`~kbfilter.tuning.tune_filter` holds out by default: the last 200 training steps, or half
+    of a shorter training run, so that a short run keeps as much data for the fit as for tuning.
 
     Parameters
     ----------
@@ -106,7 +106,7 @@ def bench_validation_length(train_length, validation_length=None):
     if validation_length is not None:
         return validation_length
     # half of 5 steps leaves the 3 a fit needs; fewer leave no block the default could name
-    return min(200, check_int(train_length, "train_length", minimum=5) // 2)
+    return default_validation_length(check_int(train_length, "train_length", minimum=5))
 
 
 def _children(seed, n):
