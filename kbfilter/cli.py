@@ -29,6 +29,39 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+def integer_at_least(minimum):
+    """An argparse ``type``: an integer of at least ``minimum`` (a study script's count of runs,
+    trials or permutations), refused with one line before any work."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
+        return value
+
+    return parse
+
+
+def workers(text):
+    """An argparse ``type``: joblib's ``n_jobs``, a positive number of workers or a negative one
+    (-1: all cores)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of workers, or -1 for all cores, got {text!r}")
+    return value
+
+
+def study_parser(doc):
+    """The command line of a study script under ``scenarios/``: its docstring's first line as the
+    description, and one line on standard error (exit code 2) for a bad argument."""
+    return _Parser(description=doc.splitlines()[0])
+
+
 def _as_flags(message):
     """A library ``ValueError`` message with its argument names spelled as command-line flags."""
     return re.sub(r"\b(" + "|".join(_FLAGS) + r")\b", lambda m: _FLAGS[m.group(1)], message)

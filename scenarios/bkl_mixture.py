@@ -14,7 +14,6 @@ pseudolikelihood profile against the bandwidth for one pooled sample, with the m
 Usage:  python scenarios/bkl_mixture.py [--trials 20] [--jobs 2] [--out results/bkl_mixture]
 """
 
-import argparse
 import json
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from tqdm import tqdm
 
 import kbfilter as kb
 from kbfilter.bandwidth_learning import bayesian_bandwidth, log_pseudolikelihood
+from kbfilter.cli import integer_at_least, study_parser, workers
 
 RATIOS = (1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 15.0)
 ALPHA = 0.05
@@ -84,11 +84,11 @@ def plot(rows, profile, path):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=20)
-    parser.add_argument("--permutations", type=int, default=200)
+    parser = study_parser(__doc__)
+    parser.add_argument("--trials", type=integer_at_least(1), default=20)
+    parser.add_argument("--permutations", type=integer_at_least(1), default=200)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--jobs", type=workers, default=1)
     parser.add_argument("--out", default="results/bkl_mixture")
     args = parser.parse_args(argv)
     seeds = [int(s.generate_state(1)[0]) for s in np.random.SeedSequence(args.seed).spawn(args.trials)]

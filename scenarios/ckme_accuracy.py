@@ -9,7 +9,6 @@ never reaches 0), together with the time to fit and answer the queries.
 Usage:  python scenarios/ckme_accuracy.py [--quick] [--trials 30] [--out results/ckme_accuracy]
 """
 
-import argparse
 import csv
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ from joblib import Parallel, delayed
 from tqdm import tqdm
 
 from kbfilter import ConditionalEmbedding, GaussianKernel
+from kbfilter.cli import integer_at_least, study_parser, workers
 from kbfilter.closed_forms import conditional_rkhs_errors, random_joint_gaussian
 from kbfilter.rules.conditional import weighted_sq_norms
 
@@ -99,16 +99,16 @@ def plot(table, path):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="3 trials, n up to 1000 (about a minute)")
-    parser.add_argument("--trials", type=int, default=30)
-    parser.add_argument("--queries", type=int, default=20, help="test inputs per trial")
+    parser = study_parser(__doc__)
+    parser.add_argument("--quick", action="store_true", help="n up to 1000, 3 trials unless --trials says (about a minute)")
+    parser.add_argument("--trials", type=integer_at_least(1), default=None, help="trials (default 30, 3 with --quick)")
+    parser.add_argument("--queries", type=integer_at_least(1), default=20, help="test inputs per trial")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--jobs", type=workers, default=1)
     parser.add_argument("--out", default="results/ckme_accuracy")
     args = parser.parse_args(argv)
     n_values = (100, 300, 1000) if args.quick else (100, 200, 500, 1000, 2000, 4000)
-    trials = 3 if args.quick else args.trials
+    trials = args.trials if args.trials is not None else 3 if args.quick else 30
     seeds = [int(s.generate_state(1)[0]) for s in np.random.SeedSequence(args.seed).spawn(trials)]
     results = Parallel(n_jobs=args.jobs)(
         delayed(one_trial)(s, n_values, args.queries) for s in tqdm(seeds, desc="trials")

@@ -21,7 +21,6 @@ the runs.
 Usage:  python scenarios/posterior_mean.py [--runs 30] [--quick] [--out results/posterior_mean]
 """
 
-import argparse
 import csv
 import warnings
 from pathlib import Path
@@ -32,6 +31,7 @@ from scipy.stats import multivariate_normal
 from tqdm import tqdm
 
 from kbfilter import KernelBayesRule, KernelMean, NumericalWarning
+from kbfilter.cli import integer_at_least, study_parser, workers
 from kbfilter.closed_forms import gaussian_conditional
 
 DIMS = (2, 4, 8, 16, 32, 64)
@@ -116,14 +116,15 @@ def plot(table, path):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--quick", action="store_true", help="5 runs, d up to 16")
+    parser = study_parser(__doc__)
+    # two runs at least: the table gives each mean's standard error
+    parser.add_argument("--runs", type=integer_at_least(2), default=None, help="runs a dimension (default 30, 5 with --quick)")
+    parser.add_argument("--quick", action="store_true", help="d up to 16, 5 runs unless --runs says")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--jobs", type=workers, default=1)
     parser.add_argument("--out", default="results/posterior_mean")
     args = parser.parse_args(argv)
-    runs = 5 if args.quick else args.runs
+    runs = args.runs if args.runs is not None else 5 if args.quick else 30
     dims = DIMS[:4] if args.quick else DIMS
     streams = np.random.SeedSequence(args.seed).spawn(len(dims) * runs)
     tasks = [(d, streams[i * runs + r]) for i, d in enumerate(dims) for r in range(runs)]

@@ -23,7 +23,6 @@ non-zeros) at the sparse embedding's non-zeros.
 Usage:  python scenarios/sparse_ckme.py [--trials 5] [--jobs 2] [--out results/sparse_ckme]
 """
 
-import argparse
 import json
 import warnings
 from pathlib import Path
@@ -34,6 +33,7 @@ from sklearn.exceptions import ConvergenceWarning
 from tqdm import tqdm
 
 import kbfilter as kb
+from kbfilter.cli import integer_at_least, study_parser, workers
 from kbfilter.linalg import pivoted_cholesky
 from kbfilter.rules.conditional import weighted_sq_norms
 
@@ -194,10 +194,10 @@ def plot(trials, path):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=5)
+    parser = study_parser(__doc__)
+    parser.add_argument("--trials", type=integer_at_least(1), default=5)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--jobs", type=workers, default=1)
     parser.add_argument("--out", default="results/sparse_ckme")
     args = parser.parse_args(argv)
     seeds = [int(s.generate_state(1)[0]) for s in np.random.SeedSequence(args.seed).spawn(args.trials)]
