@@ -100,7 +100,8 @@ def plot(table, path):
 
 def main(argv=None):
     parser = study_parser(__doc__)
-    parser.add_argument("--quick", action="store_true", help="n up to 1000, 3 trials unless --trials says (about a minute)")
+    parser.add_argument("--quick", action="store_true",
+                        help="n up to 1000, 3 trials unless --trials says (about a minute)")
     parser.add_argument("--trials", type=integer_at_least(1), default=None, help="trials (default 30, 3 with --quick)")
     parser.add_argument("--queries", type=integer_at_least(1), default=20, help="test inputs per trial")
     parser.add_argument("--seed", type=int, default=0)

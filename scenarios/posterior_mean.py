@@ -118,7 +118,8 @@ def plot(table, path):
 def main(argv=None):
     parser = study_parser(__doc__)
     # two runs at least: the table gives each mean's standard error
-    parser.add_argument("--runs", type=integer_at_least(2), default=None, help="runs a dimension (default 30, 5 with --quick)")
+    parser.add_argument("--runs", type=integer_at_least(2), default=None,
+                        help="runs a dimension (default 30, 5 with --quick)")
     parser.add_argument("--quick", action="store_true", help="d up to 16, 5 runs unless --runs says")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=workers, default=1)
