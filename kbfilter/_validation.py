@@ -417,9 +417,20 @@ def check_state_sequences(states):
     for i, x in enumerate(seqs):
         name = f"states[{i}]" if len(seqs) > 1 else "states"
         n_features = xs[0].shape[1] if xs else None
-        x = _log_checked(check_matrix, x, name, min_samples=2, n_features=n_features)
+        x = _steps_checked(x, name, len(seqs) > 1, n_features)
         xs.append(check_within_magnitude(x, name))
     return xs
+
+
+def _steps_checked(states, name, several, n_features):
+    """One state sequence of a training log (see :func:`check_matrix`): two steps at least, the
+    fewest that make a transition. Of several, a shorter one is most often a piece of a log cut
+    at its gaps, so the refusal says what to do with it."""
+    n = len(states) if hasattr(states, "__len__") else None
+    if n is not None and n < 2:
+        hint = "; leave out a piece of a log shorter than that (a step between two gaps, say)" if several else ""
+        raise ValueError(f"{name}: expected at least 2 samples (two steps make a transition), got n_samples={n}{hint}")
+    return _log_checked(check_matrix, states, name, min_samples=2, n_features=n_features)
 
 
 def _log_checked(check, values, *args, **kwargs):
@@ -464,7 +475,7 @@ def check_sequences(states, observations):
     xs, zs, shape = [], [], None
     for i, (x, z) in enumerate(zip(states, observations)):
         suffix = f"[{i}]" if len(states) > 1 else ""
-        x = _log_checked(check_matrix, x, f"states{suffix}", min_samples=2, n_features=xs[0].shape[1] if xs else None)
+        x = _steps_checked(x, f"states{suffix}", len(states) > 1, xs[0].shape[1] if xs else None)
         z, shape = _log_checked(check_samples, z, f"observations{suffix}", min_samples=2, sample_shape=shape)
         check_same_length(f"states{suffix}", x, f"observations{suffix}", z)
         check_within_magnitude(x, f"states{suffix}")

@@ -364,6 +364,12 @@ def test_a_nan_in_a_training_log_is_located(data):
         KernelBayesFilter().fit([states[:100], states[100:]], [obs[:100], bad_obs[100:]])
     pieces = KernelBayesFilter().fit([states[:150], states[151:]], [bad_obs[:150], bad_obs[151:]])
     assert pieces.n_train_ == len(states) - 1
+    # a piece of one step (between two gaps) makes no transition: the refusal says to leave it out
+    short = r"^states\[1\]: expected at least 2 samples \(two steps make a transition\), got n_samples=1; leave out"
+    with pytest.raises(ValueError, match=short):
+        KernelBayesFilter().fit([states[:149], states[150:151], states[152:]], [obs[:149], obs[150:151], obs[152:]])
+    with pytest.raises(ValueError, match=short):
+        kb.filters.LearnedMotion().fit([states[:149], states[150:151], states[152:]])
     # the motion learned from states alone says the same
     with pytest.raises(ValueError, match=r"^states: contains NaN or infinite values \(the first at row 3: nan\)"
                                          + mend):
