@@ -104,11 +104,12 @@ def check_saved_matrix(X, name, **kwargs):
     return check_matrix(X, name, **kwargs)
 
 
-def check_samples(X, name, *, sample_shape=None, min_samples=1):
+def check_samples(X, name, *, sample_shape=None, min_samples=1, finite=True):
     """Return samples of any shape (n, ...) flattened to (n, d), with the shape of one sample.
 
     Vectors (n, d) stay as they are, a 1-D array is ``n`` scalars, images (n, h, w[, c]) are
-    flattened; ``sample_shape`` (e.g. the training images' shape) is checked when given.
+    flattened; ``sample_shape`` (e.g. the training images' shape) is checked when given. Finite
+    when ``finite``.
     """
     arr = _as_float(X, name, "a numeric array")
     if arr.ndim == 1:
@@ -118,7 +119,8 @@ def check_samples(X, name, *, sample_shape=None, min_samples=1):
                          f"got shape {arr.shape}")
     if sample_shape is not None and arr.shape[1:] != tuple(sample_shape):
         raise ValueError(f"{name}: expected samples of shape {tuple(sample_shape)}, got {arr.shape[1:]}")
-    _refuse_non_finite(arr, name, "sample")
+    if finite:
+        _refuse_non_finite(arr, name, "sample")
     return arr.reshape(arr.shape[0], -1), arr.shape[1:]
 
 
@@ -441,7 +443,8 @@ def _log_checked(check, values, *args, **kwargs):
     except NonFiniteError as exc:
         # dropping the gap's rows would learn one step from the two around it
         raise NonFiniteError(f"{exc}; for a gap in the log, cut it there and pass the pieces as lists of "
-                             f"sequences (dropping the rows would join the steps on either side)") from None
+                             f"sequences, as kbfilter.datasets.cut_at_gaps does (dropping the rows would join the "
+                             f"steps on either side)") from None
 
 
 def check_sequences(states, observations):

@@ -284,3 +284,40 @@ def test_the_shipped_recordings_load_as_sequences_ready_for_fit(loader):
         np.testing.assert_allclose(track[1:-1, 2:], (track[2:, :2] - track[:-2, :2]) / (2 * tracks.step), atol=1e-6)
     speeds = np.concatenate([np.hypot(*t[:, 2:].T) for t in tracks.tracks])
     assert speeds.max() < (350.0 if loader is load_opensky else 25.0)
+
+
+def test_a_log_is_cut_at_its_gaps_into_the_pieces_fit_takes():
+    import kbfilter as kb
+    from kbfilter.datasets import cut_at_gaps
+
+    states, obs = kb.systems.Rotation().simulate(40, rng=0)
+    controls = np.random.default_rng(0).normal(size=(40, 1))
+    states[5, 1], obs[12, 0], controls[30, 0] = np.nan, np.inf, np.nan
+    xs, zs, us = cut_at_gaps(states, obs, controls)
+    pieces = [(0, 5), (6, 12), (13, 30), (31, 40)]
+    assert [len(x) for x in xs] == [b - a for a, b in pieces]
+    for x, z, u, (a, b) in zip(xs, zs, us, pieces):
+        assert np.array_equal(x, states[a:b]) and np.array_equal(z, obs[a:b]) and np.array_equal(u, controls[a:b])
+    # without controls their gap is none, and the pieces are what fit takes as several sequences
+    xs, zs = cut_at_gaps(states, obs)
+    assert [len(x) for x in xs] == [5, 6, 27]
+    by_hand = kb.KernelBayesFilter().fit([states[:5], states[6:12], states[13:]], [obs[:5], obs[6:12], obs[13:]])
+    cut = kb.KernelBayesFilter().fit(xs, zs)
+    np.testing.assert_array_equal(cut.batch_filter(obs[:5])[0], by_hand.batch_filter(obs[:5])[0])
+    # a step between two gaps makes no transition: it is left out, and said so
+    states[7, 0] = np.nan
+    with pytest.warns(UserWarning, match=r"left out 1 step\(s\) in 1 piece\(s\) shorter than min_length = 2"):
+        xs, zs = cut_at_gaps(states, obs)
+    assert [len(x) for x in xs] == [5, 4, 27]
+    # images keep their shape
+    frames = np.random.default_rng(1).random((10, 3, 4))
+    frames[4, 2, 1] = np.nan
+    _, zs = cut_at_gaps(np.zeros((10, 2)), frames)
+    assert [z.shape for z in zs] == [(4, 3, 4), (5, 3, 4)]
+    with pytest.raises(ValueError, match=r"^states and observations: expected a run of at least min_length = 2 "
+                                         r"steps without a NaN or an infinity, got 3 run\(s\), the longest of 1$"):
+        cut_at_gaps(np.zeros((6, 2)) * [[np.nan], [1], [np.nan], [1], [np.nan], [1]], obs[:6])
+    with pytest.raises(ValueError, match="^min_length: expected an integer >= 2, got 1$"):
+        cut_at_gaps(states, obs, min_length=1)
+    with pytest.raises(ValueError, match="^states and controls: expected the same number of samples, got 40 and 39$"):
+        cut_at_gaps(states, obs, controls[:39])

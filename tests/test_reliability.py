@@ -355,7 +355,8 @@ def test_a_nan_in_a_training_log_is_located(data):
     bad_obs[150, 0] = -np.inf
     # and, for a training log, how to mend it: cut it at the gap (dropping the rows would learn one
     # transition from the two steps around them)
-    mend = r"; for a gap in the log, cut it there and pass the pieces as lists of sequences \(dropping"
+    mend = (r"; for a gap in the log, cut it there and pass the pieces as lists of sequences, as "
+            r"kbfilter.datasets.cut_at_gaps does \(dropping")
     with pytest.raises(ValueError, match=r"^states: contains NaN or infinite values \(the first at row 3: nan\)"
                                          + mend):
         KernelBayesFilter().fit(bad_states, obs)
