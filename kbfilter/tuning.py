@@ -102,6 +102,19 @@ def check_validation_length(n_steps, validation_length, n_folds=1, name="train_l
     return V, n_folds
 
 
+def _on_last_sequence(check, n_sequences, *args):
+    """``check(*args)`` on the last training sequence, whose end is held out: of several, the
+    refusal of a short one says that another may go last (a log cut at its gaps often ends in a
+    short piece)."""
+    try:
+        return check(*args)
+    except ValueError as exc:
+        if n_sequences < 2:
+            raise
+        raise ValueError(f"{exc}; the blocks are held out from the end of the last sequence, so put a longer one "
+                         f"last") from None
+
+
 def validation_split(states, observations, validation_length, fold=0, controls=None):
     """Hold out a block of steps of the last training sequence.
 
@@ -134,7 +147,8 @@ def validation_split(states, observations, validation_length, fold=0, controls=N
     zs = [z.reshape(len(z), *shape) for z in zs]  # images stay images (a GaussianBlur needs their shape)
     fold = check_int(fold, "fold", minimum=0)
     T = len(xs[-1])
-    V, _ = check_validation_length(T, validation_length, fold + 1, name="states (the last training sequence)")
+    V, _ = _on_last_sequence(check_validation_length, len(xs), T, validation_length, fold + 1,
+                             "states (the last training sequence)")
     stop = T - fold * V
     start = stop - V
     pieces = [xs, zs] if us is None else [xs, zs, us]
@@ -460,7 +474,8 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
     validation_length : int or None, default=None
         Steps held out from the end of the (last) training sequence. None:
         :func:`default_validation_length`, the last 200 steps, or half of a last sequence shorter
-        than 400 (so that a short log keeps as many steps for the fit as for tuning).
+        than 400 (so that a short log keeps as many steps for the fit as for tuning); a warning
+        says when another sequence, put last, would give a longer block.
     n_jobs : int or None
         joblib workers for the evaluations (the active joblib backend is used).
     progress : bool
@@ -551,8 +566,15 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
     if len(seeds) > 1 and "random_state" in grid:
         raise ValueError("param_grid: random_state cannot be tuned when n_repeats draws the seeds; pass n_repeats=1")
     if validation_length is None:
-        last = check_sequences(states, observations)[0][-1]
-        validation_length = default_validation_length(len(last), n_folds, "states (the last training sequence)")
+        xs = check_sequences(states, observations)[0]
+        validation_length = _on_last_sequence(default_validation_length, len(xs), len(xs[-1]), n_folds,
+                                              "states (the last training sequence)")
+        longest = max(len(x) for x in xs)
+        if validation_length < default_validation_length(longest, n_folds):
+            # a log cut at its gaps may end in a short piece, and a short block is a noisy score
+            warn_user(f"tune_filter: the last training sequence has {len(xs[-1])} steps, so the held-out block is "
+                      f"{validation_length} steps; put a longer sequence last (one has {longest}), or pass "
+                      f"validation_length", UserWarning)
     # the farthest block first: a log too short for n_folds blocks is refused naming n_folds, not the
     # first block that did not fit
     splits = [validation_split(states, observations, validation_length, fold, controls)

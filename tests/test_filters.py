@@ -1,4 +1,5 @@
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -424,6 +425,29 @@ def test_a_log_shorter_than_400_steps_is_tuned_on_its_last_half_by_default():
     with pytest.raises(ValueError, match=re.escape("states (the last training sequence): expected at least "
                                                    "n_folds + 3 = 6 steps")):
         kb.tune_filter(KernelBayesFilter(), states[:5], obs[:5], param_grid=grid, n_folds=3, progress=False)
+
+
+def test_a_short_last_sequence_is_named_as_what_limits_the_held_out_block():
+    states, obs = kb.systems.Rotation().simulate(300, rng=3)
+    grid = {"scale": (0.5, 1.0), "reg_prior": (1e-2,), "reg_update": (1e-3,)}
+    # a log cut at its gaps may end in a short piece: the block comes from it, and a warning says so
+    with pytest.warns(UserWarning, match=r"^tune_filter: the last training sequence has 50 steps, so the held-out "
+                                         r"block is 25 steps; put a longer sequence last \(one has 250\)"):
+        short = kb.tune_filter(KernelBayesFilter(), [states[:250], states[250:]], [obs[:250], obs[250:]],
+                               param_grid=grid, progress=False, max_extensions=0)
+    given = kb.tune_filter(KernelBayesFilter(), [states[:250], states[250:]], [obs[:250], obs[250:]],
+                           param_grid=grid, validation_length=25, progress=False, max_extensions=0)
+    assert short.search_table_ == given.search_table_
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kb.tune_filter(KernelBayesFilter(), [states[:50], states[50:]], [obs[:50], obs[50:]], param_grid=grid,
+                       progress=False, max_extensions=0)
+    # one too short for any block is refused, with the same advice
+    for given in [{}, {"validation_length": 100}]:
+        with pytest.raises(ValueError, match=r"^states \(the last training sequence\): expected at least .* got 3; "
+                                             r".*so put a longer one last$"):
+            kb.tune_filter(KernelBayesFilter(), [states[:297], states[297:]], [obs[:297], obs[297:]],
+                           param_grid=grid, progress=False, **given)
 
 
 def test_repeated_validation_runs_average_a_monte_carlo_filter_over_seeds(rotation_data):
