@@ -78,5 +78,4 @@ def cut_at_gaps(states, observations, controls=None, min_length=2):
     if dropped:
         warn_user(f"cut_at_gaps: left out {dropped} step(s) in {len(runs) - len(long)} piece(s) shorter than "
                   f"min_length = {min_length} between gaps", UserWarning)
-    pieces = tuple([column[start:stop] for start, stop in long] for column in columns)
-    return pieces
+    return tuple([column[start:stop] for start, stop in long] for column in columns)
