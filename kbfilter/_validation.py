@@ -376,7 +376,7 @@ def check_within_magnitude(arr, name):
     return arr
 
 
-def _several(states):
+def several_sequences(states):
     """Whether ``states`` is a list of state sequences rather than one sequence given as a list."""
     if not isinstance(states, (list, tuple)) or not states:
         return isinstance(states, (list, tuple))
@@ -411,7 +411,7 @@ def check_state_sequences(states):
     -------
     xs : list of ndarray
     """
-    seqs = list(states) if _several(states) else [states]
+    seqs = list(states) if several_sequences(states) else [states]
     _refuse_rows(seqs)
     if not seqs:
         raise ValueError("states: expected at least one sequence")
@@ -463,7 +463,7 @@ def check_sequences(states, observations):
     xs, zs : list of ndarray
     sample_shape : tuple of int
     """
-    if not _several(states):
+    if not several_sequences(states):
         if isinstance(observations, (list, tuple)) and observations and isinstance(observations[0], np.ndarray) \
                 and not isinstance(states, (list, tuple)):
             raise ValueError("states and observations: expected both arrays (one sequence) or both lists of arrays")

@@ -321,3 +321,14 @@ def test_a_log_is_cut_at_its_gaps_into_the_pieces_fit_takes():
         cut_at_gaps(states, obs, min_length=1)
     with pytest.raises(ValueError, match="^states and controls: expected the same number of samples, got 40 and 39$"):
         cut_at_gaps(states, obs, controls[:39])
+    # several runs, as fit takes them, are each cut; their pieces follow one another
+    with pytest.warns(UserWarning, match=r"left out 1 step\(s\) in 1 piece\(s\)"):
+        xs, zs, us = cut_at_gaps([states[:20], states[20:]], [obs[:20], obs[20:]], [controls[:20], controls[20:]])
+    assert [(len(x), len(z), len(u)) for x, z, u in zip(xs, zs, us)] == [(5, 5, 5), (4, 4, 4), (7, 7, 7),
+                                                                          (10, 10, 10), (9, 9, 9)]
+    assert np.array_equal(xs[3], states[20:30]) and np.array_equal(us[4], controls[31:])
+    with pytest.raises(ValueError, match=r"^states\[1\] and observations\[1\]: expected the same number of samples"):
+        cut_at_gaps([states[:20], states[20:]], [obs[:20], obs[20:39]])
+    with pytest.raises(ValueError, match="^states and observations: expected both one sequence or both lists of 2 "
+                                         "sequences, got ndarray$"):
+        cut_at_gaps([states[:20], states[20:]], obs)
