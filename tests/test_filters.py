@@ -726,6 +726,9 @@ def test_x_p_q_and_r_of_a_belief_that_is_not_their_gaussian_are_not_assigned():
                "initialize(x0, P0)": [ParticleFilter(Oscillation(), n_particles=200, rng=0),
                                       kb.filters.InteractingMultipleModel([Oscillation(), Rotation()])],
                "reset()": [kb.filters.NearestImage().fit(states, obs)]}
+    nnpf = kb.filters.NearestNeighbourParticleFilter(motion=Oscillation(), n_particles=50, random_state=0)
+    with pytest.raises(AttributeError, match=r"^particles: .* reset\(\) draws them afresh$"):
+        nnpf.fit(states, obs).particles = np.zeros((50, 2))
     for how, group in filters.items():
         for filt in group:
             filt.batch_filter(obs[:5])
@@ -736,6 +739,12 @@ def test_x_p_q_and_r_of_a_belief_that_is_not_their_gaussian_are_not_assigned():
                     setattr(filt, name, value)
             np.testing.assert_array_equal(filt.x, x)
             np.testing.assert_array_equal(filt.P, P)
+            # a particle filter's particles neither: assigned alone they would keep the old weights and estimate
+            if hasattr(filt, "particles"):
+                setting = re.escape(how.replace("...", "samples"))
+                with pytest.raises(AttributeError, match=rf"^particles: {type(filt).__name__}'s particles are its "
+                                                         rf"belief, .*set them with {setting}"):
+                    filt.particles = np.zeros_like(filt.particles)
             # nor do they hold a noise covariance: a filterpy user's R went unused
             for name in ("Q", "R"):
                 with pytest.raises(AttributeError, match=rf"^{name}: {type(filt).__name__} takes its noise from "):

@@ -5,6 +5,8 @@ nearest-neighbour particle filter and the Kernel Monte Carlo filter) holds its b
 :class:`ParticleBelief`; they differ only in how an observation weighs the particles.
 """
 
+import inspect
+
 import numpy as np
 from scipy.special import logsumexp
 
@@ -324,6 +326,18 @@ class HoldsParticles:
     def particles(self):
         """The current particles: ndarray of shape (n_particles, dim_x)."""
         return self.belief.particles
+
+    @particles.setter
+    def particles(self, value):
+        # assigned alone, they would keep the old weights and estimate: the belief is set as a whole
+        if callable(getattr(self, "initialize", None)):
+            how = "set them with initialize(x0, P0)"
+        elif "prior" in inspect.signature(self.reset).parameters:
+            how = "set them with reset(prior=samples)"
+        else:
+            how = "reset() draws them afresh"
+        raise AttributeError(f"particles: {type(self).__name__}'s particles are its belief, with their weights "
+                             f"and its estimate; {how}")
 
     @property
     def particle_weights(self):
