@@ -438,12 +438,8 @@ class _Estimate:
             raise AttributeError(f"{type(obj).__name__!r} object has no attribute {self.name!r}") from None
 
     def __set__(self, obj, value):
-        if callable(getattr(obj, "initialize", None)):
-            how = "initialize(x0, P0) sets the belief"
-        elif "prior" in inspect.signature(obj.reset).parameters:
-            how = "reset(prior=...) sets the belief"
-        else:
-            how = "the belief is set by fit, reset() and the steps alone"
+        call = obj._belief_call()
+        how = f"{call} sets the belief" if call else "the belief is set by fit, reset() and the steps alone"
         raise AttributeError(f"{self.name}: {type(obj).__name__}'s estimate is computed from its belief, which "
                              f"assigning {self.name} would not change; {how}")
 
@@ -517,6 +513,15 @@ class Filter:
     Q = _NoiseElsewhere()
     R = _NoiseElsewhere()
     _noise_source = "the model it learned from the training data"
+
+    def _belief_call(self):
+        """The call that sets the belief from outside (``x``, ``P`` or the particles, assigned,
+        are refused with it), or None when only ``fit``, ``reset()`` and the steps set it."""
+        if callable(getattr(self, "initialize", None)):
+            return "initialize(x0, P0)"
+        if "prior" in inspect.signature(self.reset).parameters:
+            return "reset(prior=...)"
+        return None
 
     def _set_estimate(self, which, mean, cov):
         """Record ``mean``, ``cov`` as the ``"prior"`` or ``"post"`` estimate, and as ``x``, ``P``."""

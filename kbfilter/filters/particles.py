@@ -5,8 +5,6 @@ nearest-neighbour particle filter and the Kernel Monte Carlo filter) holds its b
 :class:`ParticleBelief`; they differ only in how an observation weighs the particles.
 """
 
-import inspect
-
 import numpy as np
 from scipy.special import logsumexp
 
@@ -330,12 +328,8 @@ class HoldsParticles:
     @particles.setter
     def particles(self, value):
         # assigned alone, they would keep the old weights and estimate: the belief is set as a whole
-        if callable(getattr(self, "initialize", None)):
-            how = "set them with initialize(x0, P0)"
-        elif "prior" in inspect.signature(self.reset).parameters:
-            how = "set them with reset(prior=samples)"
-        else:
-            how = "reset() draws them afresh"
+        call = self._belief_call()
+        how = f"set them with {call.replace('...', 'samples')}" if call else "reset() draws them afresh"
         raise AttributeError(f"particles: {type(self).__name__}'s particles are its belief, with their weights "
                              f"and its estimate; {how}")
 
