@@ -75,6 +75,11 @@ def check_matrix(X, name, *, n_features=None, min_samples=1, allow_1d=True, fini
     return arr
 
 
+def check_array(X, name, what="a numeric array"):
+    """Return ``X`` as a float64 ndarray of any shape; its shape and values are the caller's to check."""
+    return _as_float(X, name, what)
+
+
 def check_square(A, name, what="matrix"):
     """Return ``A`` as a float64 array of shape (n, n); its values are the caller's to check."""
     A = _as_float(A, name, "a numeric array")

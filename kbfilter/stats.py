@@ -22,7 +22,7 @@ True
 import numpy as np
 from scipy import stats as _scipy_stats
 
-from ._validation import COVARIANCE_RTOL, check_fraction, check_int, check_matrix
+from ._validation import COVARIANCE_RTOL, check_array, check_fraction, check_int, check_matrix
 
 __all__ = ["nees", "nis", "mean_nees", "chi2_band"]
 
@@ -47,7 +47,7 @@ def _errors(values, estimates, value_name, estimate_name):
 def _normalised_squares(values, estimates, covs, names):
     """``e^T C^{-1} e`` per step for ``e = values - estimates``; ``names`` are the three arguments'."""
     value_name, estimate_name, cov_name = names
-    covs = np.asarray(covs, dtype=np.float64)
+    covs = check_array(covs, cov_name, "an array of covariances")
     if np.ndim(values) == 1 and covs.ndim == 2:
         # one step's vector and its (d, d) covariance, as a filter reports them after a step
         values, estimates, covs = np.asarray(values)[None], np.asarray(estimates)[None], covs[None]

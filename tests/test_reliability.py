@@ -527,6 +527,34 @@ def test_a_simulated_system_refuses_a_parameter_it_cannot_simulate_with_by_name(
     assert np.all(np.isfinite(states)) and np.all(np.isfinite(obs))
 
 
+def test_a_systems_error_refuses_estimates_that_do_not_match_the_states():
+    # numpy broadcast one column of estimates against two of states and scored that
+    states, _ = kb.systems.Oscillation().simulate(5, rng=0)
+    assert kb.systems.Oscillation().errors(states + 1.0, states) == {"mse": pytest.approx(2.0)}
+    with pytest.raises(ValueError, match=r"^estimates: expected shape \(5, 2\) \(one estimate for each"):
+        kb.systems.Oscillation().errors(states[:, :1], states)
+    with pytest.raises(ValueError, match=r"^states: contains NaN"):
+        kb.systems.Oscillation().errors(states, np.full_like(states, np.nan))
+    robot = kb.systems.RobotInRoom(width=16, height=8)
+    poses = robot.simulate(4, rng=0)[0]
+    with pytest.raises(ValueError, match=r"^estimates: expected shape \(4, 4\)"):
+        robot.errors(poses[:, :2], poses)
+    assert robot.errors(poses, poses) == {"mse": 0.0, "heading_error_deg": 0.0}
+
+
+@pytest.mark.parametrize("system, name, good", [(kb.systems.MovingSprite(), "positions", [[0.1, 0.2]]),
+                                                (kb.systems.CameraOrientation(), "angles", [0.3])])
+def test_rendering_refuses_what_it_cannot_draw_by_name(system, name, good):
+    # a NaN drew an image of NaNs (the sprite) or a view from an arbitrary column (the camera)
+    # without a word, and None raised an IndexError or numpy's cast warning
+    image = system.render(good)
+    assert image.shape[0] == 1 and np.all(np.isfinite(image))
+    np.testing.assert_array_equal(system.render(np.asarray(good)[0]), image)  # one point alone
+    for bad in (np.full_like(np.asarray(good, dtype=float), np.nan), None, "abc"):
+        with pytest.raises(ValueError, match=f"^{name}: "):
+            system.render(bad)
+
+
 @pytest.mark.parametrize("approximation", ["exact", "local"])
 def test_a_far_training_state_is_warned_about_and_counted(data, approximation):
     (states, obs), _ = data

@@ -439,6 +439,13 @@ def test_the_statistics_refuse_what_they_cannot_use():
         kb.stats.nees(np.zeros((2, 1)), np.zeros((2, 1)), np.array([[[1.0]], [[-1.0]]]))
     with pytest.raises(ValueError, match="means: expected shape"):
         kb.stats.nees(np.zeros((3, 2)), np.zeros((2, 2)), np.tile(np.eye(2), (3, 1, 1)))
+    # complex covariances lost their imaginary parts to a cast, and text raised numpy's own message
+    eyes = np.tile(np.eye(2), (3, 1, 1))
+    with pytest.raises(ValueError, match="^covs: Complex data not supported"):
+        kb.stats.nees(np.zeros((3, 2)), np.zeros((3, 2)), eyes + 1e-3j)
+    for bad in ("abc", None):
+        with pytest.raises(ValueError, match="^z_covs: expected an array of covariances"):
+            kb.stats.nis(np.zeros((3, 2)), np.zeros((3, 2)), bad)
     for level in (1.0, 1.5):  # one message for both: 1.5 had been told the range was (0, 1]
         with pytest.raises(ValueError, match=r"^level: expected a probability in \(0, 1\), got"):
             kb.stats.chi2_band(2, 10, level=level)

@@ -4,7 +4,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .._validation import check_bool, check_covariance, check_int, check_memory, check_rng, check_vector
+from .._validation import check_bool, check_covariance, check_int, check_matrix, check_memory, check_rng, check_vector
 
 
 def pixel_loglik(z, renders, pixel_noise):
@@ -150,6 +150,21 @@ def model_values(values, system, method, n, dim):
                          f"{where} it was given: a state that grew without bound, or one where the model is not "
                          f"defined")
     return values
+
+
+def estimates_and_states(system, estimates, states):
+    """``estimates`` and ``states`` as float arrays of one shape ``(T, dim_x)``, for scoring.
+
+    numpy would broadcast an ``(T, 1)`` array of estimates against ``(T, 2)`` states and score
+    the wrong thing without a word. The states must be finite; an estimate may not be (a filter
+    that diverged scores an infinite or NaN error, which the benchmark reports).
+    """
+    states = check_matrix(states, "states", n_features=system.dim_x)
+    estimates = check_matrix(estimates, "estimates", finite=False)
+    if estimates.shape != states.shape:
+        raise ValueError(f"estimates: expected shape {states.shape} (one estimate for each of the states), "
+                         f"got {estimates.shape}")
+    return estimates, states
 
 
 @lru_cache(maxsize=16)
@@ -409,7 +424,13 @@ class System:
         dict
             ``{"mse": mean over steps of the squared Euclidean error}``; a system whose state
             holds an angle adds its own entries (see :meth:`RobotInRoom.errors`).
+
+        Raises
+        ------
+        ValueError
+            If the two do not have the same shape, ``(T, dim_x)``, or a state is not finite.
         """
+        estimates, states = estimates_and_states(self, estimates, states)
         return {"mse": float(np.mean(np.sum((estimates - states) ** 2, axis=1)))}
 
     # -- the model ------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ pixel noise. The panorama belongs to the system: training and test see the same 
 import numpy as np
 from scipy.ndimage import gaussian_filter
 
-from .._validation import MAX_TRAINING_MAGNITUDE, check_int, check_model_scale, check_real
+from .._validation import MAX_TRAINING_MAGNITUDE, check_int, check_model_scale, check_array, check_real, check_vector
 from .base import System, pixel_loglik
 
 __all__ = ["CameraOrientation", "make_panorama"]
@@ -136,7 +136,7 @@ class CameraOrientation(System):
         ndarray of shape (n, height, width, 3)
             The views.
         """
-        angles = np.atleast_1d(np.asarray(angles, dtype=np.float64))
+        angles = check_vector(np.atleast_1d(check_array(angles, "angles")), "angles")
         W = self.panorama_width
         centre = np.mod(angles, 2 * np.pi) / (2 * np.pi) * W
         cols = centre[:, None] - self.width / 2 + np.arange(self.width)[None, :]

@@ -15,7 +15,7 @@ import numpy as np
 
 from .._validation import check_bool, check_int, check_matrix, check_positive
 from ..persistence import persistent
-from .base import System, check_control, controlled_run, pixel_loglik
+from .base import System, check_control, controlled_run, estimates_and_states, pixel_loglik
 
 __all__ = ["RobotInRoom", "heading", "wrapped_angle"]
 
@@ -435,7 +435,13 @@ class RobotInRoom(System):
         dict
             ``"mse"``: the position's mean squared error; ``"heading_error_deg"``: the mean
             absolute heading error in degrees.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`System.errors`.
         """
+        estimates, states = estimates_and_states(self, estimates, states)
         position = float(np.mean(np.sum((estimates[:, :2] - states[:, :2]) ** 2, axis=1)))
         turn = np.abs(wrapped_angle(heading(estimates) - heading(states)))
         return {"mse": position, "heading_error_deg": float(np.degrees(np.mean(turn)))}

@@ -7,7 +7,7 @@ square [-1.5, 1.5]^2 mapped linearly onto the image, with N(0, 0.1^2) pixel nois
 
 import numpy as np
 
-from .._validation import check_choice, check_int, check_model_scale
+from .._validation import check_array, check_choice, check_int, check_matrix, check_model_scale
 from .base import System, pixel_loglik
 from .circular import Oscillation
 
@@ -85,7 +85,7 @@ class MovingSprite(System):
         ndarray of shape (n, size, size)
             The images, with values in ``[0, 1]``.
         """
-        P = np.atleast_2d(np.asarray(positions, dtype=np.float64))
+        P = check_matrix(np.atleast_2d(check_array(positions, "positions")), "positions", n_features=2)
         du = (self._u - P[:, 0, None, None]) / self._pixel   # offsets in pixels
         dv = (self._v - P[:, 1, None, None]) / self._pixel
         if self.shape == "ellipse":
