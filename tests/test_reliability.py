@@ -542,6 +542,28 @@ def test_a_systems_error_refuses_estimates_that_do_not_match_the_states():
     assert robot.errors(poses, poses) == {"mse": 0.0, "heading_error_deg": 0.0}
 
 
+_SENSOR = kb.systems.LinearGaussianSensor(H=np.eye(2, 4), R=np.eye(2), offset=np.zeros(2), prior_mean=np.zeros(4),
+                                          prior_cov=np.eye(4))
+
+
+@pytest.mark.parametrize("model", [kb.systems.Oscillation(), kb.systems.ConstantVelocity(), kb.systems.PositionFixes(5.0),
+                                   kb.systems.RangeBearing(), _SENSOR, kb.systems.MovingSprite(),
+                                   kb.systems.RobotInRoom(width=16, height=8)], ids=lambda m: type(m).__name__)
+def test_an_observation_likelihood_refuses_an_observation_of_another_shape(model):
+    # numpy broadcast a one-value z against every state's mean observation: a likelihood of nothing
+    X = np.zeros((3, 4)) + [0.5, 0.5, 0.0, 1.0]
+    if isinstance(model, (kb.systems.Oscillation, kb.systems.MovingSprite)):
+        X = X[:, :2]
+    z = np.full(model.obs_shape, 0.5)
+    loglik = model.observation_loglik(z, X)
+    assert loglik.shape == (3,) and np.all(np.isfinite(loglik))
+    np.testing.assert_array_equal(model.observation_loglik(z.ravel(), X), loglik)  # flattened, as filters hold it
+    for bad, message in ((np.zeros(1), "z: expected "), (np.zeros((3, *model.obs_shape)), "z: expected "),
+                         (np.full(model.obs_shape, np.nan), "z: contains NaN"), (None, "z: expected")):
+        with pytest.raises(ValueError, match=f"^{message}"):
+            model.observation_loglik(bad, X)
+
+
 @pytest.mark.parametrize("system, name, good", [(kb.systems.MovingSprite(), "positions", [[0.1, 0.2]]),
                                                 (kb.systems.CameraOrientation(), "angles", [0.3])])
 def test_rendering_refuses_what_it_cannot_draw_by_name(system, name, good):

@@ -4,7 +4,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from .._validation import check_bool, check_covariance, check_int, check_matrix, check_memory, check_rng, check_vector
+from .._validation import check_array, check_bool, check_covariance, check_int, check_matrix, check_memory, \
+    check_observation, check_rng, check_vector
 
 
 def pixel_loglik(z, renders, pixel_noise):
@@ -23,9 +24,25 @@ def pixel_loglik(z, renders, pixel_noise):
     -------
     ndarray of shape (n,)
         The log-likelihoods.
+
+    Raises
+    ------
+    ValueError
+        If ``z`` is not one finite image of the renders' shape (or as many values flattened).
     """
-    diff = np.asarray(z, dtype=np.float64).reshape(1, -1) - renders.reshape(len(renders), -1)
+    diff = check_observation(z, renders.shape[1:])[None] - renders.reshape(len(renders), -1)
     return -0.5 * np.sum(diff * diff, axis=1) / pixel_noise**2
+
+
+def one_observation(model, z):
+    """``z`` as one finite observation of ``model`` (its ``obs_shape``, or ``(dim_z,)``), flattened.
+
+    numpy would broadcast an observation of the wrong length against every state's mean
+    observation and give a likelihood of something else. A model that states neither shape gets
+    ``z`` as a float array, unchecked.
+    """
+    shape = getattr(model, "obs_shape", None) or ((model.dim_z,) if getattr(model, "dim_z", None) else None)
+    return check_array(z, "z") if shape is None else check_observation(z, shape)
 
 
 def gaussian_loglik(diff, R, name="R"):
@@ -605,7 +622,7 @@ class System:
             ``log p(z | x)`` for each row of ``X``, up to a constant the same for every row.
         """
         X = np.atleast_2d(X)
-        return gaussian_loglik(np.asarray(z, dtype=np.float64) - observation_mean_of(self, X),
+        return gaussian_loglik(one_observation(self, z) - observation_mean_of(self, X),
                                model_covariance(self, "observation_cov", self.dim_z), "observation_cov")
 
     def initial_state(self, rng):

@@ -10,7 +10,7 @@ from .._validation import check_covariance, check_matrix, check_positive, check_
     check_vector
 from ..linalg import psd_solve
 from ..persistence import persistent
-from .base import System, check_control, controlled_run, gaussian_loglik
+from .base import System, check_control, controlled_run, gaussian_loglik, one_observation
 
 __all__ = ["LinearGaussian", "ControlledLinearGaussian", "LinearGaussianSensor"]
 
@@ -339,7 +339,7 @@ class LinearGaussianSensor:
         ndarray of shape (n,)
             The log-densities.
         """
-        return gaussian_loglik(np.asarray(z, dtype=np.float64) - self.observe_mean(X), self.R)
+        return gaussian_loglik(one_observation(self, z) - self.observe_mean(X), self.R)
 
     def observe(self, X, rng=None):
         """Noisy observations of states ``X``.

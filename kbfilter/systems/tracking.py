@@ -19,7 +19,7 @@ import numpy as np
 from .._validation import check_bool, check_int, check_matrix, check_model_scale, check_positive, \
     check_rng, check_vector
 from ..persistence import persistent
-from .base import System
+from .base import System, one_observation
 from .robot import wrapped_angle
 
 __all__ = ["ConstantVelocity", "CoordinatedTurn", "PositionFixes", "RangeBearing", "dropouts"]
@@ -112,7 +112,7 @@ class PositionFixes:
         ndarray of shape (n,)
             The log-likelihoods.
         """
-        diff = np.asarray(z, dtype=np.float64) - self.observe_mean(X)
+        diff = one_observation(self, z) - self.observe_mean(X)
         return -0.5 * np.einsum("nd,nd->n", diff, diff) / self.noise**2 - np.log(2 * np.pi * self.noise**2)
 
     def position_jacobian(self, position):
@@ -278,8 +278,7 @@ class RangeBearing:
         ndarray of shape (n,)
             The log-likelihoods.
         """
-        diff = self.residual(np.asarray(z, dtype=np.float64), self.observe_mean(X)) / [self.range_noise,
-                                                                                        self.bearing_noise]
+        diff = self.residual(one_observation(self, z), self.observe_mean(X)) / [self.range_noise, self.bearing_noise]
         return -0.5 * np.sum(diff**2, axis=1) - np.log(2 * np.pi * self.range_noise * self.bearing_noise)
 
     def average(self, Z, weights):
