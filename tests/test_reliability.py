@@ -527,6 +527,25 @@ def test_a_simulated_system_refuses_a_parameter_it_cannot_simulate_with_by_name(
     assert np.all(np.isfinite(states)) and np.all(np.isfinite(obs))
 
 
+@pytest.mark.parametrize("system, u", [(kb.systems.Oscillation(), None), (kb.systems.ConstantVelocity(), None),
+                                       (kb.systems.MovingSprite(size=16), None), (kb.systems.CameraOrientation(), None),
+                                       (kb.systems.RobotInRoom(width=16, height=8), [0.1, 0.0])],
+                         ids=lambda v: type(v).__name__)
+def test_a_systems_samplers_take_a_seed_as_every_random_choice_does(system, u):
+    # an int raised "'int' object has no attribute 'standard_normal'"
+    x0 = system.initial_state(3)
+    np.testing.assert_array_equal(x0, system.initial_state(np.random.default_rng(3)))
+    X = np.atleast_2d(x0)
+    kwargs = {} if u is None else {"u": u}
+    np.testing.assert_array_equal(system.sample_transition(X, 5, **kwargs),
+                                  system.sample_transition(X, np.random.default_rng(5), **kwargs))
+    np.testing.assert_array_equal(system.sample_observation(X, 7),
+                                  system.sample_observation(X, np.random.default_rng(7)))
+    for bad in ("abc", -1, 1.5):
+        with pytest.raises(ValueError, match="^rng: expected None, a non-negative int"):
+            system.sample_transition(X, bad, **kwargs)
+
+
 def test_a_systems_error_refuses_estimates_that_do_not_match_the_states():
     # numpy broadcast one column of estimates against two of states and scored that
     states, _ = kb.systems.Oscillation().simulate(5, rng=0)

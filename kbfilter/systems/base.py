@@ -566,8 +566,8 @@ class System:
         ----------
         X : array-like of shape (n, dim_x) or (dim_x,)
             Current states.
-        rng : numpy.random.Generator
-            The random numbers.
+        rng : int, numpy.random.Generator or None
+            The random numbers (a seed is made a generator: the same seed, the same draw).
         u : array-like of shape (dim_u,) or (n, dim_u), optional
             The control, for a controlled system (one with ``dim_u``); None for the others.
 
@@ -576,6 +576,7 @@ class System:
         ndarray of shape (n, dim_x)
             A draw of ``x_{t+1}`` given each row.
         """
+        rng = check_rng(rng, "rng")
         X = np.atleast_2d(X)
         mean = transition_mean_given(self, X, u)  # first: a bad control fails before any draw
         return mean + gaussian_noise(rng, model_covariance(self, "process_cov", self.dim_x), X.shape[0])
@@ -587,8 +588,8 @@ class System:
         ----------
         X : array-like of shape (n, dim_x) or (dim_x,)
             States.
-        rng : numpy.random.Generator
-            The random numbers.
+        rng : int, numpy.random.Generator or None
+            The random numbers (a seed is made a generator: the same seed, the same draw).
         return_latent : bool, default=False
             Also return what generated each observation (for image systems: the jittered position
             or view angle actually rendered; for vector systems, the observation itself).
@@ -600,6 +601,7 @@ class System:
         latent : ndarray of shape (n, k)
             Only with ``return_latent``.
         """
+        rng = check_rng(rng, "rng")
         X = np.atleast_2d(X)
         mean = observation_mean_of(self, X)
         noise = gaussian_noise(rng, model_covariance(self, "observation_cov", self.dim_z), X.shape[0])
@@ -630,8 +632,8 @@ class System:
 
         Parameters
         ----------
-        rng : numpy.random.Generator
-            The random numbers.
+        rng : int, numpy.random.Generator or None
+            The random numbers (a seed is made a generator: the same seed, the same draw).
 
         Returns
         -------

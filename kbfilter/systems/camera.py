@@ -9,7 +9,8 @@ pixel noise. The panorama belongs to the system: training and test see the same 
 import numpy as np
 from scipy.ndimage import gaussian_filter
 
-from .._validation import MAX_TRAINING_MAGNITUDE, check_int, check_model_scale, check_array, check_real, check_vector
+from .._validation import MAX_TRAINING_MAGNITUDE, check_array, check_int, check_model_scale, check_real, check_rng, \
+    check_vector
 from .base import System, pixel_loglik
 
 __all__ = ["CameraOrientation", "make_panorama"]
@@ -116,11 +117,12 @@ class CameraOrientation(System):
         return np.column_stack([np.cos(theta), np.sin(theta)])
 
     def sample_transition(self, X, rng):
+        rng = check_rng(rng, "rng")
         theta = self.angle(X) + self.omega + self.process_noise * rng.standard_normal(len(np.atleast_2d(X)))
         return np.column_stack([np.cos(theta), np.sin(theta)])
 
     def initial_state(self, rng):
-        theta = rng.uniform(0, 2 * np.pi)
+        theta = check_rng(rng, "rng").uniform(0, 2 * np.pi)
         return np.array([np.cos(theta), np.sin(theta)])
 
     def render(self, angles):
@@ -167,6 +169,7 @@ class CameraOrientation(System):
 
     def sample_observation(self, X, rng, return_latent=False):
         X = np.atleast_2d(X)
+        rng = check_rng(rng, "rng")
         view = self.angle(X) + self.view_noise * rng.standard_normal(X.shape[0])
         images = self.render(view) + self.pixel_noise * rng.standard_normal((X.shape[0], *self.obs_shape))
         return (images, np.column_stack([np.cos(view), np.sin(view)])) if return_latent else images

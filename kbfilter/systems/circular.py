@@ -8,7 +8,7 @@ With ``theta_t = atan2(v_t, u_t)``::
 
 import numpy as np
 
-from .._validation import MAX_TRAINING_MAGNITUDE, check_model_scale, check_real, check_vector
+from .._validation import MAX_TRAINING_MAGNITUDE, check_model_scale, check_real, check_rng, check_vector
 from ..persistence import persistent
 from .base import System
 
@@ -93,7 +93,7 @@ class Oscillation(System):
         return np.eye(2)
 
     def initial_state(self, rng):
-        theta = rng.uniform(0, 2 * np.pi)
+        theta = check_rng(rng, "rng").uniform(0, 2 * np.pi)
         return np.array([np.cos(theta), np.sin(theta)])
 
     def initial_belief(self, z0):

@@ -90,7 +90,7 @@ class LinearGaussian(System):
         return self.H
 
     def initial_state(self, rng):
-        return rng.multivariate_normal(np.zeros(self.dim_x), self.stationary_cov)
+        return check_rng(rng, "rng").multivariate_normal(np.zeros(self.dim_x), self.stationary_cov)
 
     def initial_belief(self, z0):
         """Stationary prior conditioned on ``z_0`` (exact Gaussian update; a singular covariance of

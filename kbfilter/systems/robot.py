@@ -13,7 +13,7 @@ The state is ``(x, y, cos heading, sin heading)``: kernels on it see the heading
 
 import numpy as np
 
-from .._validation import check_bool, check_int, check_matrix, check_positive
+from .._validation import check_bool, check_int, check_matrix, check_positive, check_rng
 from ..persistence import persistent
 from .base import System, check_control, controlled_run, estimates_and_states, pixel_loglik
 
@@ -214,8 +214,8 @@ class RobotInRoom(System):
         ----------
         X : array-like of shape (n, 4) or (4,)
             Current states.
-        rng : numpy.random.Generator
-            The random numbers.
+        rng : int, numpy.random.Generator or None
+            The random numbers (a seed is made a generator: the same seed, the same draw).
         u : array-like of shape (2,) or (n, 2)
             The control ``(forward, turn)``; required.
 
@@ -224,6 +224,7 @@ class RobotInRoom(System):
         ndarray of shape (n, 4)
             A draw of the next state given each row.
         """
+        rng = check_rng(rng, "rng")
         X = np.atleast_2d(X)
         n = X.shape[0]
         u = check_control(u, n, 2, "RobotInRoom", "(forward, turn)")
@@ -251,14 +252,15 @@ class RobotInRoom(System):
 
         Parameters
         ----------
-        rng : numpy.random.Generator
-            The random numbers.
+        rng : int, numpy.random.Generator or None
+            The random numbers (a seed is made a generator: the same seed, the same draw).
 
         Returns
         -------
         ndarray of shape (4,)
             The state.
         """
+        rng = check_rng(rng, "rng")
         while True:
             p = rng.uniform(-1 + self.MARGIN, 1 - self.MARGIN, size=(1, 2))
             if self.free(p)[0]:
@@ -271,14 +273,15 @@ class RobotInRoom(System):
         ----------
         X : array-like of shape (4,)
             The current state.
-        rng : numpy.random.Generator
-            The random numbers.
+        rng : int, numpy.random.Generator or None
+            The random numbers (a seed is made a generator: the same seed, the same draw).
 
         Returns
         -------
         ndarray of shape (2,)
             The control ``(forward, turn)``.
         """
+        rng = check_rng(rng, "rng")
         x = np.asarray(X, dtype=np.float64)
         h = heading(x)[0]
         turn = rng.normal(0.0, 0.15)
@@ -360,8 +363,8 @@ class RobotInRoom(System):
         ----------
         X : array-like of shape (n, 4) or (4,)
             Poses.
-        rng : numpy.random.Generator
-            The random numbers.
+        rng : int, numpy.random.Generator or None
+            The random numbers (a seed is made a generator: the same seed, the same draw).
         return_latent : bool, default=False
             Also return the poses rendered (the poses themselves).
 
@@ -372,6 +375,7 @@ class RobotInRoom(System):
         latent : ndarray of shape (n, 4)
             Only with ``return_latent``.
         """
+        rng = check_rng(rng, "rng")
         X = np.atleast_2d(X)
         images = self.render(X) + self.pixel_noise * rng.standard_normal((X.shape[0], *self.obs_shape))
         return (images, X.copy()) if return_latent else images

@@ -7,7 +7,7 @@ square [-1.5, 1.5]^2 mapped linearly onto the image, with N(0, 0.1^2) pixel nois
 
 import numpy as np
 
-from .._validation import check_array, check_choice, check_int, check_matrix, check_model_scale
+from .._validation import check_array, check_choice, check_int, check_matrix, check_model_scale, check_rng
 from .base import System, pixel_loglik
 from .circular import Oscillation
 
@@ -117,6 +117,7 @@ class MovingSprite(System):
 
     def sample_observation(self, X, rng, return_latent=False):
         X = np.atleast_2d(X)
+        rng = check_rng(rng, "rng")
         drawn = X + self.jitter * rng.standard_normal(X.shape)
         images = self.render(drawn) + self.pixel_noise * rng.standard_normal((X.shape[0], *self.obs_shape))
         return (images, drawn) if return_latent else images

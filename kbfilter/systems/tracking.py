@@ -436,7 +436,7 @@ class _TrackingModel(System):
     def initial_state(self, rng):
         # where a simulated run starts: the origin, at a speed drawn from the first belief
         x = np.zeros(self.dim_x)
-        x[2:4] = self.speed * rng.standard_normal(2)
+        x[2:4] = self.speed * check_rng(rng, "rng").standard_normal(2)
         return x
 
     @staticmethod
