@@ -9,10 +9,12 @@ calibration), and on the test sequence records
   Rauch-Tung-Striebel smoother (the reference a tracking user would reach for), and for the
   particle filter (1,000 particles, true model) with forward filtering, backward smoothing;
 - the mean NEES of the kernel Bayes filter before calibration (``covariance_scale=1``) and after,
-  of its smoother, and of the UKF and the particle filter (1,000 particles, true model).
+  of its smoother, and of the UKF and the particle filter (1,000 particles, true model);
+- the mean NIS of the kernel Bayes filter (its ``mahalanobis`` squared: the residual ``y`` against
+  the predicted observation's covariance ``S``) and of the UKF.
 
 Prints one table per system: means over runs, the Wilcoxon p of smoothed against filtered MSE,
-and the 95 % band of a consistent filter's mean NEES.
+and the 95 % band of a consistent filter's mean NEES and NIS.
 
 Usage:  python benchmarks/smoothing.py [--runs 10] [--train-length 1000] [--test-length 200] [--jobs 1]
         [--approximation exact|nystrom|local] [--support 256]
@@ -40,6 +42,16 @@ def _nees(truth, means, covs):
     return float(np.mean(kb.stats.nees(truth, means, covs)))
 
 
+def _nis(filt, zs):
+    """The mean NIS of a filter run over ``zs`` from its current belief, from its ``mahalanobis``."""
+    squares = []
+    for z in zs:
+        filt.predict()
+        filt.update(z)
+        squares.append(filt.mahalanobis**2)
+    return float(np.mean(squares))
+
+
 def one_run(name, seed, train_length, test_length, approximation="exact", support=256):
     system = SYSTEMS[name]()
     rng = np.random.default_rng(seed)
@@ -57,6 +69,10 @@ def one_run(name, seed, train_length, test_length, approximation="exact", suppor
         start = time.perf_counter()
         smoothed, smoothed_covs = kbf.reset().smooth(zs)
         smooth_s = time.perf_counter() - start
+        nis_kbf = _nis(kbf.reset(), zs)
+        ukf = UnscentedKalman(system)
+        ukf.initialize(*system.initial_belief(zs[0]))
+        nis_ukf = _nis(ukf, zs[1:])
         ukf_means, ukf_covs, _, _ = UnscentedKalman(system).batch_filter(zs)
         rts, rts_covs = UnscentedKalman(system).smooth(zs)
         pf_means, pf_covs, _, _ = ParticleFilter(system, 1000, rng=seed).batch_filter(zs)
@@ -69,6 +85,7 @@ def one_run(name, seed, train_length, test_length, approximation="exact", suppor
         "nees_kbf_uncalibrated": _nees(truth, means, covs / c), "nees_kbf": _nees(truth, means, covs),
         "nees_kbf_smoothed": _nees(truth, smoothed, smoothed_covs), "nees_ukf": _nees(truth, ukf_means, ukf_covs),
         "nees_ukf_rts": _nees(truth, rts, rts_covs), "nees_pf": _nees(truth, pf_means, pf_covs),
+        "nis_kbf": nis_kbf, "nis_ukf": nis_ukf,
         "covariance_scale": c, "tune_s": tune_s, "filter_ms": 1000 * filter_s / test_length,
         "smooth_ms": 1000 * smooth_s / test_length,
     }
@@ -89,6 +106,9 @@ def report(name, rows, test_length):
                        ("kernel Bayes filter, calibrated", "nees_kbf"),
                        ("kernel smoother, calibrated", "nees_kbf_smoothed"),
                        ("UKF", "nees_ukf"), ("UKF RTS smoother", "nees_ukf_rts"), ("particle filter", "nees_pf")):
+        print(f"  {label:36}{col[key].mean():>8.2f}  (runs {col[key].min():.2f}-{col[key].max():.2f})")
+    print("mean NIS (dim_z = 2; the same band):")
+    for label, key in (("kernel Bayes filter", "nis_kbf"), ("UKF", "nis_ukf")):
         print(f"  {label:36}{col[key].mean():>8.2f}  (runs {col[key].min():.2f}-{col[key].max():.2f})")
     print(f"covariance_scale chosen: {col['covariance_scale'].mean():.2f} (runs {col['covariance_scale'].min():.2f}-"
           f"{col['covariance_scale'].max():.2f}); ms a step: filter {col['filter_ms'].mean():.2f}, smoother "

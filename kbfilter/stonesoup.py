@@ -342,9 +342,9 @@ class KernelBayesUpdater(_FilterUpdater):
     ``update`` applies the filter's ``update`` to the prediction's belief with the measurement's
     state vector. ``predict_measurement`` gives the predicted measurement as the filter's learned
     observation density sees it (:class:`~kbfilter.filters.likelihood.ObservationDensity`): the mean
-    and covariance of the mixture of the training observations under the predicted weights, and
-    the cross-covariance of the training states and observations under them, for gates and
-    associators. Vector observations only.
+    and covariance of the training observations under the predicted weights (the filter's ``y``
+    and ``S`` come from the same), and the cross-covariance of the training states and
+    observations under them, for gates and associators. Vector observations only.
 
     Parameters
     ----------
@@ -377,7 +377,10 @@ class KernelBayesUpdater(_FilterUpdater):
         measurement_model : None
             Not used.
         measurement_noise : bool, default=True
-            Include the observation density's own spread in the covariance.
+            The covariance of the measurement, as the filter's ``S``
+            (:meth:`~kbfilter.filters.likelihood.ObservationDensity.predicted_observation`): the
+            training observations' spread under the belief, which holds their noise. False gives
+            that spread even where it is singular (``S`` then adds the density's ``diag(h^2)``).
         **kwargs
             Ignored.
 
@@ -395,7 +398,8 @@ class KernelBayesUpdater(_FilterUpdater):
         weights = belief.sparse_weights
         support = weights.indices
         density = density.restricted(support)
-        mean, cov = density.moments(weights.data, noise=measurement_noise)
+        mean, cov = (density.predicted_observation(weights.data) if measurement_noise
+                     else density.moments(weights.data, noise=False))
         p = density.mixture_weights(weights.data)
         states = belief.states_[support]
         cross = ((states - p @ states) * p[:, None]).T @ (density.observations - p @ density.observations)

@@ -45,6 +45,9 @@ def test_a_support_holding_every_state_is_the_exact_filter(oscillation, rule, rt
     np.testing.assert_allclose(local.weights, exact.weights, atol=rtol * np.abs(exact.weights).max())
     assert np.abs(local_smoothed - smoothed).max() <= rtol * np.abs(smoothed).max()
     assert np.abs(local_smoothed_covs - smoothed_covs).max() <= rtol * np.abs(smoothed_covs).max()
+    # and so are the residual and the predicted observation's covariance of the last update
+    np.testing.assert_allclose(local.y, exact.y, atol=rtol * np.abs(Zt).max())
+    np.testing.assert_allclose(local.S, exact.S, atol=rtol * np.abs(exact.S).max())
 
 
 def test_a_bounded_support_keeps_the_belief_small_and_tracks(oscillation):

@@ -565,9 +565,10 @@ _SENSOR = kb.systems.LinearGaussianSensor(H=np.eye(2, 4), R=np.eye(2), offset=np
                                           prior_cov=np.eye(4))
 
 
-@pytest.mark.parametrize("model", [kb.systems.Oscillation(), kb.systems.ConstantVelocity(), kb.systems.PositionFixes(5.0),
-                                   kb.systems.RangeBearing(), _SENSOR, kb.systems.MovingSprite(),
-                                   kb.systems.RobotInRoom(width=16, height=8)], ids=lambda m: type(m).__name__)
+@pytest.mark.parametrize("model", [kb.systems.Oscillation(), kb.systems.ConstantVelocity(),
+                                   kb.systems.PositionFixes(5.0), kb.systems.RangeBearing(), _SENSOR,
+                                   kb.systems.MovingSprite(), kb.systems.RobotInRoom(width=16, height=8)],
+                         ids=lambda m: type(m).__name__)
 def test_an_observation_likelihood_refuses_an_observation_of_another_shape(model):
     # numpy broadcast a one-value z against every state's mean observation: a likelihood of nothing
     X = np.zeros((3, 4)) + [0.5, 0.5, 0.0, 1.0]

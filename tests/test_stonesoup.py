@@ -124,9 +124,13 @@ def test_the_predicted_measurement_is_the_learned_observation_densitys(fitted):
     kbf.reset()
     prediction = KernelBayesPredictor(kbf).predict(_state(kbf, 0), timestamp=START + SECOND)
     measured = KernelBayesUpdater(kbf).predict_measurement(prediction)
-    mean, cov = kbf.observation_model_.density.moments(prediction.weights)
+    mean, cov = kbf.observation_model_.density.moments(prediction.weights, noise=False)
     np.testing.assert_allclose(measured.state_vector.ravel(), mean)
     np.testing.assert_allclose(measured.covar, cov)
+    # the filter's own S after an update from the same belief
+    own = kbf.with_belief(weights=prediction.weights)
+    own.update(kbf.observation_model_.density.observations[0])
+    np.testing.assert_allclose(own.S, measured.covar, rtol=1e-12)
     assert measured.cross_covar.shape == (2, 2)
     # on the oscillation (z = x + noise) the observations follow the states: positive cross-covariance
     assert np.all(np.diag(measured.cross_covar) > 0)

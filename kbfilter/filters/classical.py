@@ -204,6 +204,8 @@ class _GaussianFilter(_StartsFromFirstObservation):
     log_likelihood = property(lambda self: self.kf.log_likelihood,
                               doc="Log-likelihood ``log N(y; 0, S)`` of the last observation.")
     likelihood = property(lambda self: self.kf.likelihood, doc="``exp(log_likelihood)``.")
+    mahalanobis = property(lambda self: self.kf.mahalanobis,
+                           doc="``sqrt(y^T S^{-1} y)`` of the last observation (its square is the NIS).")
 
 
 def _pseudo_inverse_used(owner, diagnostics, matrix):

@@ -590,6 +590,15 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         observation kernel sees. Sum it over a held-out run to compare two fitted filters that
         see the same space; ``likelihood`` is its exponential (see
         :class:`~kbfilter.filters.likelihood.PredictiveLikelihood`).
+    y, S, mahalanobis : ndarray of shape (dim_z,), ndarray of shape (dim_z, dim_z), float, or None
+        filterpy's names for the last observation given to :meth:`update`: its residual
+        ``z - z_hat`` from the predicted observation ``z_hat = sum_j w_j z_j``, the predicted
+        observation's covariance (the training observations' spread under the predicted belief,
+        which holds their noise: on a linear-Gaussian system it approaches the Kalman filter's
+        ``S``), and ``sqrt(y^T S^{-1} y)``, whose square is the NIS (:func:`kbfilter.stats.nis`) and
+        which gates a measurement as filterpy's does. Computed when read; None where
+        ``log_likelihood`` is, and for images or a feature map (the observations are then compared
+        in another space).
 
     Examples
     --------

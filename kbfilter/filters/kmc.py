@@ -288,6 +288,9 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, PredictiveLikelihood, L
         The learned predictive density of the last observation given to :meth:`update` (None after
         a missing one; computed when read), as the kernel Bayes filter's, with the predicted particles' kernel mean at
         the training states (clipped and normalised) as the mixture's weights.
+    y, S, mahalanobis : ndarray, ndarray or float, or None
+        The residual of the last observation, the predicted observation's covariance and
+        ``sqrt(y^T S^{-1} y)``, from the same weights, as the kernel Bayes filter's.
     diagnostics : collections.Counter
         Fallbacks taken at fit and since the last reset: the rule's (see
         :class:`~kbfilter.KernelBayesFilter`) and ``"clipped"`` / ``"collapsed"`` /

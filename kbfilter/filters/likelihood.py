@@ -134,6 +134,34 @@ class ObservationDensity:
             cov = cov + np.diag(self.bandwidths**2)
         return mean, cov
 
+    def predicted_observation(self, weights):
+        """The mean and covariance ``S`` of the next observation under a predicted belief.
+
+        The training observations are noisy draws, so their spread under the belief already holds
+        the observation noise, and the components' ``diag(h^2)`` would count it twice (on a
+        linear-Gaussian system the spread approaches the Kalman filter's ``S``, the mixture's
+        covariance exceeds it by ``h^2``). Where the spread is singular (a belief on fewer distinct
+        observations than ``d + 1``), ``diag(h^2)`` is added: the mixture's covariance.
+
+        Parameters
+        ----------
+        weights : ndarray of shape (n,)
+            The predicted belief over the training states (as :meth:`moments` reads it).
+
+        Returns
+        -------
+        mean : ndarray of shape (d,)
+            ``sum_j w_j z_j``.
+        S : ndarray of shape (d, d)
+            Positive definite.
+        """
+        mean, S = self.moments(weights, noise=False)
+        try:
+            np.linalg.cholesky(S)
+        except np.linalg.LinAlgError:
+            S = S + np.diag(self.bandwidths**2)
+        return mean, S
+
     def mixture_weights(self, weights):
         """The mixture's weights for a belief: its clipped, normalised positive part, or equal
         weights when no weight is positive.
@@ -194,27 +222,41 @@ class ObservationDensity:
 
 
 class _Pending:
-    """An observation whose likelihood is computed when first asked for. It refers to the learned
-    observation model (shared by copies of a filter) and not to its density, so that filterpy's
-    ``Saver``, which copies a filter every step, copies only the weights and the observation."""
+    """An observation whose likelihood and innovation are computed when first asked for. It refers
+    to the learned observation model (shared by copies of a filter) and not to its density, so that
+    filterpy's ``Saver``, which copies a filter every step, copies only the weights and the
+    observation."""
 
     def __init__(self, observation, weights, row, support=None):
         self.observation, self.weights, self.row, self.support = observation, weights, row, support
-        self.value = None
+        self.value = self.innovation = None
+
+    def _density(self):
+        density = self.observation.density
+        return density if self.support is None else density.restricted(self.support)
 
     def log_likelihood(self):
         if self.value is None:
-            density = self.observation.density
-            if self.support is not None:
-                density = density.restricted(self.support)
-            self.value = float(density.log_predictive(self.weights, self.row)[0])
+            self.value = float(self._density().log_predictive(self.weights, self.row)[0])
         return self.value
+
+    def residual_and_covariance(self):
+        """``(y, S)``, or None where the density's space is not the observations' own."""
+        space = self.observation.space
+        if len(space.obs_shape) > 1 or space.features is not None:
+            return None
+        if self.innovation is None:
+            mean, S = self._density().predicted_observation(self.weights)
+            self.innovation = (self.row[0] - mean, S)
+        return self.innovation
 
 
 class PredictiveLikelihood:
-    """Mixin: ``log_likelihood`` and ``likelihood`` of the last observation a filter was given,
-    computed from its learned :class:`ObservationDensity` when first read (a filter that never reads
-    them never pays for them: ``O(n d)`` a step, images included).
+    """Mixin: ``log_likelihood`` and ``likelihood`` of the last observation a filter was given, and
+    its residual ``y``, the predicted observation's covariance ``S`` and ``mahalanobis`` (filterpy's
+    names), computed from its learned :class:`ObservationDensity` when first read (a filter that
+    never reads them never pays for them: ``O(n d)`` a step, images included, and ``O(n d^2)`` for
+    ``S``).
 
     A filter calls :meth:`_observed` with its learned observation model, the predicted belief over
     the training states (or over ``support``, the training states it covers) and the mapped
@@ -242,3 +284,35 @@ class PredictiveLikelihood:
         positive float as filterpy's is."""
         value = self.log_likelihood
         return None if value is None else max(float(np.exp(value)), sys.float_info.min)
+
+    def _innovation(self):
+        return None if self._pending is None else self._pending.residual_and_covariance()
+
+    @property
+    def y(self):
+        """The residual ``z - z_hat`` of the last observation given to ``update``, ``z_hat`` the
+        mean of the predictive mixture (:meth:`ObservationDensity.predicted_observation`), as
+        filterpy's ``y``.
+        None after a missing observation, before any, and for a filter that compares observations
+        in another space (images, or a feature map)."""
+        innovation = self._innovation()
+        return None if innovation is None else innovation[0].copy()
+
+    @property
+    def S(self):
+        """The covariance of the predicted observation at the last ``update``, as filterpy's ``S``:
+        the spread of the training observations under the predicted belief, which holds the
+        observation noise (:meth:`ObservationDensity.predicted_observation`; on a linear-Gaussian
+        system it approaches the Kalman filter's ``S``). None where :attr:`y` is."""
+        innovation = self._innovation()
+        return None if innovation is None else innovation[1].copy()
+
+    @property
+    def mahalanobis(self):
+        """``sqrt(y^T S^{-1} y)`` of the last observation, as filterpy's (its square is the
+        normalised innovation squared, :func:`kbfilter.stats.nis`). None where :attr:`y` is."""
+        innovation = self._innovation()
+        if innovation is None:
+            return None
+        y, S = innovation
+        return float(np.sqrt(y @ np.linalg.solve(S, y)))
