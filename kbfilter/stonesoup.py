@@ -60,7 +60,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._validation import check_covariance, check_observation, check_rng, check_vector
 from .filters import KernelBayesFilter, LearnedMotionFilter
 from .filters.local import LocalFilterModel
-from .systems.base import sensor_residual
+from .systems.base import predicted_measurement
 
 
 __all__ = ["KernelBayesState", "KernelBayesStatePrediction", "KernelBayesStateUpdate", "KernelBayesPredictor",
@@ -588,13 +588,9 @@ class LearnedMotionUpdater(_FilterUpdater):
             raise ValueError(f"predicted_state: LearnedMotionUpdater predicts measurements through the sensor's "
                              f"observe_mean and observation_cov, which {type(sensor).__name__} lacks")
         X, w = track.particles, track.particle_weights
-        Z = np.asarray(sensor.observe_mean(X), dtype=np.float64)
-        average = getattr(sensor, "observation_average", None)
-        mean = average(Z, w) if callable(average) else w @ Z
-        spread = sensor_residual(sensor, Z, mean)
-        cov = (spread * w[:, None]).T @ spread
+        mean, cov, residuals = predicted_measurement(sensor, X, w)
         if measurement_noise:
             cov = cov + np.asarray(sensor.observation_cov, dtype=np.float64)
-        cross = ((X - track.x) * w[:, None]).T @ spread
+        cross = ((X - track.x) * w[:, None]).T @ residuals
         return GaussianMeasurementPrediction(StateVector(mean), CovarianceMatrix(cov), cross_covar=cross,
                                              timestamp=predicted_state.timestamp)

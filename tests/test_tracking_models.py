@@ -7,6 +7,7 @@ from scipy.stats import multivariate_normal
 
 from kbfilter.filters import ExtendedKalman, InteractingMultipleModel, ParticleFilter, UnscentedKalman
 from kbfilter.systems import ConstantVelocity, CoordinatedTurn, PositionFixes, RangeBearing, finite_difference_jacobian
+from kbfilter.systems.base import predicted_measurement
 
 RADAR = RangeBearing(site=(1000.0, -500.0), range_noise=20.0, bearing_noise=0.005)
 
@@ -43,6 +44,10 @@ def test_the_radar_jacobian_loglik_and_residual_are_the_closed_forms():
     # the circular mean of bearings on both sides of the wrap is near pi, not near 0
     assert abs(abs(RADAR.average(np.array([[1.0, np.pi - 0.1], [3.0, -np.pi + 0.1]]), np.array([0.5, 0.5]))[1])
                - np.pi) < 1e-12
+    # and so is a predicted measurement of a bare radar: its own average and residual, not numpy's
+    # (a plain mean of those bearings is near 0, and their spread about it near pi^2)
+    mean, spread, residuals = predicted_measurement(RADAR, X, np.array([0.5, 0.5]))
+    assert abs(abs(mean[1]) - np.pi) < 0.05 and spread[1, 1] < 1e-3 and np.all(np.abs(residuals[:, 1]) < 0.05)
 
 
 def test_the_kalman_filters_follow_a_target_across_the_radars_bearing_wrap():

@@ -24,7 +24,7 @@ from .._validation import check_matrix, check_vector
 from ..embedding import clipped_weights
 from ..kernels import GaussianKernel, fitted_kernel, squared_distances
 
-__all__ = ["ObservationDensity", "PredictiveLikelihood"]
+__all__ = ["ObservationDensity", "Innovation", "PredictiveLikelihood"]
 
 
 class ObservationDensity:
@@ -251,7 +251,41 @@ class _Pending:
         return self.innovation
 
 
-class PredictiveLikelihood:
+class Innovation:
+    """Mixin: filterpy's ``y``, ``S`` and ``mahalanobis`` of the last observation a filter was
+    given, from the filter's ``_innovation()``: the pair ``(y, S)``, or None where there is none
+    (after a missing observation, before any, or where the filter cannot say). Each filter's
+    notes say what its predicted observation is."""
+
+    def _innovation(self):
+        return None
+
+    @property
+    def y(self):
+        """The residual ``z - z_hat`` of the last observation given to ``update``, from the
+        predicted observation ``z_hat``, as filterpy's ``y``; None where there is none."""
+        innovation = self._innovation()
+        return None if innovation is None else innovation[0].copy()
+
+    @property
+    def S(self):
+        """The covariance of the predicted observation at the last ``update``, as filterpy's
+        ``S``; None where :attr:`y` is."""
+        innovation = self._innovation()
+        return None if innovation is None else innovation[1].copy()
+
+    @property
+    def mahalanobis(self):
+        """``sqrt(y^T S^{-1} y)`` of the last observation, as filterpy's (its square is the
+        normalised innovation squared, :func:`kbfilter.stats.nis`); None where :attr:`y` is."""
+        innovation = self._innovation()
+        if innovation is None:
+            return None
+        y, S = innovation
+        return float(np.sqrt(y @ np.linalg.solve(S, y)))
+
+
+class PredictiveLikelihood(Innovation):
     """Mixin: ``log_likelihood`` and ``likelihood`` of the last observation a filter was given, and
     its residual ``y``, the predicted observation's covariance ``S`` and ``mahalanobis`` (filterpy's
     names), computed from its learned :class:`ObservationDensity` when first read (a filter that
@@ -286,33 +320,5 @@ class PredictiveLikelihood:
         return None if value is None else max(float(np.exp(value)), sys.float_info.min)
 
     def _innovation(self):
+        # the predictive mixture's mean and ObservationDensity.predicted_observation's S
         return None if self._pending is None else self._pending.residual_and_covariance()
-
-    @property
-    def y(self):
-        """The residual ``z - z_hat`` of the last observation given to ``update``, ``z_hat`` the
-        mean of the predictive mixture (:meth:`ObservationDensity.predicted_observation`), as
-        filterpy's ``y``.
-        None after a missing observation, before any, and for a filter that compares observations
-        in another space (images, or a feature map)."""
-        innovation = self._innovation()
-        return None if innovation is None else innovation[0].copy()
-
-    @property
-    def S(self):
-        """The covariance of the predicted observation at the last ``update``, as filterpy's ``S``:
-        the spread of the training observations under the predicted belief, which holds the
-        observation noise (:meth:`ObservationDensity.predicted_observation`; on a linear-Gaussian
-        system it approaches the Kalman filter's ``S``). None where :attr:`y` is."""
-        innovation = self._innovation()
-        return None if innovation is None else innovation[1].copy()
-
-    @property
-    def mahalanobis(self):
-        """``sqrt(y^T S^{-1} y)`` of the last observation, as filterpy's (its square is the
-        normalised innovation squared, :func:`kbfilter.stats.nis`). None where :attr:`y` is."""
-        innovation = self._innovation()
-        if innovation is None:
-            return None
-        y, S = innovation
-        return float(np.sqrt(y @ np.linalg.solve(S, y)))

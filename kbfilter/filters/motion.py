@@ -46,10 +46,11 @@ from .._validation import check_choice, check_fraction, check_int, check_matrix,
     check_positive, check_rng, check_sequences, check_state_samples, check_state_sequences, check_training_magnitude
 from ..embedding import weighted_covariance
 from ..persistence import Persistent, persistent, saved_before_fit
-from ..systems.base import sensor_residual
+from ..systems.base import predicted_measurement, sensor_residual
 from ..systems.linear import LinearGaussianSensor
 from ..threads import limited_blas
 from .base import TUNING_RECORD, LearnedFilter, SharesFittedParts, check_model_states, probe_loaded, tuning_record_holds
+from .likelihood import Innovation
 from .particles import MAX_PARTICLES, HoldsParticles, ParticleBelief
 
 __all__ = ["LearnedMotion", "LearnedMotionFilter", "MOTION_GRID", "PROPOSALS", "LOCAL_MEANS"]
@@ -317,6 +318,30 @@ class LearnedMotion(Persistent, BaseEstimator):
         return linear + offsets[np.arange(len(linear)), rng.integers(offsets.shape[1], size=len(linear))]
 
 
+class _Measured:
+    """An observation and the predicted points and weights it was weighed against, whose innovation
+    (``y``, ``S``) is computed when first asked for. Nothing in it changes but that cache, which
+    it fills the same way for any holder, so copies of a filter (one a track) share it."""
+
+    def __init__(self, sensor, z, points, weights):
+        self.sensor, self.z, self.points, self.weights = sensor, z, points, weights
+        self.innovation = None
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def residual_and_covariance(self):
+        """``(y, S)``, or None for a sensor without ``observe_mean`` and ``observation_cov``."""
+        sensor = self.sensor
+        if not (callable(getattr(sensor, "observe_mean", None)) and hasattr(sensor, "observation_cov")):
+            return None
+        if self.innovation is None:
+            mean, spread, _ = predicted_measurement(sensor, self.points, self.weights)
+            S = spread + np.asarray(sensor.observation_cov, dtype=np.float64)
+            self.innovation = (sensor_residual(sensor, self.z, mean), S)
+        return self.innovation
+
+
 @persistent("motion_", "sensor_", "states_", "obs_shape_", "gate_", "n_features_in_", "rng_state", "belief", "x", "P",
             "x_prior", "P_prior", "x_post", "P_post", "_started", "_recent_observations", "_recent_ages", "_candidates",
             *TUNING_RECORD,
@@ -324,7 +349,7 @@ class LearnedMotion(Persistent, BaseEstimator):
                    "sensor_": ("System", "PositionFixes", "RangeBearing", "LinearGaussianSensor"),
                    "motion_": "LearnedMotion", "belief": "ParticleBelief",
                    **tuning_record_holds("System", "PositionFixes", "RangeBearing", "LinearGaussianSensor")})
-class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, LearnedFilter):
+class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Innovation, LearnedFilter):
     """A particle filter that moves by motion learned from trajectories and weighs by a sensor model.
 
     The motion is :class:`LearnedMotion` (a linear step given ``inputs`` plus an offset drawn from
@@ -430,6 +455,12 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Learned
         candidates, the likelihood under its law of the next state, exactly. Summed over a run,
         the log-likelihood of the observations under the learned motion. ``-inf`` when no
         particle gives the observation a positive likelihood.
+    y, S, mahalanobis : ndarray, ndarray or float, or None
+        filterpy's innovation of the last observation: its residual from the predicted particles'
+        mean measurement, the predicted measurement's covariance (their spread plus the sensor's
+        ``observation_cov``) and ``sqrt(y^T S^{-1} y)``, whose square is the NIS; computed when
+        read. None where ``log_likelihood`` is, and for a sensor without ``observe_mean`` and
+        ``observation_cov``.
 
     Examples
     --------
@@ -449,6 +480,10 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Learned
 
     #: no observation yet
     log_likelihood = None
+    _measured = None
+
+    def _innovation(self):
+        return None if self._measured is None else self._measured.residual_and_covariance()
 
     # copies (``copy.deepcopy``: one a track) share these
     _fitted_parts = ("motion_", "sensor", "sensor_", "states_")
@@ -566,7 +601,7 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Learned
         self._events = Counter()
         self._rng = check_rng(self.random_state)
         self._started = prior is not None
-        self.log_likelihood = None
+        self.log_likelihood = self._measured = None
         self._recent_observations, self._recent_ages = None, None
         self._candidates = None
         self.belief = self._drawn(prior)
@@ -773,7 +808,7 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Learned
         """
         check_is_fitted(self, "motion_")
         self._started = True
-        self.log_likelihood = None
+        self.log_likelihood = self._measured = None
         # the candidates of the last prediction (guided proposal), or None: the particles are weighed
         candidates, self._candidates = self._candidates, None
         if z is None:
@@ -781,6 +816,9 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Learned
             return
         z = check_observation(z, self.obs_shape_).reshape(self.obs_shape_)
         points = self.belief.particles if candidates is None else candidates.reshape(-1, candidates.shape[-1])
+        # each candidate carries its particle's weight shared equally among the particle's candidates
+        k = 1 if candidates is None else candidates.shape[1]
+        self._measured = _Measured(self.sensor_, z.ravel(), points, np.repeat(self.belief.weights / k, k))
         with np.errstate(over="ignore", invalid="ignore"):
             loglik = self.sensor_.observation_loglik(z, points)
         if candidates is not None:
@@ -811,9 +849,7 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Learned
             self._keep_prediction()
             return
         if self._degenerate():
-            # the prediction over every point it holds: each candidate carries its particle's
-            # weight shared equally among the particle's candidates
-            k = 1 if candidates is None else candidates.shape[1]
+            # the prediction over every point it holds, weighed as the innovation is
             self._record("degenerate")
             weights = np.repeat(prior_weights / k, k)
             self.belief = self._drawn(self._linearised_update(z, weights @ points,

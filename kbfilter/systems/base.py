@@ -72,6 +72,57 @@ def gaussian_loglik(diff, R, name="R"):
     return -0.5 * (np.einsum("nd,nd->n", diff, sol) + logdet)
 
 
+def sensor_average(sensor, Z, weights):
+    """The weighted mean of observations of ``sensor``, as the sensor takes it: its
+    ``observation_average`` (a :class:`System`'s) or ``average`` (a radar's circular mean of
+    bearings), ``weights @ Z`` for a sensor with neither.
+
+    Parameters
+    ----------
+    sensor : object
+        The sensor model.
+    Z : ndarray of shape (n, dim_z)
+        Observations.
+    weights : ndarray of shape (n,)
+        Their weights, summing to one.
+
+    Returns
+    -------
+    ndarray of shape (dim_z,)
+        The mean.
+    """
+    average = getattr(sensor, "observation_average", None) or getattr(sensor, "average", None)
+    return np.dot(weights, Z) if average is None else average(Z, weights)
+
+
+def predicted_measurement(sensor, X, weights):
+    """The measurement ``sensor`` predicts for weighted states: its mean, and the spread of the
+    states' mean measurements about it (without the sensor's noise).
+
+    Parameters
+    ----------
+    sensor : object
+        A sensor with ``observe_mean(X)`` (and, optionally, its own residual and average).
+    X : ndarray of shape (n, dim_x)
+        The states (particles).
+    weights : ndarray of shape (n,)
+        Their weights, summing to one.
+
+    Returns
+    -------
+    mean : ndarray of shape (dim_z,)
+        The weighted mean of ``h(x)``, as the sensor averages (:func:`sensor_average`).
+    spread : ndarray of shape (dim_z, dim_z)
+        ``sum_i w_i r_i r_i^T`` for the residuals ``r_i = h(x_i) - mean`` (:func:`sensor_residual`).
+    residuals : ndarray of shape (n, dim_z)
+        The ``r_i``.
+    """
+    Z = np.asarray(sensor.observe_mean(X), dtype=np.float64)
+    mean = sensor_average(sensor, Z, weights)
+    residuals = sensor_residual(sensor, Z, mean)
+    return mean, (residuals * weights[:, None]).T @ residuals, residuals
+
+
 def sensor_residual(sensor, a, b):
     """``a - b`` for observations of ``sensor``, as the sensor takes it: its
     ``observation_residual`` (a :class:`System`'s) or ``residual`` (a radar's wraps bearings into
