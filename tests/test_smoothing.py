@@ -397,6 +397,32 @@ def test_the_innovation_approaches_the_kalman_filters_on_a_linear_gaussian_syste
     assert kbf.y is None and kbf.S is None and kbf.mahalanobis is None
 
 
+def test_the_particle_filters_innovation_is_the_kalman_filters_on_a_linear_gaussian_system():
+    _, zs = PLANE.simulate(300, rng=1)
+    pf = ParticleFilter(PLANE, n_particles=2000, rng=0)
+    kalman = KalmanFilter(2, 2)
+    kalman.F, kalman.H, kalman.Q, kalman.R = PLANE.F, PLANE.H, PLANE.Q, PLANE.R
+    x0, P0 = PLANE.initial_belief(zs[0])
+    pf.initialize(x0, P0)
+    kalman.x, kalman.P = x0.copy(), P0.copy()
+    learned, exact = [], []
+    for z in zs[1:]:
+        for filt in (pf, kalman):
+            filt.predict()
+            filt.update(z)
+        learned.append((pf.y, pf.S, pf.mahalanobis))
+        exact.append((kalman.y.copy(), kalman.S.copy(), kalman.mahalanobis))
+    (y, S, m), (y_kf, S_kf, m_kf) = ((np.array(v) for v in zip(*run)) for run in (learned, exact))
+    # stated tolerances, for 2,000 particles: the residual within 0.05 in RMS (its own is 0.7;
+    # measured 0.015), S and the mean NIS within 3 % (0.476 against 0.475; 2.174 against 2.175)
+    assert np.sqrt(np.mean((y - y_kf) ** 2)) < 0.05
+    np.testing.assert_allclose(S.mean(axis=0), S_kf.mean(axis=0), atol=0.03 * S_kf[0, 0, 0])
+    assert abs(np.mean(m**2) / np.mean(m_kf**2) - 1) < 0.03
+    pf.predict()
+    pf.update(None)
+    assert pf.y is None and pf.S is None and pf.mahalanobis is None
+
+
 def test_the_innovation_is_none_where_observations_are_compared_in_another_space():
     sprite = kb.systems.MovingSprite(size=16)
     states, images = sprite.simulate(120, rng=0)
@@ -405,6 +431,10 @@ def test_the_innovation_is_none_where_observations_are_compared_in_another_space
     kbf.update(images[0])
     assert np.isfinite(kbf.log_likelihood)
     assert kbf.y is None and kbf.S is None and kbf.mahalanobis is None
+    # nor has a particle filter of a system that observes images an h(x) to predict one through
+    pf = ParticleFilter(sprite, n_particles=50, rng=0)
+    pf.batch_filter(images[:3])
+    assert np.isfinite(pf.log_likelihood) and pf.y is None and pf.S is None
 
 
 def test_the_likelihood_tells_an_outlier_even_when_the_gate_sets_it_aside():

@@ -30,6 +30,7 @@ from ..linalg import NumericalWarning, psd_solve
 from ..systems import System
 from ..systems.base import initial_belief_of, model_covariance, observation_mean_of, transition_mean_given
 from .base import Filter, checked_controls, motion_control_dimension, sample_next, system_control
+from .likelihood import Innovation, SensorInnovation
 from .particles import MAX_PARTICLES, HoldsParticles, ParticleBelief, ParticleWeightsAlias, check_particle_weights
 
 __all__ = ["ExtendedKalman", "UnscentedKalman", "ParticleFilter", "InteractingMultipleModel", "backward_smoothing"]
@@ -465,7 +466,7 @@ class UnscentedKalman(_GaussianFilter):
         return xs, Ps
 
 
-class ParticleFilter(HoldsParticles, ParticleWeightsAlias, _StartsFromFirstObservation):
+class ParticleFilter(HoldsParticles, ParticleWeightsAlias, Innovation, _StartsFromFirstObservation):
     """Bootstrap particle filter with the true model and systematic resampling.
 
     Parameters
@@ -494,6 +495,12 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, _StartsFromFirstObser
         The estimate ``log sum_i p_i p(z | x_i)`` of ``log p(z_t | z_{1:t-1})`` at the last
         update (``p_i`` the weights after ``predict``); summed over steps it estimates the log
         marginal likelihood of the observations.
+    y, S, mahalanobis : ndarray, ndarray or float, or None
+        filterpy's innovation of the last observation: its residual from the predicted particles'
+        mean observation, the predicted observation's covariance (the weighted spread of ``h(x)``
+        over them plus ``observation_cov``) and ``sqrt(y^T S^{-1} y)``; computed when read. None
+        after a missing observation, before any, and for a system that observes images (it
+        defines no ``h(x)``).
     resampled : bool
         Whether the last update resampled.
 
@@ -509,6 +516,7 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, _StartsFromFirstObser
     """
 
     _noise_source = "its system's process_cov and observation_cov"
+    _measured = None
 
     def __init__(self, system, n_particles=1000, rng=None, ess_threshold=1.0):
         self.system = _check_system(system)
@@ -539,6 +547,7 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, _StartsFromFirstObser
     def _start_from(self, particles):
         self.belief = ParticleBelief(particles)
         self.ess, self.log_likelihood, self.resampled = float(self.n_particles), 0.0, False
+        self._measured = None
         self._estimate_particles("prior", "post")
         self.initialized = True
         return self
@@ -618,6 +627,9 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, _StartsFromFirstObser
         self.belief.particles = sample_next(self.system, self.belief.particles, u, self.rng, name="system")
         self._estimate_particles("prior")
 
+    def _innovation(self):
+        return None if self._measured is None else self._measured.residual_and_covariance()
+
     def update(self, z):
         """Weight the particles by the likelihood of ``z``, then resample if the ESS is low.
 
@@ -629,9 +641,11 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, _StartsFromFirstObser
         z = None if z is None else check_observation(z, self.system.obs_shape or (self.system.dim_z,))
         self._check_initialized()
         self.resampled = False
+        self._measured = None
         if z is None:
             self._keep_prediction()
             return
+        self._measured = SensorInnovation(self.system, z, self.belief.particles, self.belief.weights.copy())
         with np.errstate(over="ignore", invalid="ignore"):
             loglik = self.system.observation_loglik(z, self.belief.particles)
         self.log_likelihood = self.belief.reweight_log(loglik)

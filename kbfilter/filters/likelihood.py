@@ -13,6 +13,10 @@ in the space the observation kernel sees (after the feature map, if any). The pr
 of a new observation under a belief ``w`` over the training states is then the mixture
 ``sum_j w_j N(z; z_j, diag(h^2))`` (the clipped, normalised positive part of ``w``): a proper
 density that integrates to one. See :ref:`smoothing` for how the filters use it.
+
+The same prediction gives filterpy's innovation of an observation, ``y`` and ``S``
+(:class:`Innovation`); a filter that knows its sensor model predicts it through the sensor instead
+(:class:`SensorInnovation`).
 """
 
 import sys
@@ -23,8 +27,9 @@ from scipy.special import logsumexp
 from .._validation import check_matrix, check_vector
 from ..embedding import clipped_weights
 from ..kernels import GaussianKernel, fitted_kernel, squared_distances
+from ..systems.base import predicted_measurement, sensor_residual
 
-__all__ = ["ObservationDensity", "Innovation", "PredictiveLikelihood"]
+__all__ = ["ObservationDensity", "Innovation", "PredictiveLikelihood", "SensorInnovation"]
 
 
 class ObservationDensity:
@@ -322,3 +327,48 @@ class PredictiveLikelihood(Innovation):
     def _innovation(self):
         # the predictive mixture's mean and ObservationDensity.predicted_observation's S
         return None if self._pending is None else self._pending.residual_and_covariance()
+
+
+class SensorInnovation:
+    """An observation against the predicted particles of a filter that knows its sensor: ``(y, S)``,
+    computed when first asked for, as a particle filter predicts a measurement (the weighted mean
+    and spread of ``h(x)`` over the particles, the sensor's own average and residual, plus its
+    ``observation_cov``).
+
+    Nothing in it changes but that cache, which it fills the same way for any holder, so copies
+    of a filter (one a track) share it.
+
+    Parameters
+    ----------
+    sensor : object
+        The sensor model: ``observe_mean(X)`` and ``observation_cov`` (a :class:`~kbfilter.systems.System`
+        or a sensor of :mod:`kbfilter.systems`).
+    z : ndarray of shape (dim_z,)
+        The observation, checked.
+    points : ndarray of shape (n, dim_x)
+        The predicted particles (or candidates).
+    weights : ndarray of shape (n,)
+        Their weights before the observation, summing to one.
+    """
+
+    def __init__(self, sensor, z, points, weights):
+        self.sensor, self.z, self.points, self.weights = sensor, z, points, weights
+        self.innovation = None
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def residual_and_covariance(self):
+        """``(y, S)``, or None for a sensor without a mean observation and a noise covariance
+        (a system that observes images defines neither)."""
+        sensor = self.sensor
+        noise = getattr(sensor, "observation_cov", None)
+        if noise is None or not callable(getattr(sensor, "observe_mean", None)):
+            return None
+        if self.innovation is None:
+            try:
+                mean, spread, _ = predicted_measurement(sensor, self.points, self.weights)
+            except NotImplementedError:  # a System that does not define h(x)
+                return None
+            self.innovation = (sensor_residual(sensor, self.z, mean), spread + np.asarray(noise, dtype=np.float64))
+        return self.innovation

@@ -46,11 +46,11 @@ from .._validation import check_choice, check_fraction, check_int, check_matrix,
     check_positive, check_rng, check_sequences, check_state_samples, check_state_sequences, check_training_magnitude
 from ..embedding import weighted_covariance
 from ..persistence import Persistent, persistent, saved_before_fit
-from ..systems.base import predicted_measurement, sensor_residual
+from ..systems.base import sensor_residual
 from ..systems.linear import LinearGaussianSensor
 from ..threads import limited_blas
 from .base import TUNING_RECORD, LearnedFilter, SharesFittedParts, check_model_states, probe_loaded, tuning_record_holds
-from .likelihood import Innovation
+from .likelihood import Innovation, SensorInnovation
 from .particles import MAX_PARTICLES, HoldsParticles, ParticleBelief
 
 __all__ = ["LearnedMotion", "LearnedMotionFilter", "MOTION_GRID", "PROPOSALS", "LOCAL_MEANS"]
@@ -316,30 +316,6 @@ class LearnedMotion(Persistent, BaseEstimator):
         inputs, linear = self._linear_next(X)
         offsets = self._local_offsets(inputs)
         return linear + offsets[np.arange(len(linear)), rng.integers(offsets.shape[1], size=len(linear))]
-
-
-class _Measured:
-    """An observation and the predicted points and weights it was weighed against, whose innovation
-    (``y``, ``S``) is computed when first asked for. Nothing in it changes but that cache, which
-    it fills the same way for any holder, so copies of a filter (one a track) share it."""
-
-    def __init__(self, sensor, z, points, weights):
-        self.sensor, self.z, self.points, self.weights = sensor, z, points, weights
-        self.innovation = None
-
-    def __deepcopy__(self, memo):
-        return self
-
-    def residual_and_covariance(self):
-        """``(y, S)``, or None for a sensor without ``observe_mean`` and ``observation_cov``."""
-        sensor = self.sensor
-        if not (callable(getattr(sensor, "observe_mean", None)) and hasattr(sensor, "observation_cov")):
-            return None
-        if self.innovation is None:
-            mean, spread, _ = predicted_measurement(sensor, self.points, self.weights)
-            S = spread + np.asarray(sensor.observation_cov, dtype=np.float64)
-            self.innovation = (sensor_residual(sensor, self.z, mean), S)
-        return self.innovation
 
 
 @persistent("motion_", "sensor_", "states_", "obs_shape_", "gate_", "n_features_in_", "rng_state", "belief", "x", "P",
@@ -818,7 +794,7 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Innovat
         points = self.belief.particles if candidates is None else candidates.reshape(-1, candidates.shape[-1])
         # each candidate carries its particle's weight shared equally among the particle's candidates
         k = 1 if candidates is None else candidates.shape[1]
-        self._measured = _Measured(self.sensor_, z.ravel(), points, np.repeat(self.belief.weights / k, k))
+        self._measured = SensorInnovation(self.sensor_, z.ravel(), points, np.repeat(self.belief.weights / k, k))
         with np.errstate(over="ignore", invalid="ignore"):
             loglik = self.sensor_.observation_loglik(z, points)
         if candidates is not None:
