@@ -39,9 +39,9 @@ def _checked_mask(values, name, n):
     return mask.astype(bool)
 
 
-def _checked_per_item(values, name, n, item="track"):
-    """``values`` as a list of ``n`` entries, one an ``item``, or None."""
-    if values is None:
+def _checked_per_item(values, name, n, item="track", required=False):
+    """``values`` as a list of ``n`` entries, one an ``item``, or None (refused when ``required``)."""
+    if values is None and not required:
         return None
     if isinstance(values, (str, bytes, Mapping)) or not hasattr(values, "__len__"):
         raise ValueError(f"{name}: expected a list with one entry a {item} ({n}), got {type(values).__name__}")
@@ -195,6 +195,8 @@ def plot_frames(frames, titles, marks=None, axes=None):
     matplotlib.axes.Axes
         The first frame's axes (its legend names the marks).
     """
+    if isinstance(frames, (str, bytes, Mapping)) or not hasattr(frames, "__len__"):
+        raise ValueError(f"frames: expected a list of images, got {type(frames).__name__}")
     frames = [np.asarray(frame) for frame in frames]
     for i, frame in enumerate(frames):
         if not (frame.ndim == 2 or (frame.ndim == 3 and frame.shape[2] == 3)) or frame.dtype.kind not in "biuf":
@@ -202,8 +204,12 @@ def plot_frames(frames, titles, marks=None, axes=None):
                              f"got shape {frame.shape} of {frame.dtype}")
     if not frames:
         raise ValueError("frames: expected at least one image")
-    titles = _checked_per_item(titles, "titles", len(frames), "frame")
+    titles = _checked_per_item(titles, "titles", len(frames), "frame", required=True)
     marks = [{}] * len(frames) if marks is None else _checked_per_item(marks, "marks", len(frames), "frame")
+    for i, frame_marks in enumerate(marks):
+        if not isinstance(frame_marks, Mapping):
+            raise ValueError(f"marks[{i}]: expected a dict of labels and (column, row) points, got "
+                             f"{type(frame_marks).__name__}")
     if axes is None:
         import matplotlib.pyplot as plt
 
@@ -331,12 +337,16 @@ def plot_tracks(truths, estimates, observations=None, missing=None, titles=None,
     list of matplotlib.axes.Axes
         The axes drawn on.
     """
+    if not isinstance(truths, (list, tuple)):
+        raise ValueError(f"truths: expected a list of tracks, arrays of shape (T_i, >= 2), got {type(truths).__name__} "
+                         f"(one track is [track])")
     n = len(truths)
     if n == 0:
         raise ValueError("truths: expected at least one track to draw")
     truths = [check_matrix(truth, f"truths[{i}]") for i, truth in enumerate(truths)]
     estimates = [_checked_methods(by_method, f"estimates[{i}]", len(truth), 2)
-                 for i, (truth, by_method) in enumerate(zip(truths, _checked_per_item(estimates, "estimates", n)))]
+                 for i, (truth, by_method) in enumerate(zip(truths, _checked_per_item(estimates, "estimates", n,
+                                                                                      required=True)))]
     observations = _checked_per_item(observations, "observations", n)
     if observations is not None:
         observations = [None if fixes is None else _checked_rows(fixes, f"observations[{i}]", len(truth), 2)

@@ -46,6 +46,13 @@ def test_the_mse_boxes_take_one_run_as_a_number_and_leave_failed_runs_out():
     (lambda: plot_frames([np.zeros((4, 4))] * 3, ["a"]), r"titles: expected one entry a frame \(3\), got 1"),
     (lambda: plot_frames([np.zeros(3)], ["a"]), r"frames\[0\]: expected a numeric image"),
     (lambda: plot_frames([], []), "frames: expected at least one image"),
+    # these raised a TypeError (None has no len(), is not iterable) or an AttributeError
+    (lambda: plot_frames(None, ["a"]), "frames: expected a list of images, got NoneType"),
+    (lambda: plot_frames([np.zeros((4, 4))], None), r"titles: expected a list with one entry a frame"),
+    (lambda: plot_frames([np.zeros((4, 4))], ["a"], marks=[1]), r"marks\[0\]: expected a dict of labels"),
+    (lambda: plot_tracks(None, [{"cv": STATES}]), "truths: expected a list of tracks"),
+    (lambda: plot_tracks(STATES, [{"cv": STATES}]), r"truths: expected a list of tracks.*\(one track is \[track\]\)"),
+    (lambda: plot_tracks([STATES], None), "estimates: expected a list with one entry a track"),
     (lambda: plot_tracks([STATES], [{"cv": STATES}, {"cv": STATES}]), r"estimates: expected one entry a track \(1\)"),
     (lambda: plot_tracks([STATES], [{"cv": STATES[:3]}]), r"estimates\[0\]\['cv'\]: expected 20 rows"),
     (lambda: plot_tracks([STATES], [{"cv": STATES}], titles="a"), "titles: expected a list with one entry a track"),
