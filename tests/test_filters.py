@@ -7,7 +7,7 @@ from filterpy.common import Saver
 from filterpy.kalman import KalmanFilter
 
 import kbfilter as kb
-from kbfilter.filters import ExtendedKalman, KernelBayesFilter, ParticleFilter, UnscentedKalman
+from kbfilter.filters import ExtendedKalman, KernelBayesFilter, KernelMonteCarloFilter, ParticleFilter, UnscentedKalman
 from kbfilter.systems import LinearGaussian, Oscillation, Rotation
 
 LINEAR = LinearGaussian(F=[[0.8, 0.2], [-0.2, 0.8]], H=np.eye(2), Q=0.1 * np.eye(2), R=0.3 * np.eye(2))
@@ -314,6 +314,27 @@ def test_works_inside_a_filterpy_loop_with_saver(rotation_data):
         saver.save()
     saver.to_array()
     assert saver.x.shape == (10, 2) and saver.P.shape == (10, 2, 2)
+
+
+def test_every_filter_works_inside_a_filterpy_loop_with_saver(rotation_data):
+    # Saver reads every property: the particle filter's rng_state read a generator it does not
+    # have (its own is rng) and raised an AttributeError
+    (states, obs), (_, test_obs) = rotation_data
+    system = Rotation()
+    filters = [KernelBayesFilter().fit(states, obs),
+               KernelMonteCarloFilter(system, n_particles=100, random_state=0).fit(states, obs),
+               ParticleFilter(system, n_particles=100, rng=0).initialize(*system.initial_belief(test_obs[0])),
+               ExtendedKalman(system).initialize(*system.initial_belief(test_obs[0])),
+               UnscentedKalman(system).initialize(*system.initial_belief(test_obs[0]))]
+    for filt in filters:
+        saver = Saver(filt)
+        for z in test_obs[1:6]:
+            filt.predict()
+            filt.update(z)
+            saver.save()
+        saver.to_array()
+        assert saver.x.shape == (5, 2) and saver.mahalanobis.shape == (5,), type(filt).__name__
+        np.testing.assert_array_equal(saver.x[-1], filt.x)
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ from .grids import MONTE_CARLO_IMAGE_GRID, MONTE_CARLO_SCALABLE_IMAGE_GRID
 from .likelihood import PredictiveLikelihood
 from .observation import (ObservationSettings, ObservationSpace, check_dense_fits, observation_grid,
                           report_rank_cap)
-from .particles import MAX_PARTICLES, HoldsParticles, ParticleBelief
+from .particles import MAX_PARTICLES, DrawsFromOwnGenerator, HoldsParticles, ParticleBelief
 
 __all__ = ["KernelMonteCarloFilter", "KernelMonteCarloModel", "herd_with_particles"]
 
@@ -181,7 +181,7 @@ class KernelMonteCarloModel(SharedModel):
             holds={"model_": "KernelMonteCarloModel", "belief": "ParticleBelief", "motion": "System",
                    "transition": "System", "kernel_x": "Kernel", "kernel_z": "Kernel", "features": "TransformerMixin",
                    **tuning_record_holds("System", "Kernel", "TransformerMixin")})
-class KernelMonteCarloFilter(Persistent, HoldsParticles, PredictiveLikelihood, LearnedFilter):
+class KernelMonteCarloFilter(Persistent, HoldsParticles, DrawsFromOwnGenerator, PredictiveLikelihood, LearnedFilter):
     """Kernel Monte Carlo filter: a known, sampled motion model and a learned observation model.
 
     Each step: ``predict(u)`` moves every particle by a draw of ``motion``; ``update(z)``

@@ -51,7 +51,7 @@ from ..systems.linear import LinearGaussianSensor
 from ..threads import limited_blas
 from .base import TUNING_RECORD, LearnedFilter, SharesFittedParts, check_model_states, probe_loaded, tuning_record_holds
 from .likelihood import Innovation, SensorInnovation
-from .particles import MAX_PARTICLES, HoldsParticles, ParticleBelief
+from .particles import MAX_PARTICLES, DrawsFromOwnGenerator, HoldsParticles, ParticleBelief
 
 __all__ = ["LearnedMotion", "LearnedMotionFilter", "MOTION_GRID", "PROPOSALS", "LOCAL_MEANS"]
 
@@ -325,7 +325,8 @@ class LearnedMotion(Persistent, BaseEstimator):
                    "sensor_": ("System", "PositionFixes", "RangeBearing", "LinearGaussianSensor"),
                    "motion_": "LearnedMotion", "belief": "ParticleBelief",
                    **tuning_record_holds("System", "PositionFixes", "RangeBearing", "LinearGaussianSensor")})
-class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Innovation, LearnedFilter):
+class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFromOwnGenerator, Innovation,
+                          LearnedFilter):
     """A particle filter that moves by motion learned from trajectories and weighs by a sensor model.
 
     The motion is :class:`LearnedMotion` (a linear step given ``inputs`` plus an offset drawn from

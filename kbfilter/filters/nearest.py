@@ -23,7 +23,7 @@ from .base import (LearnedFilter, check_model_states, check_motion, motion_contr
 from .grids import NEIGHBOUR_GRID
 from .observation import ObservationSpace
 from .outliers import check_outlier_quantile
-from .particles import MAX_PARTICLES, HoldsParticles, ParticleBelief, ParticleWeightsAlias
+from .particles import MAX_PARTICLES, DrawsFromOwnGenerator, HoldsParticles, ParticleBelief, ParticleWeightsAlias
 
 __all__ = ["NearestImage", "NearestNeighbourParticleFilter"]
 
@@ -153,7 +153,7 @@ class NearestImage(_ImageLookup):
         self._set_estimate("post", near.mean(axis=0), weighted_covariance(near))
 
 
-class NearestNeighbourParticleFilter(HoldsParticles, ParticleWeightsAlias, _ImageLookup):
+class NearestNeighbourParticleFilter(HoldsParticles, DrawsFromOwnGenerator, ParticleWeightsAlias, _ImageLookup):
     """A particle filter whose likelihood comes from the nearest training images (NN).
 
     The ``n_neighbors`` training observations nearest to ``z`` vote with their states: a

@@ -13,8 +13,8 @@ from .._warnings import warn_user
 from ..embedding import weighted_covariance
 from ..persistence import persistent
 
-__all__ = ["ParticleBelief", "HoldsParticles", "ParticleWeightsAlias", "check_particle_weights", "resampling_due",
-           "systematic_resample", "MAX_PARTICLES"]
+__all__ = ["ParticleBelief", "HoldsParticles", "DrawsFromOwnGenerator", "ParticleWeightsAlias",
+           "check_particle_weights", "resampling_due", "systematic_resample", "MAX_PARTICLES"]
 
 #: the most particles a filter takes (a saved file is untrusted: it must not ask for unbounded memory)
 MAX_PARTICLES = 10**6
@@ -338,6 +338,19 @@ class HoldsParticles:
         """The particles' normalised weights: ndarray of shape (n_particles,)."""
         return self.belief.weights
 
+    def _estimate_particles(self, *which):
+        """Record the particles' weighted mean and covariance as the ``"prior"`` and/or ``"post"``
+        estimate (computed once)."""
+        mean, cov = self.belief.estimate()
+        for name in which:
+            self._set_estimate(name, mean, cov)
+
+
+class DrawsFromOwnGenerator:
+    """Mixin for a filter that draws from a generator of its own, ``_rng``, started from its
+    ``random_state``: ``rng_state``, the generator's state, saved with the filter so that a
+    loaded filter draws on where the saved one would have."""
+
     @property
     def rng_state(self):
         """The state of the filter's random generator (saved with it, so a loaded filter draws on)."""
@@ -347,13 +360,6 @@ class HoldsParticles:
     def rng_state(self, state):
         self._rng = np.random.default_rng()
         self._rng.bit_generator.state = state
-
-    def _estimate_particles(self, *which):
-        """Record the particles' weighted mean and covariance as the ``"prior"`` and/or ``"post"``
-        estimate (computed once)."""
-        mean, cov = self.belief.estimate()
-        for name in which:
-            self._set_estimate(name, mean, cov)
 
 
 class ParticleWeightsAlias:
