@@ -786,6 +786,10 @@ def test_x_p_q_and_r_of_a_belief_that_is_not_their_gaussian_are_not_assigned():
         one = np.zeros(len(states))
         one[10] = 1.0
         np.testing.assert_allclose(kbf.reset(weights=one).x, states[10])
+        # given where samples go, they are refused with the call that takes them (they had been told
+        # only that their shape was not a sample's)
+        with pytest.raises(ValueError, match=rf"got {len(states)} values, one a training state: .* reset\(weights="):
+            kbf.reset(one)
         # the predicted weights stay assignable (a prior built by hand) but are checked, and the
         # next update starts from them on either path: a hand-made copy gives the same update
         kbf.predict()

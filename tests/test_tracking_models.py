@@ -287,7 +287,6 @@ def test_two_radar_observations_say_the_velocity_between_the_positions_they_mean
         model.two_point_belief([0.0, 1e4], [0.0, 1e4], steps=0)
 
 
-
 @pytest.mark.parametrize("make, named", [(lambda: ConstantVelocity(speed=1e300), "speed"),
                                          (lambda: CoordinatedTurn(turn=1e300), "turn"),
                                          (lambda: ConstantVelocity(step=1e90, accel=1e90), "step, accel"),

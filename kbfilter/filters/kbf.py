@@ -1093,6 +1093,11 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
                              "np.random.default_rng(0).multivariate_normal(mean, cov, size=500)")
         dim_x = self.states_.shape[1]
         if not isinstance(prior, KernelMean):
+            if dim_x > 1 and np.ndim(prior) == 1 and len(prior) == self.n_train_ != dim_x:
+                # the shape of the weights this filter reports, passed where samples go
+                raise ValueError(f"prior: expected samples of the state, an (n, {dim_x}) array, or one state of "
+                                 f"length {dim_x}; got {self.n_train_} values, one a training state: weights over "
+                                 f"the training states (as filter.weights gives them) go in reset(weights=...)")
             points = check_state_samples(prior, "prior", dim_x)
             return points, np.full(points.shape[0], 1.0 / points.shape[0])
         if prior.points.shape[1] != dim_x:
