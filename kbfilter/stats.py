@@ -118,6 +118,13 @@ def nis(zs, z_means, z_covs):
     ndarray of shape (n_steps,)
         One value a step (the square of filterpy's ``KalmanFilter.mahalanobis``); chi-squared
         with ``dim_z`` degrees of freedom for a consistent filter.
+
+    Notes
+    -----
+    A filter's own innovations give it as well: the EKF, the UKF, the particle filter and the
+    kernel Bayes, Kernel Monte Carlo and learned-motion filters report ``y`` and ``S`` after each
+    ``update``, and ``nis(ys, np.zeros_like(ys), Ss)`` over those kept from a run is their
+    ``mahalanobis`` squared, step by step.
     """
     return _normalised_squares(zs, z_means, z_covs, ("zs", "z_means", "z_covs"))
 
