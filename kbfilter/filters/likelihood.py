@@ -359,8 +359,14 @@ class SensorInnovation:
         return self
 
     def residual_and_covariance(self):
-        """``(y, S)``, or None for a sensor without a mean observation and a noise covariance
-        (a system that observes images defines neither)."""
+        """The innovation of the observation, computed on the first call.
+
+        Returns
+        -------
+        tuple of (ndarray of shape (dim_z,), ndarray of shape (dim_z, dim_z)), or None
+            ``(y, S)``; None for a sensor without a mean observation and a noise covariance (a
+            system that observes images defines neither).
+        """
         sensor = self.sensor
         noise = getattr(sensor, "observation_cov", None)
         if noise is None or not callable(getattr(sensor, "observe_mean", None)):
