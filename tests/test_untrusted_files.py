@@ -174,6 +174,21 @@ CASES = {
         belief["fields"]["particles"] = {"t": "array", "key": "evil"}
         load(write(out + "/evil.npz", arrays, meta)).batch_filter(track[:5, :2])
     ''',
+    # a NaN threshold switched reacquisition off without a word; a negative definite inverse noise
+    # put every observation inside the gate
+    "a learned-motion filter whose reacquisition threshold is NaN": '''
+        track, path = learned_motion_file()
+        arrays, meta = parts(path)
+        meta["root"]["fields"]["gate_"]["items"][0] = {"t": "float", "v": "nan"}
+        load(write(out + "/evil.npz", arrays, meta)).batch_filter(track[:5, :2])
+    ''',
+    "a learned-motion filter whose gate inverts a negative definite noise": '''
+        track, path = learned_motion_file()
+        arrays, meta = parts(path)
+        arrays["evil"] = -np.eye(2)
+        meta["root"]["fields"]["gate_"]["items"][1] = {"t": "array", "key": "evil"}
+        load(write(out + "/evil.npz", arrays, meta)).batch_filter(track[:5, :2])
+    ''',
     "a learned-motion filter whose recent observations are newest first": '''
         cv = kb.systems.ConstantVelocity(step=1.0, accel=0.5, speed=10.0)
         track = cv.simulate(60, rng=0, burn_in=0)[0]

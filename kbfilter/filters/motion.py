@@ -627,7 +627,30 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
             raise ValueError(f"LearnedMotionFilter: the saved candidates are not finite states, one row of "
                              f"dimension {d} per particle")
         self._check_recent()
+        self._check_gate()
         probe_loaded(self, self._probe)
+
+    def _check_gate(self):
+        """The saved reacquisition gate: none, or a positive finite chi-squared threshold and the
+        inverse of a positive definite noise covariance of the sensor's dimension (a NaN threshold
+        would switch reacquisition off without a word, and a negative one would lose every track)."""
+        if self.gate_ is None:
+            return
+        ok = isinstance(self.gate_, tuple) and len(self.gate_) == 2
+        if ok:
+            threshold, R_inv = self.gate_
+            d = int(np.prod(self.obs_shape_))
+            ok = (isinstance(threshold, float) and np.isfinite(threshold) and threshold > 0
+                  and isinstance(R_inv, np.ndarray) and R_inv.dtype.kind == "f" and R_inv.shape == (d, d)
+                  and np.all(np.isfinite(R_inv)) and np.allclose(R_inv, R_inv.T, rtol=1e-8, atol=0.0))
+        if ok:
+            try:
+                np.linalg.cholesky(R_inv)
+            except np.linalg.LinAlgError:
+                ok = False
+        if not ok:
+            raise ValueError("LearnedMotionFilter: the saved reacquisition gate is not a positive threshold and the "
+                             "inverse of a positive definite noise covariance of the sensor's dimension")
 
     def _check_recent(self):
         """The saved recent observations: none, or at most ``reacquire_window + 1`` observations
