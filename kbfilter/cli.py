@@ -46,14 +46,14 @@ def integer_at_least(minimum):
 
 def workers(text):
     """An argparse ``type``: joblib's ``n_jobs``, a positive number of workers or a negative one
-    (-1: all cores)."""
+    (-1: all cores), as :func:`~kbfilter._validation.check_n_jobs` takes it."""
+    from ._validation import check_n_jobs
+
     try:
-        value = int(text)
+        return check_n_jobs(int(text))
     except ValueError:
-        value = 0
-    if value == 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of workers, or -1 for all cores, got {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(f"expected a positive number of workers, or -1 for all cores, "
+                                         f"got {text!r}") from None
 
 
 def study_parser(doc):
