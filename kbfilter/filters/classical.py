@@ -516,7 +516,6 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, Innovation, _StartsFr
     """
 
     _noise_source = "its system's process_cov and observation_cov"
-    _measured = None
 
     def __init__(self, system, n_particles=1000, rng=None, ess_threshold=1.0):
         self.system = _check_system(system)
@@ -626,9 +625,6 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, Innovation, _StartsFr
         self._check_initialized()
         self.belief.particles = sample_next(self.system, self.belief.particles, u, self.rng, name="system")
         self._estimate_particles("prior")
-
-    def _innovation(self):
-        return None if self._measured is None else self._measured.residual_and_covariance()
 
     def update(self, z):
         """Weight the particles by the likelihood of ``z``, then resample if the ESS is low.

@@ -1081,7 +1081,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         (array([0.94, 0.02]), array([0.03, 0.01]))
         """
         check_is_fitted(self, "model_")
-        memo = {id(part): None for part in (self._belief, self._prior, self._pending) if part is not None}
+        memo = {id(part): None for part in (self._belief, self._prior, self._measured) if part is not None}
         return copy.deepcopy(self, memo).reset(prior=prior, weights=weights)
 
     def _checked_prior(self, prior):

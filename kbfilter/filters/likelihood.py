@@ -259,11 +259,15 @@ class _Pending:
 class Innovation:
     """Mixin: filterpy's ``y``, ``S`` and ``mahalanobis`` of the last observation a filter was
     given, from the filter's ``_innovation()``: the pair ``(y, S)``, or None where there is none
-    (after a missing observation, before any, or where the filter cannot say). Each filter's
-    notes say what its predicted observation is."""
+    (after a missing observation, before any, or where the filter cannot say). By default the
+    pair comes from ``_measured``, what ``update`` sets (None without an observation): an object
+    whose ``residual_and_covariance()`` computes it, such as a :class:`SensorInnovation`. Each
+    filter's notes say what its predicted observation is."""
+
+    _measured = None
 
     def _innovation(self):
-        return None
+        return None if self._measured is None else self._measured.residual_and_covariance()
 
     @property
     def y(self):
@@ -302,20 +306,20 @@ class PredictiveLikelihood(Innovation):
     observation in ``update``, and :meth:`_unobserved` when there is none.
     """
 
-    _pending = None
-
     def _observed(self, observation, weights, row, support=None):
-        self._pending = _Pending(observation, weights, row, support)
+        # y and S come from it too: the predictive mixture's mean and
+        # ObservationDensity.predicted_observation's S
+        self._measured = _Pending(observation, weights, row, support)
 
     def _unobserved(self):
-        self._pending = None
+        self._measured = None
 
     @property
     def log_likelihood(self):
         """The log predictive density of the last observation given to ``update`` under the
         predicted belief (None after a missing one, and before any), from the learned observation
         density: computed when first read."""
-        return None if self._pending is None else self._pending.log_likelihood()
+        return None if self._measured is None else self._measured.log_likelihood()
 
     @property
     def likelihood(self):
@@ -323,10 +327,6 @@ class PredictiveLikelihood(Innovation):
         positive float as filterpy's is."""
         value = self.log_likelihood
         return None if value is None else max(float(np.exp(value)), sys.float_info.min)
-
-    def _innovation(self):
-        # the predictive mixture's mean and ObservationDensity.predicted_observation's S
-        return None if self._pending is None else self._pending.residual_and_covariance()
 
 
 class SensorInnovation:

@@ -457,10 +457,6 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
 
     #: no observation yet
     log_likelihood = None
-    _measured = None
-
-    def _innovation(self):
-        return None if self._measured is None else self._measured.residual_and_covariance()
 
     # copies (``copy.deepcopy``: one a track) share these
     _fitted_parts = ("motion_", "sensor", "sensor_", "states_")
