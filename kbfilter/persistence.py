@@ -50,7 +50,7 @@ from sklearn.kernel_approximation import Nystroem, RBFSampler
 from sklearn.preprocessing import StandardScaler
 
 FORMAT = "kbfilter"
-VERSION = 14
+VERSION = 15
 
 __all__ = ["FORMAT", "VERSION", "MAX_BYTES", "MAX_DEPTH", "MAX_NODES", "Persistent", "persistent", "registered",
            "saved_before_fit", "save", "load"]

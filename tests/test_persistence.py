@@ -15,6 +15,7 @@ import kbfilter as kb
 from kbfilter.features import GaussianBlur, LearnedFeatures, RandomFourierFeatures
 from kbfilter.filters.outliers import OutlierGate
 from kbfilter.filters.particles import ParticleBelief
+from kbfilter.filters.reacquisition import ChiSquareGate, RecentObservations
 from kbfilter.kernel_approximation import NystromKernel, RandomFourierKernel
 from kbfilter.linalg import Woodbury, spd_factor
 from kbfilter.operators import DenseOperator, LowRankOperator, SparseOperator
@@ -97,6 +98,11 @@ CASES = {
     "LearnedMotionFilter": [(_moved_filter(), lambda f: np.append(f.batch_filter(FIXES[10:])[0],
                                                                    f.diagnostics.get("reacquired", 0))),
                             (_moved_filter(sensor=None), lambda f: f.batch_filter(FIXES[10:])[0])],
+    "LearnedMotionModel": [(_moved_filter().model_, lambda m: m.motion.sample_transition(m.states[:20], rng=3))],
+    "ChiSquareGate": [(ChiSquareGate.of_noise([[4.0, 1.0], [1.0, 2.0]], 0.99),
+                       lambda g: np.append(g.precision, [g.threshold, g.admits_any(Q[:5] - Q[0])]))],
+    "RecentObservations": [(RecentObservations(3).with_observation(Q[0]).aged().with_observation(Q[1]),
+                            lambda r: np.append(r.observations, r.aged(2).with_observation(Q[2]).ages))],
     "LinearGaussianSensor": [(kb.systems.LinearGaussianSensor.fitted(TRACKS, NOISY_FIXES),
                               lambda s: np.append(s.observation_loglik(FIXES[0], TRACKS[0]),
                                                   s.initial_belief(FIXES[0])[1]))],

@@ -179,14 +179,16 @@ CASES = {
     "a learned-motion filter whose reacquisition threshold is NaN": '''
         track, path = learned_motion_file()
         arrays, meta = parts(path)
-        meta["root"]["fields"]["gate_"]["items"][0] = {"t": "float", "v": "nan"}
+        gate = find(meta["root"], lambda n: n.get("class") == "ChiSquareGate")
+        gate["fields"]["threshold"] = {"t": "float", "v": "nan"}
         load(write(out + "/evil.npz", arrays, meta)).batch_filter(track[:5, :2])
     ''',
     "a learned-motion filter whose gate inverts a negative definite noise": '''
         track, path = learned_motion_file()
         arrays, meta = parts(path)
         arrays["evil"] = -np.eye(2)
-        meta["root"]["fields"]["gate_"]["items"][1] = {"t": "array", "key": "evil"}
+        gate = find(meta["root"], lambda n: n.get("class") == "ChiSquareGate")
+        gate["fields"]["precision"] = {"t": "array", "key": "evil"}
         load(write(out + "/evil.npz", arrays, meta)).batch_filter(track[:5, :2])
     ''',
     "a learned-motion filter whose recent observations are newest first": '''
@@ -196,7 +198,7 @@ CASES = {
         lmf.batch_filter(track[:5, :2])
         arrays, meta = parts(lmf.save(out + "/lmf.npz"))
         arrays["evil"] = np.arange(5)
-        meta["root"]["fields"]["_recent_ages"] = {"t": "array", "key": "evil"}
+        meta["root"]["fields"]["_recent"]["fields"]["ages"] = {"t": "array", "key": "evil"}
         load(write(out + "/evil.npz", arrays, meta)).update(track[5, :2])
     ''',
     "a learned motion whose coefficients are not finite": '''
@@ -259,7 +261,7 @@ CASES = {
     "a tracking model whose first belief's variance overflows": '''
         track, path = learned_motion_file()
         arrays, meta = parts(path)
-        for model in (meta["root"]["params"]["sensor"], meta["root"]["fields"]["sensor_"]):
+        for model in (meta["root"]["params"]["sensor"], meta["root"]["fields"]["model_"]["fields"]["sensor"]):
             model["fields"]["speed"] = {"t": "float", "v": "1e300"}
         load(write(out + "/evil.npz", arrays, meta)).reset().batch_filter(track[:5, :2])
     ''',

@@ -336,7 +336,7 @@ class SensorInnovation:
     ``observation_cov``).
 
     Nothing in it changes but that cache, which it fills the same way for any holder, so copies
-    of a filter (one a track) share it.
+    of a filter (one a track) share it; once it is filled, the particles are let go.
 
     Parameters
     ----------
@@ -377,4 +377,7 @@ class SensorInnovation:
             except NotImplementedError:  # a System that does not define h(x)
                 return None
             self.innovation = (sensor_residual(sensor, self.z, mean), spread + np.asarray(noise, dtype=np.float64))
+            # a run's innovations may all be kept (filterpy's Saver keeps each step's): without the
+            # particles, one is a few numbers
+            self.points = self.weights = None
         return self.innovation

@@ -35,7 +35,6 @@ from collections import Counter
 
 import numpy as np
 from scipy.special import logsumexp
-from scipy.stats import chi2
 from sklearn.base import BaseEstimator
 from sklearn.linear_model import LinearRegression
 from sklearn.neighbors import NearestNeighbors
@@ -43,18 +42,23 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_choice, check_fraction, check_int, check_matrix, check_memory, check_observation, \
-    check_positive, check_rng, check_sequences, check_state_samples, check_state_sequences, check_training_magnitude
+    check_positive, check_rng, check_saved_matrix, check_sequences, check_state_samples, check_state_sequences, \
+    check_training_magnitude
 from ..embedding import weighted_covariance
 from ..persistence import Persistent, persistent, saved_before_fit
 from ..systems.base import sensor_residual
 from ..systems.linear import LinearGaussianSensor
 from ..threads import limited_blas
-from .base import TUNING_RECORD, LearnedFilter, SharesFittedParts, check_model_states, probe_loaded, tuning_record_holds
+from .base import TUNING_RECORD, LearnedFilter, SharedModel, SharesFittedParts, check_model_states, probe_loaded, \
+    tuning_record_holds
 from .likelihood import Innovation, SensorInnovation
 from .particles import MAX_PARTICLES, DrawsFromOwnGenerator, HoldsParticles, ParticleBelief
+from .reacquisition import ChiSquareGate, RecentObservations
 
-__all__ = ["LearnedMotion", "LearnedMotionFilter", "MOTION_GRID", "PROPOSALS", "LOCAL_MEANS"]
+__all__ = ["LearnedMotion", "LearnedMotionModel", "LearnedMotionFilter", "MOTION_GRID", "PROPOSALS", "LOCAL_MEANS"]
 
+#: the sensor models a saved learned-motion filter may hold
+SENSORS = ("System", "PositionFixes", "RangeBearing", "LinearGaussianSensor")
 #: how the learned-motion filter moves its particles when an observation comes (see its ``proposal``)
 PROPOSALS = ("guided", "bootstrap")
 
@@ -318,13 +322,51 @@ class LearnedMotion(Persistent, BaseEstimator):
         return linear + offsets[np.arange(len(linear)), rng.integers(offsets.shape[1], size=len(linear))]
 
 
-@persistent("motion_", "sensor_", "states_", "obs_shape_", "gate_", "n_features_in_", "rng_state", "belief", "x", "P",
-            "x_prior", "P_prior", "x_post", "P_post", "_started", "_recent_observations", "_recent_ages", "_candidates",
+@persistent("motion", "sensor", "states", "obs_shape", "gate",
+            holds={"motion": "LearnedMotion", "sensor": SENSORS, "gate": "ChiSquareGate"})
+class LearnedMotionModel(SharedModel):
+    """What :meth:`LearnedMotionFilter.fit` learns, read-only once built and shared by the copies of
+    the filter (one a track).
+
+    Parameters
+    ----------
+    motion : LearnedMotion
+        The fitted motion.
+    sensor : object
+        The sensor the filter weighs by.
+    states : ndarray of shape (n, dim_x)
+        The training states.
+    obs_shape : tuple of int
+        The shape of one observation.
+    gate : ChiSquareGate or None
+        The reacquisition gate (see the filter's ``reacquire``).
+    """
+
+    def __init__(self, motion, sensor, states, obs_shape, gate=None):
+        # built by fit, and by load from a file, which is untrusted input
+        self.states = check_saved_matrix(states, "states")
+        if getattr(motion, "n_features_in_", None) != self.states.shape[1]:
+            raise ValueError(f"motion: expected a motion fitted on {self.states.shape[1]}-dimensional states")
+        self.motion, self.sensor = motion, sensor
+        if not isinstance(obs_shape, tuple) or not obs_shape:
+            raise ValueError(f"obs_shape: expected a tuple of sizes, got {obs_shape!r}")
+        self.obs_shape = tuple(check_int(d, "obs_shape") for d in obs_shape)
+        if gate is not None and gate.dim != int(np.prod(self.obs_shape)):
+            raise ValueError(f"gate: expected the gate of a {int(np.prod(self.obs_shape))}-dimensional observation, "
+                             f"got one of dimension {gate.dim}")
+        self.gate = gate
+
+    @property
+    def fit_diagnostics(self):
+        """The fallbacks fit took: none (collections.Counter)."""
+        return Counter()
+
+
+@persistent("model_", "n_features_in_", "rng_state", "belief", "x", "P",
+            "x_prior", "P_prior", "x_post", "P_post", "_started", "_recent", "_candidates",
             *TUNING_RECORD,
-            holds={"sensor": ("System", "PositionFixes", "RangeBearing", "LinearGaussianSensor"),
-                   "sensor_": ("System", "PositionFixes", "RangeBearing", "LinearGaussianSensor"),
-                   "motion_": "LearnedMotion", "belief": "ParticleBelief",
-                   **tuning_record_holds("System", "PositionFixes", "RangeBearing", "LinearGaussianSensor")})
+            holds={"sensor": SENSORS, "model_": "LearnedMotionModel", "belief": "ParticleBelief",
+                   "_recent": "RecentObservations", **tuning_record_holds(*SENSORS)})
 class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFromOwnGenerator, Innovation,
                           LearnedFilter):
     """A particle filter that moves by motion learned from trajectories and weighs by a sensor model.
@@ -419,12 +461,16 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
 
     Attributes
     ----------
+    model_ : LearnedMotionModel
+        What fit learned, read-only and shared by the filter's copies: the next four.
     sensor_ : object
         The sensor the filter weighs by: ``sensor``, or the one learned when it is None.
     motion_ : LearnedMotion
         The learned motion.
     states_ : ndarray of shape (n, dim_x)
         The training states (a start drawn uniformly from them).
+    gate_ : ChiSquareGate or None
+        The gate of ``reacquire`` (:class:`~kbfilter.filters.reacquisition.ChiSquareGate`).
     log_likelihood : float or None
         ``log sum_j a_j p(z | x_j)`` over the predicted particles for the last observation given
         to :meth:`update` (the sensor's likelihood; None after a missing one), as the particle
@@ -459,7 +505,7 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
     log_likelihood = None
 
     # copies (``copy.deepcopy``: one a track) share these
-    _fitted_parts = ("motion_", "sensor", "sensor_", "states_")
+    _fitted_parts = ("model_", "sensor")
 
     _noise_source = "its sensor (sensor_.observation_cov) and the motion it learned"
 
@@ -508,25 +554,49 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
                 raise ValueError(f"observations: expected observations of the sensor's shape {tuple(sensor_shape)}, "
                                  f"got {tuple(obs_shape)}")
             check_model_states(self.sensor, xs[0], "sensor", observe=True)
-        self.obs_shape_ = obs_shape
-        self.sensor_ = LinearGaussianSensor.fitted(xs, zs) if self.sensor is None else self.sensor
-        self.gate_ = None
+        sensor = LinearGaussianSensor.fitted(xs, zs) if self.sensor is None else self.sensor
+        gate = None
         # the gate needs the sensor's mean and noise; a restart also its initial_belief, and a
         # sensor without one is still told apart from a track it has lost (see update)
-        if self.reacquire is not None and hasattr(self.sensor_, "observation_cov") \
-                and callable(getattr(self.sensor_, "observe_mean", None)):
-            R = check_matrix(self.sensor_.observation_cov, "sensor.observation_cov")
-            self.gate_ = (float(chi2.ppf(self.reacquire, R.shape[0])), np.linalg.inv(R))
+        if self.reacquire is not None and hasattr(sensor, "observation_cov") \
+                and callable(getattr(sensor, "observe_mean", None)):
+            gate = ChiSquareGate.of_noise(sensor.observation_cov, self.reacquire, "sensor.observation_cov")
         # every step holds each particle's candidate successors: their states, distances, indices and
         # log-likelihoods (a million particles with a thousand neighbours would have the process killed)
         dim_x = xs[0].shape[1]
         check_memory(8.0 * self.n_particles * self.n_neighbors * (dim_x + 3), "n_particles, n_neighbors",
                      f"{self.n_particles:,} particles with {self.n_neighbors:,} candidate successors each "
                      f"({dim_x}-dimensional states)")
-        self.motion_ = LearnedMotion(self.inputs, self.n_neighbors, self.local_mean).fit(xs)
-        self.states_ = np.vstack(xs)
-        self.n_features_in_ = self.states_.shape[1]
+        motion = LearnedMotion(self.inputs, self.n_neighbors, self.local_mean).fit(xs)
+        self.model_ = LearnedMotionModel(motion, sensor, np.vstack(xs), obs_shape, gate)
+        self.n_features_in_ = dim_x
         return self.reset()
+
+    @property
+    def motion_(self):
+        """The learned motion: :class:`LearnedMotion`."""
+        return self.model_.motion
+
+    @property
+    def sensor_(self):
+        """The sensor the filter weighs by: ``sensor``, or the one learned when it is None."""
+        return self.model_.sensor
+
+    @property
+    def states_(self):
+        """The training states: ndarray of shape (n, dim_x)."""
+        return self.model_.states
+
+    @property
+    def obs_shape_(self):
+        """Shape of one training observation: tuple of int."""
+        return self.model_.obs_shape
+
+    @property
+    def gate_(self):
+        """The reacquisition gate: :class:`~kbfilter.filters.reacquisition.ChiSquareGate`, or None
+        (no ``reacquire``, or a sensor without ``observe_mean`` and ``observation_cov``)."""
+        return self.model_.gate
 
     def check_params(self):
         self._checked_settings()
@@ -570,12 +640,12 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
         self : LearnedMotionFilter
             The filter with its new particles.
         """
-        check_is_fitted(self, "motion_")
+        check_is_fitted(self, "model_")
         self._events = Counter()
         self._rng = check_rng(self.random_state)
         self._started = prior is not None
         self.log_likelihood = self._measured = None
-        self._recent_observations, self._recent_ages = None, None
+        self._recent = RecentObservations(self.reacquire_window)
         self._candidates = None
         self.belief = self._drawn(prior)
         self._estimate_particles("prior", "post")
@@ -603,17 +673,16 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
         except NotImplementedError:
             return 0, []
         self.reset(prior=tuple(belief))
-        self._remember(z0)
+        self._recent = self._recent.with_observation(z0)
         return 1, [(self.x.copy(), self.P.copy(), self.x.copy(), self.P.copy())]
 
     def _after_load(self):
         super()._after_load()
         self._checked_settings()
-        if saved_before_fit(self, "motion_"):
+        if saved_before_fit(self, "model_"):
             return
         d = self.n_features_in_
-        check_matrix(self.states_, "states_", n_features=d)
-        if self.motion_.n_features_in_ != d or self.belief.particles.shape[1] != d:
+        if self.states_.shape[1] != d or self.belief.particles.shape[1] != d:
             raise ValueError(f"LearnedMotionFilter: the saved motion, particles and training states disagree on "
                              f"the state's dimension ({d})")
         C = getattr(self, "_candidates", None)
@@ -622,47 +691,11 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
                                   and np.all(np.isfinite(C))):
             raise ValueError(f"LearnedMotionFilter: the saved candidates are not finite states, one row of "
                              f"dimension {d} per particle")
-        self._check_recent()
-        self._check_gate()
+        recent = self._recent.observations
+        if recent is not None and recent.shape[1:] != tuple(self.obs_shape_):
+            raise ValueError(f"LearnedMotionFilter: the saved recent observations are not of the sensor's shape "
+                             f"{tuple(self.obs_shape_)}")
         probe_loaded(self, self._probe)
-
-    def _check_gate(self):
-        """The saved reacquisition gate: none, or a positive finite chi-squared threshold and the
-        inverse of a positive definite noise covariance of the sensor's dimension (a NaN threshold
-        would switch reacquisition off without a word, and a negative one would lose every track)."""
-        if self.gate_ is None:
-            return
-        ok = isinstance(self.gate_, tuple) and len(self.gate_) == 2
-        if ok:
-            threshold, R_inv = self.gate_
-            d = int(np.prod(self.obs_shape_))
-            ok = (isinstance(threshold, float) and np.isfinite(threshold) and threshold > 0
-                  and isinstance(R_inv, np.ndarray) and R_inv.dtype.kind == "f" and R_inv.shape == (d, d)
-                  and np.all(np.isfinite(R_inv)) and np.allclose(R_inv, R_inv.T, rtol=1e-8, atol=0.0))
-        if ok:
-            try:
-                np.linalg.cholesky(R_inv)
-            except np.linalg.LinAlgError:
-                ok = False
-        if not ok:
-            raise ValueError("LearnedMotionFilter: the saved reacquisition gate is not a positive threshold and the "
-                             "inverse of a positive definite noise covariance of the sensor's dimension")
-
-    def _check_recent(self):
-        """The saved recent observations: none, or at most ``reacquire_window + 1`` observations
-        of the sensor's shape, oldest first, with their ages in steps."""
-        Z, ages = self._recent_observations, self._recent_ages
-        if Z is None and ages is None:
-            return
-        ok = (isinstance(Z, np.ndarray) and isinstance(ages, np.ndarray) and Z.dtype.kind == "f"
-              and ages.dtype.kind in "iu" and ages.ndim == 1 and 1 <= len(ages) == len(Z)
-              and Z.shape[1:] == tuple(self.obs_shape_) and np.all(np.isfinite(Z)))
-        if ok:
-            window = check_int(self.reacquire_window, "reacquire_window", minimum=1)
-            ok = bool(ages[-1] >= 0 and np.all(np.diff(ages) <= 0) and len(ages) <= window + 1)
-        if not ok:
-            raise ValueError("LearnedMotionFilter: the saved recent observations are not observations of the "
-                             "sensor's shape with their ages in steps, oldest first")
 
     @staticmethod
     def _probe(filt):
@@ -689,9 +722,7 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
         their candidates)."""
         if self.gate_ is None:
             return False
-        threshold, R_inv = self.gate_
-        diff = sensor_residual(self.sensor_, z, self.sensor_.observe_mean(points))
-        return bool(np.min(np.einsum("nd,de,ne->n", diff, R_inv, diff)) > threshold)
+        return not self.gate_.admits_any(sensor_residual(self.sensor_, z, self.sensor_.observe_mean(points)))
 
     def _linearisable(self):
         """Whether the sensor says enough for an extended Kalman update."""
@@ -727,25 +758,11 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
         P = A @ cov @ A.T + K @ R @ K.T  # Joseph's form: symmetric and positive whatever K's round-off
         return x, 0.5 * (P + P.T)
 
-    def _remember(self, z):
-        """Add ``z`` to the recent observations: those of the last ``reacquire_window`` steps, and
-        the one before ``z`` however old (two observations tell a velocity)."""
-        if self._recent_ages is None:
-            Z, ages = z[None], np.zeros(1, dtype=np.int64)
-        else:
-            Z = np.concatenate([self._recent_observations, z[None]])
-            ages = np.append(self._recent_ages, 0)
-        keep = ages <= self.reacquire_window
-        keep[-2:] = True
-        # at most one a step, unless updates come without predictions between them
-        last = -(self.reacquire_window + 1)
-        self._recent_observations, self._recent_ages = Z[keep][last:], ages[keep][last:]
-
     def _reacquired_belief(self):
         """The Gaussian a lost track restarts from: what the recent observations, the last one
         included, say together (a vehicle that outran its particles keeps its speed; see
         ``reacquire``)."""
-        Z, ages = self._recent_observations, self._recent_ages
+        Z, ages = self._recent.observations, self._recent.ages
         if len(Z) > 1 and self._linearisable():
             mean, cov = self.sensor_.initial_belief(Z[0])
             F, c, Q = self.motion_.linear_part()
@@ -774,12 +791,11 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
         u : None
             Not supported.
         """
-        check_is_fitted(self, "motion_")
+        check_is_fitted(self, "model_")
         if u is not None:
             raise ValueError("u: LearnedMotion learns no control; expected None")
         self._started = True
-        if self._recent_ages is not None:
-            self._recent_ages = self._recent_ages + 1
+        self._recent = self._recent.aged()
         if self.proposal == "guided":
             # the prediction reported is a draw of the law, as the bootstrap filter's; an update
             # chooses among the candidates again, knowing the observation
@@ -802,7 +818,7 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
         z : array-like or None
             The observation; None (missing) keeps the prediction.
         """
-        check_is_fitted(self, "motion_")
+        check_is_fitted(self, "model_")
         self._started = True
         self.log_likelihood = self._measured = None
         # the candidates of the last prediction (guided proposal), or None: the particles are weighed
@@ -825,7 +841,7 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
         else:
             particle_loglik = loglik
         self.log_likelihood = self.belief.log_predictive(particle_loglik)
-        self._remember(z)
+        self._recent = self._recent.with_observation(z)
         if self._lost(z, points):
             if callable(getattr(self.sensor_, "initial_belief", None)):
                 self._record("reacquired", "the observation was outside the gate of every particle; drew the "
