@@ -118,11 +118,13 @@ class RecentObservations:
     Examples
     --------
     >>> import numpy as np
-    >>> recent = RecentObservations(window=2)
+    >>> recent = RecentObservations(window=1)
     >>> for z in ([0.0], [1.0], [2.0]):
     ...     recent = recent.aged().with_observation(np.array(z))
     >>> recent.observations.ravel().tolist(), recent.ages.tolist()
-    [[1.0, 2.0], [1, 0]]
+    ([1.0, 2.0], [1, 0])
+    >>> recent.aged(5).with_observation(np.array([9.0])).ages.tolist()   # the one before, however old
+    [5, 0]
     """
 
     def __init__(self, window, observations=None, ages=None):
