@@ -121,8 +121,8 @@ def nis(zs, z_means, z_covs):
 
     Notes
     -----
-    A filter's own innovations give it as well: the EKF, the UKF, the particle filter and the
-    kernel Bayes, Kernel Monte Carlo and learned-motion filters report ``y`` and ``S`` after each
+    A filter's own innovations give it as well: the EKF, the UKF, the particle filter, the IMM and
+    the kernel Bayes, Kernel Monte Carlo and learned-motion filters report ``y`` and ``S`` after each
     ``update``, and ``nis(ys, np.zeros_like(ys), Ss)`` over those kept from a run is their
     ``mahalanobis`` squared, step by step.
     """

@@ -173,6 +173,59 @@ def test_the_imm_is_filterpys_recursion_and_a_missing_measurement_leaves_its_mod
     np.testing.assert_array_equal(ours.x_post, ours.x_prior)
 
 
+def test_the_imms_innovation_is_that_of_its_predicted_mixture_of_the_models_observations():
+    states, _ = _manoeuvre(2)
+    zs = RADAR.observe(states, rng=2)
+    models = [CoordinatedTurn(1.0, 0.05, 0.02, RADAR, speed=20.0, turning=t) for t in (False, True)]
+    imm = InteractingMultipleModel(models, switch=0.05)
+    imm.batch_filter(zs[:50])
+    assert imm.mahalanobis is not None
+    imm.predict()
+    c = imm.mu.copy()  # the predicted model probabilities
+    imm.update(zs[50])
+    # brute force: draws of the predicted observation from the mixture of the models' Gaussians
+    rng = np.random.default_rng(0)
+    picks = rng.choice(2, size=400_000, p=c)
+    draws = np.empty((len(picks), 2))
+    for j, f in enumerate(imm.filters):
+        predicted = zs[50] - f.y
+        draws[picks == j] = rng.multivariate_normal(predicted, f.S, size=int(np.sum(picks == j)))
+    y = zs[50] - draws.mean(axis=0)
+    assert np.all(np.abs(imm.y - y) < 5 * np.sqrt(np.diag(imm.S) / len(draws))), (imm.y, y)
+    np.testing.assert_allclose(imm.S, np.cov(draws.T), rtol=0.02)
+    assert imm.mahalanobis == pytest.approx(np.sqrt(imm.y @ np.linalg.solve(imm.S, imm.y)))
+    # one model twice is that model's Kalman filter
+    model = models[1]
+    twice = InteractingMultipleModel([model, model]).initialize(*model.initial_belief(zs[0]))
+    single = ExtendedKalman(model).initialize(*model.initial_belief(zs[0]))
+    for z in zs[1:30]:
+        for filt in (twice, single):
+            filt.predict()
+            filt.update(z)
+        np.testing.assert_allclose(twice.y, single.y, atol=1e-9)
+        np.testing.assert_allclose(twice.S, single.S, rtol=1e-9, atol=1e-9 * np.abs(single.S).max())
+
+
+def test_no_filter_reports_a_previous_steps_innovation_after_a_missing_observation():
+    # filterpy's EKF and UKF keep the last update's y, S and log-likelihood through update(None),
+    # so a run with dropouts counted them twice; the particle filter's log-likelihood was kept too
+    states, zs = _manoeuvre(3)
+    model = CoordinatedTurn(1.0, 0.05, 0.02, PositionFixes(3.0), speed=20.0)
+    x0, P0 = model.initial_belief(zs[0])
+    for filt in (ExtendedKalman(model), UnscentedKalman(model), ParticleFilter(model, n_particles=500, rng=0),
+                 InteractingMultipleModel([model, CoordinatedTurn(1.0, 0.05, 0.02, PositionFixes(3.0), speed=20.0,
+                                                                  turning=False)])):
+        filt.initialize(x0, P0)
+        assert filt.log_likelihood is None and filt.y is None, type(filt).__name__
+        filt.predict()
+        filt.update(zs[1])
+        assert np.isfinite(filt.log_likelihood) and filt.y.shape == (2,) and filt.mahalanobis > 0
+        filt.predict()
+        filt.update(None)
+        assert filt.log_likelihood is None and filt.y is None and filt.S is None and filt.mahalanobis is None, \
+            type(filt).__name__
+
+
 def test_a_bearing_error_beyond_what_a_gaussian_on_a_wrapped_angle_describes_is_refused_as_likely_degrees():
     assert RangeBearing(bearing_noise=np.pi / 4).bearing_noise == np.pi / 4
     with pytest.raises(ValueError, match=r"bearing_noise: expected a standard deviation in radians, at most pi/4 "

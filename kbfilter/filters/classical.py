@@ -85,6 +85,14 @@ def _belief_part(name, check, doc):
     return property(lambda self: getattr(self.kf, name), assign, doc=doc)
 
 
+def _of_last_observation(name, doc):
+    """filterpy's ``name`` of the last update, or None after a missing observation and before any:
+    filterpy keeps the previous update's, so a run with dropouts counted one innovation and one
+    log-likelihood twice."""
+    return property(lambda self: getattr(self.kf, name) if self._observed else None,
+                    doc=f"{doc} None after a missing observation and before any.")
+
+
 def _noise(name, dim, doc):
     """filterpy's ``Q`` or ``R``: the system's, unless assigned."""
     def assign(self, value):
@@ -100,6 +108,7 @@ class _GaussianFilter(_StartsFromFirstObservation):
 
     def _start(self, system):
         self.system = _check_system(system)
+        self._observed = False
         self.kf.Q = model_covariance(system, "process_cov", system.dim_x).copy()
         self.kf.R = model_covariance(system, "observation_cov", system.dim_z).copy()
         self._assigned = set()
@@ -121,6 +130,7 @@ class _GaussianFilter(_StartsFromFirstObservation):
         """
         self.x, self.P = (check_vector(x0, "x0", length=self.system.dim_x),
                           check_covariance(P0, "P0", self.system.dim_x))
+        self._observed = False
         return self
 
     @property
@@ -160,6 +170,7 @@ class _GaussianFilter(_StartsFromFirstObservation):
         R = None if R is None else check_covariance(R, "R", self.system.dim_z)
         self._check_initialized()
         self._update(z, R)
+        self._observed = z is not None
 
     def smooth(self, zs, us=None):
         """Rauch-Tung-Striebel smoothing: the belief at every step of a run given the whole run.
@@ -200,13 +211,13 @@ class _GaussianFilter(_StartsFromFirstObservation):
     x_post = property(lambda self: self.kf.x_post, doc="Estimate after the last ``update``.")
     P_post = property(lambda self: self.kf.P_post, doc="Covariance after the last ``update``.")
     K = property(lambda self: self.kf.K, doc="Kalman gain of the last update.")
-    y = property(lambda self: self.kf.y, doc="Residual ``z - h(x_prior)`` of the last update.")
-    S = property(lambda self: self.kf.S, doc="Innovation covariance of the last update.")
-    log_likelihood = property(lambda self: self.kf.log_likelihood,
-                              doc="Log-likelihood ``log N(y; 0, S)`` of the last observation.")
-    likelihood = property(lambda self: self.kf.likelihood, doc="``exp(log_likelihood)``.")
-    mahalanobis = property(lambda self: self.kf.mahalanobis,
-                           doc="``sqrt(y^T S^{-1} y)`` of the last observation (its square is the NIS).")
+    y = _of_last_observation("y", "Residual ``z - h(x_prior)`` of the last update.")
+    S = _of_last_observation("S", "Innovation covariance of the last update.")
+    log_likelihood = _of_last_observation("log_likelihood",
+                                          "Log-likelihood ``log N(y; 0, S)`` of the last observation.")
+    likelihood = _of_last_observation("likelihood", "``exp(log_likelihood)``.")
+    mahalanobis = _of_last_observation("mahalanobis",
+                                       "``sqrt(y^T S^{-1} y)`` of the last observation (its square is the NIS).")
 
 
 def _pseudo_inverse_used(owner, diagnostics, matrix):
@@ -314,8 +325,12 @@ class ExtendedKalman(_GaussianFilter):
         Current estimate and covariance; assign both (or call ``initialize``) before ``predict``.
     Q, R : ndarray
         Process and observation noise covariances (the system's; assignable).
-    K, y, S, log_likelihood : ndarray or float
-        Gain, residual, innovation covariance and log-likelihood of the last update.
+    K : ndarray
+        Gain of the last update with an observation.
+    y, S, log_likelihood, likelihood, mahalanobis : ndarray, float or None
+        Residual, innovation covariance, log-likelihood, likelihood and ``sqrt(y^T S^{-1} y)`` of
+        the last observation; None after a missing one (``update(None)``) and before any, where
+        filterpy keeps the previous update's.
     x_prior, P_prior, x_post, P_post : ndarray
         After the last ``predict()`` / ``update()``.
     diagnostics : dict
@@ -491,10 +506,10 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, Innovation, _StartsFr
         Normalised weights (``weights`` is a deprecated name for them).
     ess : float
         Effective sample size ``1 / sum_i p_i^2`` at the last update, before any resampling.
-    log_likelihood : float
+    log_likelihood : float or None
         The estimate ``log sum_i p_i p(z | x_i)`` of ``log p(z_t | z_{1:t-1})`` at the last
         update (``p_i`` the weights after ``predict``); summed over steps it estimates the log
-        marginal likelihood of the observations.
+        marginal likelihood of the observations. None after a missing observation and before any.
     y, S, mahalanobis : ndarray, ndarray or float, or None
         filterpy's innovation of the last observation: its residual from the predicted particles'
         mean observation, the predicted observation's covariance (the weighted spread of ``h(x)``
@@ -545,7 +560,7 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, Innovation, _StartsFr
 
     def _start_from(self, particles):
         self.belief = ParticleBelief(particles)
-        self.ess, self.log_likelihood, self.resampled = float(self.n_particles), 0.0, False
+        self.ess, self.log_likelihood, self.resampled = float(self.n_particles), None, False
         self._measured = None
         self._estimate_particles("prior", "post")
         self.initialized = True
@@ -637,7 +652,7 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, Innovation, _StartsFr
         z = None if z is None else check_observation(z, self.system.obs_shape or (self.system.dim_z,))
         self._check_initialized()
         self.resampled = False
-        self._measured = None
+        self.log_likelihood = self._measured = None
         if z is None:
             self._keep_prediction()
             return
@@ -735,7 +750,7 @@ def _moment_matched(weights, beliefs):
     return x, P
 
 
-class InteractingMultipleModel(_StartsFromFirstObservation):
+class InteractingMultipleModel(Innovation, _StartsFromFirstObservation):
     """Interacting multiple model (IMM) of Kalman filters with known models (Blom and Bar-Shalom
     1988): one filter a motion model, their beliefs mixed before each prediction by the
     probabilities of switching between the models, weighed after each update by their
@@ -768,6 +783,12 @@ class InteractingMultipleModel(_StartsFromFirstObservation):
     log_likelihood : float or None
         ``log sum_j c_j p_j(z)`` for the last observation (``c_j`` the predicted model
         probabilities, ``p_j`` each filter's likelihood); None after a missing one.
+    y, S, mahalanobis : ndarray, ndarray or float, or None
+        filterpy's innovation of the last observation under the predicted mixture
+        ``sum_j c_j N(z_j, S_j)`` of the models' predicted observations, matched in its moments:
+        ``y = sum_j c_j y_j`` and ``S = sum_j c_j (S_j + (y_j - y)(y_j - y)^T)``, from each model's
+        residual ``y_j`` and innovation covariance ``S_j``; ``sqrt(y^T S^{-1} y)``. None where
+        ``log_likelihood`` is, and before any observation.
     filters : list of ExtendedKalman or UnscentedKalman
         One filter a model.
 
@@ -807,7 +828,7 @@ class InteractingMultipleModel(_StartsFromFirstObservation):
         self.M = np.full((m, m), switch / (m - 1))
         np.fill_diagonal(self.M, 1.0 - switch)
         self.mu = np.full(m, 1.0 / m)
-        self.log_likelihood = None
+        self.log_likelihood = self._mixture_innovation = None
         self.initialized = False
 
     def initialize(self, x0, P0):
@@ -828,6 +849,7 @@ class InteractingMultipleModel(_StartsFromFirstObservation):
         for f in self.filters:
             f.initialize(x0, P0)
         self.mu = np.full(len(self.filters), 1.0 / len(self.filters))
+        self.log_likelihood = self._mixture_innovation = None
         self.initialized = True
         self._combine("prior")
         self._combine("post")
@@ -835,6 +857,9 @@ class InteractingMultipleModel(_StartsFromFirstObservation):
 
     def _combine(self, which):
         self._set_estimate(which, *_moment_matched(self.mu, [(f.x, f.P) for f in self.filters]))
+
+    def _innovation(self):
+        return self._mixture_innovation
 
     def _check_initialized(self):
         if not self.initialized:
@@ -870,8 +895,9 @@ class InteractingMultipleModel(_StartsFromFirstObservation):
         self._check_initialized()
         for f in self.filters:
             f.update(z)
-        self.log_likelihood = None
+        self.log_likelihood = self._mixture_innovation = None
         if z is not None:
+            self._mixture_innovation = _moment_matched(self.mu, [(f.y, f.S) for f in self.filters])
             log_weights = np.log(self.mu) + np.array([f.log_likelihood for f in self.filters])
             self.log_likelihood = float(logsumexp(log_weights))
             if np.isfinite(self.log_likelihood):
