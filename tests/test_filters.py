@@ -340,6 +340,24 @@ def test_every_filter_works_inside_a_filterpy_loop_with_saver(rotation_data):
         np.testing.assert_array_equal(saver.x[-1], filt.x)
 
 
+def test_the_deprecated_particle_weights_warn_when_read_and_not_when_saver_records_the_filter(rotation_data):
+    # Saver reads every property each step: the deprecated alias warned a user who never wrote it
+    (_, _), (_, test_obs) = rotation_data
+    system = Rotation()
+    pf = ParticleFilter(system, n_particles=100, rng=0).initialize(*system.initial_belief(test_obs[0]))
+    saver = Saver(pf)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        for z in test_obs[1:4]:
+            pf.predict()
+            pf.update(z)
+            saver.save()
+    with pytest.warns(FutureWarning, match="ParticleFilter.weights is deprecated"):
+        np.testing.assert_array_equal(pf.weights, pf.particle_weights)
+    with pytest.raises(AttributeError, match="cannot be assigned"):
+        pf.weights = np.full(100, 0.01)
+
+
 @pytest.mark.parametrize(
     "states_mod, obs_mod, match",
     [

@@ -362,13 +362,25 @@ class DrawsFromOwnGenerator:
         self._rng.bit_generator.state = state
 
 
+# a descriptor and not a property: filterpy's Saver reads every property of a filter each step, and
+# warned about a name its user never wrote
+class _DeprecatedWeights:
+    """Deprecated: the particle weights; use ``particle_weights``."""
+
+    def __set__(self, filt, value):
+        raise AttributeError(f"{type(filt).__name__}.weights cannot be assigned (and is deprecated: the particle "
+                             f"weights are particle_weights)")
+
+    def __get__(self, filt, owner=None):
+        if filt is None:
+            return self
+        warn_user(f"{type(filt).__name__}.weights is deprecated and will be removed; use particle_weights "
+                  f"(weights are the kernel filters' weights over the training states)", FutureWarning)
+        return filt.particle_weights
+
+
 class ParticleWeightsAlias:
     """Mixin: ``weights`` as the deprecated name of ``particle_weights`` (in kbfilter ``weights``
     are the kernel filters' weights over training states)."""
 
-    @property
-    def weights(self):
-        """Deprecated: the particle weights; use ``particle_weights``."""
-        warn_user(f"{type(self).__name__}.weights is deprecated and will be removed; use particle_weights "
-                  f"(weights are the kernel filters' weights over the training states)", FutureWarning)
-        return self.particle_weights
+    weights = _DeprecatedWeights()
