@@ -340,6 +340,22 @@ def test_every_filter_works_inside_a_filterpy_loop_with_saver(rotation_data):
         np.testing.assert_array_equal(saver.x[-1], filt.x)
 
 
+def test_batch_filter_takes_filterpys_saver_and_records_each_step(rotation_data):
+    (states, obs), (_, test_obs) = rotation_data
+    system = Rotation()
+    for filt in (KernelBayesFilter().fit(states, obs), ExtendedKalman(system),
+                 kb.LearnedMotionFilter(n_particles=100, random_state=0).fit(states, obs)):
+        # the EKF and the learned-motion filter start from test_obs[0], a step with no innovation,
+        # whose y and S (and K) are None
+        saver = Saver(filt, ignore=("y", "S", "K"))
+        means = filt.batch_filter(test_obs[:8], saver=saver)[0]
+        saver.to_array()
+        np.testing.assert_array_equal(saver.x, means)
+        assert saver.P.shape == (8, 2, 2) and len(saver.mahalanobis) == 8, type(filt).__name__
+    with pytest.raises(ValueError, match="saver: expected a filterpy Saver"):
+        KernelBayesFilter().fit(states, obs).batch_filter(test_obs[:3], saver=[])
+
+
 def test_the_deprecated_particle_weights_warn_when_read_and_not_when_saver_records_the_filter(rotation_data):
     # Saver reads every property each step: the deprecated alias warned a user who never wrote it
     (_, _), (_, test_obs) = rotation_data

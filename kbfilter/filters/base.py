@@ -568,7 +568,7 @@ class Filter:
             yield self.x_post.copy(), self.P_post.copy(), self.x_prior.copy(), self.P_prior.copy()
 
     @limited_blas
-    def batch_filter(self, zs, us=None):
+    def batch_filter(self, zs, us=None, saver=None):
         """Filter a whole sequence of observations.
 
         The run continues from the filter's current belief, as filterpy's ``batch_filter`` does:
@@ -582,6 +582,13 @@ class Filter:
         us : iterable of array-like, optional
             The controls, one per observation: ``us[t]`` is what ``predict(u)`` takes before
             ``update(zs[t])`` (the control that moved the system to the state of step ``t``).
+        saver : filterpy.common.Saver, optional
+            Records the filter after each step (``saver.save()``), as filterpy's ``batch_filter``
+            does: one record a row of ``means``. A step without an innovation (a missing
+            observation, or the first step of a filter that starts from the first observation)
+            records None for ``y`` and ``S`` (and the EKF's and UKF's ``K``), which
+            ``saver.to_array()`` cannot stack with the other steps' arrays: pass
+            ``Saver(filt, ignore=("y", "S", "K"))`` there.
 
         Returns
         -------
@@ -590,7 +597,14 @@ class Filter:
         means_p, covs_p : same shapes
             Predicted estimates ``x_prior``, ``P_prior`` at each step.
         """
-        rows = list(self._run(*self._checked_run(zs, us)))
+        if saver is not None and not callable(getattr(saver, "save", None)):
+            raise ValueError(f"saver: expected a filterpy Saver (an object with save()), got {type(saver).__name__}")
+        zs, us = self._checked_run(zs, us)
+        rows = []
+        for row in self._run(zs, us):
+            rows.append(row)
+            if saver is not None:
+                saver.save()
         if not rows:
             raise ValueError("zs: expected at least one observation")
         means, covs, means_p, covs_p = (np.array(col) for col in zip(*rows))

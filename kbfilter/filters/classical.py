@@ -210,7 +210,7 @@ class _GaussianFilter(_StartsFromFirstObservation):
     P_prior = property(lambda self: self.kf.P_prior, doc="Covariance after the last ``predict``.")
     x_post = property(lambda self: self.kf.x_post, doc="Estimate after the last ``update``.")
     P_post = property(lambda self: self.kf.P_post, doc="Covariance after the last ``update``.")
-    K = property(lambda self: self.kf.K, doc="Kalman gain of the last update.")
+    K = _of_last_observation("K", "Kalman gain of the last update.")
     y = _of_last_observation("y", "Residual ``z - h(x_prior)`` of the last update.")
     S = _of_last_observation("S", "Innovation covariance of the last update.")
     log_likelihood = _of_last_observation("log_likelihood",
@@ -325,11 +325,9 @@ class ExtendedKalman(_GaussianFilter):
         Current estimate and covariance; assign both (or call ``initialize``) before ``predict``.
     Q, R : ndarray
         Process and observation noise covariances (the system's; assignable).
-    K : ndarray
-        Gain of the last update with an observation.
-    y, S, log_likelihood, likelihood, mahalanobis : ndarray, float or None
-        Residual, innovation covariance, log-likelihood, likelihood and ``sqrt(y^T S^{-1} y)`` of
-        the last observation; None after a missing one (``update(None)``) and before any, where
+    K, y, S, log_likelihood, likelihood, mahalanobis : ndarray, float or None
+        Gain, residual, innovation covariance, log-likelihood, likelihood and ``sqrt(y^T S^{-1} y)``
+        of the last observation; None after a missing one (``update(None)``) and before any, where
         filterpy keeps the previous update's.
     x_prior, P_prior, x_post, P_post : ndarray
         After the last ``predict()`` / ``update()``.
