@@ -328,7 +328,8 @@ def test_every_filter_works_inside_a_filterpy_loop_with_saver(rotation_data):
                UnscentedKalman(system).initialize(*system.initial_belief(test_obs[0])),
                # to_array failed on its reacquisition gate (a tuple of a number and a matrix) and on
                # its recent observations (one more each step)
-               kb.LearnedMotionFilter(n_particles=100, random_state=0).fit(states, obs)]
+               kb.LearnedMotionFilter(n_particles=100, random_state=0).fit(states, obs),
+               kb.filters.InteractingMultipleModel([system, system]).initialize(*system.initial_belief(test_obs[0]))]
     for filt in filters:
         saver = Saver(filt)
         for z in test_obs[1:6]:

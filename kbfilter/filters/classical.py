@@ -30,7 +30,7 @@ from ..linalg import NumericalWarning, psd_solve
 from ..systems import System
 from ..systems.base import initial_belief_of, model_covariance, observation_mean_of, transition_mean_given
 from .base import Filter, checked_controls, motion_control_dimension, sample_next, system_control
-from .likelihood import Innovation, SensorInnovation
+from .likelihood import Innovation, KnownInnovation, SensorInnovation
 from .particles import MAX_PARTICLES, HoldsParticles, ParticleBelief, ParticleWeightsAlias, check_particle_weights
 
 __all__ = ["ExtendedKalman", "UnscentedKalman", "ParticleFilter", "InteractingMultipleModel", "backward_smoothing"]
@@ -826,7 +826,7 @@ class InteractingMultipleModel(Innovation, _StartsFromFirstObservation):
         self.M = np.full((m, m), switch / (m - 1))
         np.fill_diagonal(self.M, 1.0 - switch)
         self.mu = np.full(m, 1.0 / m)
-        self.log_likelihood = self._mixture_innovation = None
+        self.log_likelihood = self._measured = None
         self.initialized = False
 
     def initialize(self, x0, P0):
@@ -847,7 +847,7 @@ class InteractingMultipleModel(Innovation, _StartsFromFirstObservation):
         for f in self.filters:
             f.initialize(x0, P0)
         self.mu = np.full(len(self.filters), 1.0 / len(self.filters))
-        self.log_likelihood = self._mixture_innovation = None
+        self.log_likelihood = self._measured = None
         self.initialized = True
         self._combine("prior")
         self._combine("post")
@@ -855,9 +855,6 @@ class InteractingMultipleModel(Innovation, _StartsFromFirstObservation):
 
     def _combine(self, which):
         self._set_estimate(which, *_moment_matched(self.mu, [(f.x, f.P) for f in self.filters]))
-
-    def _innovation(self):
-        return self._mixture_innovation
 
     def _check_initialized(self):
         if not self.initialized:
@@ -893,9 +890,10 @@ class InteractingMultipleModel(Innovation, _StartsFromFirstObservation):
         self._check_initialized()
         for f in self.filters:
             f.update(z)
-        self.log_likelihood = self._mixture_innovation = None
+        self.log_likelihood = self._measured = None
         if z is not None:
-            self._mixture_innovation = _moment_matched(self.mu, [(f.y, f.S) for f in self.filters])
+            # a holder rather than a tuple of arrays, which filterpy's Saver could not stack
+            self._measured = KnownInnovation(*_moment_matched(self.mu, [(f.y, f.S) for f in self.filters]))
             log_weights = np.log(self.mu) + np.array([f.log_likelihood for f in self.filters])
             self.log_likelihood = float(logsumexp(log_weights))
             if np.isfinite(self.log_likelihood):

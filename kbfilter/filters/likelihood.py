@@ -29,7 +29,7 @@ from ..embedding import clipped_weights
 from ..kernels import GaussianKernel, fitted_kernel, squared_distances
 from ..systems.base import predicted_measurement, sensor_residual
 
-__all__ = ["ObservationDensity", "Innovation", "PredictiveLikelihood", "SensorInnovation"]
+__all__ = ["ObservationDensity", "Innovation", "PredictiveLikelihood", "KnownInnovation", "SensorInnovation"]
 
 
 class ObservationDensity:
@@ -327,6 +327,31 @@ class PredictiveLikelihood(Innovation):
         positive float as filterpy's is."""
         value = self.log_likelihood
         return None if value is None else max(float(np.exp(value)), sys.float_info.min)
+
+
+class KnownInnovation:
+    """An innovation computed already: ``(y, S)`` as given.
+
+    Parameters
+    ----------
+    y : ndarray of shape (dim_z,)
+        The residual of the observation from the predicted one.
+    S : ndarray of shape (dim_z, dim_z)
+        The predicted observation's covariance.
+    """
+
+    def __init__(self, y, S):
+        self.y, self.S = y, S
+
+    def residual_and_covariance(self):
+        """The innovation.
+
+        Returns
+        -------
+        tuple of (ndarray of shape (dim_z,), ndarray of shape (dim_z, dim_z))
+            ``(y, S)``.
+        """
+        return self.y, self.S
 
 
 class SensorInnovation:
