@@ -120,6 +120,7 @@ def test_cli_bench_writes_results(tmp_path, capsys):
     assert data["system"] == "rotation" and len(data["runs"]) == 2
     for name in ("results.csv", "mse_boxplot.png", "trajectory.png"):
         assert (tmp_path / name).stat().st_size > 0
+    assert "nis: mean NIS" in out and ",nees,nis," in (tmp_path / "results.csv").read_text().splitlines()[0]
     record = data["provenance"]
     assert record["command"][1:3] == ["bench", "rotation"] and record["date"].startswith("20")
     assert set(record["versions"]) >= {"kbfilter", "numpy", "scipy", "scikit-learn", "filterpy"}

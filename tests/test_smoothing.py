@@ -559,18 +559,23 @@ def test_calibration_refuses_a_grid_over_the_covariance_scale():
         KernelBayesFilter(covariance_scale=0.0).fit(states, obs)
 
 
-def test_the_bench_reports_each_methods_mean_nees_with_the_band():
+def test_the_bench_reports_each_methods_mean_nees_and_nis_with_their_bands():
     rows = kb.bench.run_bench("rotation", runs=2, train_length=120, test_length=40, validation_length=30,
                               progress=False, methods=("kbf-iw", "ekf", "pf"), param_grid=GRID)
     for row in rows:
-        assert set(row["nees"]) == {"kbf-iw", "ekf", "pf"}
-        assert all(v is not None and v > 0 for v in row["nees"].values())
+        for key in ("nees", "nis"):
+            assert set(row[key]) == {"kbf-iw", "ekf", "pf"}
+            assert all(v is not None and v > 0 for v in row[key].values())
     summary = kb.bench.summarise(rows)
-    assert summary["ekf"]["nees_mean"] == pytest.approx(np.mean([r["nees"]["ekf"] for r in rows]))
-    assert "nees" in kb.bench.format_table(summary, 2).splitlines()[0]
+    for key in ("nees", "nis"):
+        assert summary["ekf"][f"{key}_mean"] == pytest.approx(np.mean([r[key]["ekf"] for r in rows]))
+        assert key in kb.bench.format_table(summary, 2).splitlines()[0]
+    # the true model's filter is consistent: the mean of 80 chi-squared(2) values (not of their roots, ~1.25)
+    assert 1.4 < summary["ekf"]["nis_mean"] < 2.8
     note = kb.bench.report.consistency_note(2, 80)
     low, high = kb.stats.chi2_band(2, 80)
-    assert f"{low:.2f}-{high:.2f}" in note
+    assert f"{low:.2f}-{high:.2f}" in note and "nis" not in note
+    assert "nis: mean NIS" in kb.bench.report.consistency_note(2, 80, dim_z=2)
 
 
 def test_mean_nees_is_none_for_a_method_without_a_covariance():

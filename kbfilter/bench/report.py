@@ -188,12 +188,14 @@ def _checked_rows(rows):
                                  f"missing {missing}")
             for m in methods:
                 _checked_number(row[field][m], f"rows[{i}][{field!r}][{m!r}]")
-        nees = row.get("nees", {})
-        if not isinstance(nees, dict):
-            raise ValueError(f"rows[{i}]['nees']: expected a dict of methods' mean NEES, got {type(nees).__name__}")
-        for m, value in nees.items():
-            if value is not None:
-                _checked_number(value, f"rows[{i}]['nees'][{m!r}]")
+        for key, what in (("nees", "NEES"), ("nis", "NIS")):
+            consistency = row.get(key, {})
+            if not isinstance(consistency, dict):
+                raise ValueError(f"rows[{i}][{key!r}]: expected a dict of methods' mean {what}, got "
+                                 f"{type(consistency).__name__}")
+            for m, value in consistency.items():
+                if value is not None:
+                    _checked_number(value, f"rows[{i}][{key!r}][{m!r}]")
         for metric, values in metrics.items():  # every row carries what the first one does
             for m in values:
                 value = row.get("errors", {}).get(metric, {}).get(m) if isinstance(row.get("errors"), dict) else None
@@ -233,8 +235,9 @@ def summarise(rows, reference=REFERENCE):
             "tune_s": float(np.mean([r["tune_s"][m] for r in rows])),
             "p_value": None, "wins": None,
         }
-        consistency = [r["nees"][m] for r in rows if r.get("nees", {}).get(m) is not None]
-        entry["nees_mean"] = float(np.mean(consistency)) if len(consistency) == len(rows) else None
+        for key in ("nees", "nis"):
+            consistency = [r[key][m] for r in rows if r.get(key, {}).get(m) is not None]
+            entry[f"{key}_mean"] = float(np.mean(consistency)) if len(consistency) == len(rows) else None
         for metric, values in rows[0].get("errors", {}).items():  # the system's other errors, e.g. heading
             if m in values:
                 entry[f"{metric}_mean"] = float(np.mean([r["errors"][metric][m] for r in rows]))
@@ -294,8 +297,8 @@ def _cell(value, width):
     return f"{'-':>{width}}" if value is None else f"{value:>{width}.2f}"
 
 
-def consistency_note(dim_x, steps):
-    """The line under the table that says what a consistent filter's mean NEES is.
+def consistency_note(dim_x, steps, dim_z=None):
+    """The lines under the table that say what a consistent filter's mean NEES and mean NIS are.
 
     Parameters
     ----------
@@ -303,16 +306,24 @@ def consistency_note(dim_x, steps):
         The state's dimension.
     steps : int
         Test steps over all runs (the mean NEES of the table averages over all of them).
+    dim_z : int, optional
+        The observation's dimension, for the NIS line (None: no such line, as for images).
 
     Returns
     -------
     str
-        The note, with the 95 % band of :func:`kbfilter.stats.chi2_band`.
+        The note, with the 95 % bands of :func:`kbfilter.stats.chi2_band`.
     """
     low, high = chi2_band(dim_x, steps)
-    return (f"nees: mean NEES of the covariance each method reports; a consistent filter gives dim_x = {dim_x} "
+    note = (f"nees: mean NEES of the covariance each method reports; a consistent filter gives dim_x = {dim_x} "
             f"(95 % band over {steps} independent steps: {low:.2f}-{high:.2f}; errors correlated in time widen "
             f"it); above: over-confident, below: too cautious; '-': no positive definite covariance")
+    if dim_z is None:
+        return note
+    low, high = chi2_band(check_int(dim_z, "dim_z"), steps)
+    return (f"{note}\nnis: mean NIS, filterpy's mahalanobis squared, of the innovations each method reports (no "
+            f"truth needed: what a tracker can check on real data); consistent: dim_z = {dim_z} (95 % band "
+            f"{low:.2f}-{high:.2f}); '-': a method that reports none")
 
 
 def write_results(out, system, rows, summary, config, command=None):
@@ -409,11 +420,11 @@ def _write_table_and_figures(out, system, system_, rows):
     with open(partial_name(out / "results.csv"), "w", newline="") as fh:
         writer = csv.writer(fh)
         metrics = list(rows[0].get("errors", {}))
-        writer.writerow(["run", "method", "mse", *metrics, "nees", "ms_per_step", "fit_s", "tune_s"])
+        writer.writerow(["run", "method", "mse", *metrics, "nees", "nis", "ms_per_step", "fit_s", "tune_s"])
         for i, r in enumerate(rows):
             for m in r["mse"]:
                 writer.writerow([i, m, r["mse"][m], *(r["errors"][k][m] for k in metrics), r.get("nees", {}).get(m),
-                                 r["ms_per_step"][m], r["fit_s"][m], r["tune_s"][m]])
+                                 r.get("nis", {}).get(m), r["ms_per_step"][m], r["fit_s"][m], r["tune_s"][m]])
     paths = [out / "results.csv", out / "mse_boxplot.png", out / "trajectory.png"]
     ax = plot_mse_box({m: [r["mse"][m] for r in rows] for m in rows[0]["mse"]})
     ax.set_title(f"{system}: test MSE over {len(rows)} runs")
@@ -483,8 +494,9 @@ def run_and_report(system, out, runs=10, train_length=1000, test_length=200, met
         rows = run_bench(config, n_jobs=n_jobs, progress=progress)
         summary = summarise(rows, config.reference)
         print_fn(format_table(summary, config.runs, config.reference))
-        print_fn(consistency_note(make_system(config.system, config.system_params).dim_x,
-                                  config.runs * config.test_length))
+        model = make_system(config.system, config.system_params)
+        images = len(getattr(model, "obs_shape", None) or ()) > 1  # their innovations are none
+        print_fn(consistency_note(model.dim_x, config.runs * config.test_length, None if images else model.dim_z))
         paths = write_results(out, config.system, rows, summary, config.record(), command)
     print_fn(f"\n{time.perf_counter() - start:.0f} s; wrote " + ", ".join(str(p) for p in paths))
     return rows, summary

@@ -3,9 +3,10 @@
 Each run simulates an independent training sequence and an independent test sequence, tunes
 the kernel Bayes filters on the last steps of the training sequence only, runs every method on
 the test observations, and records the state MSE (mean over test steps of the squared Euclidean
-error), the mean NEES of the covariance each method reports, the time per step and the fitting /
-tuning times. Runs go through joblib with whatever backend is active, so
-``joblib.parallel_config(backend="dask")`` moves them to a cluster.
+error), the mean NEES of the covariance each method reports, the mean NIS of the innovations it
+reports (filterpy's ``mahalanobis`` squared), the time per step and the fitting / tuning times.
+Runs go through joblib with whatever backend is active, so ``joblib.parallel_config(backend="dask")``
+moves them to a cluster.
 """
 
 import time
@@ -66,12 +67,36 @@ def _reseeded(method, system, filt, data, rng):
     return method.build(system, rng)
 
 
+class _Innovations:
+    """What a run's innovations say, recorded as filterpy's ``Saver`` would be (``batch_filter``
+    calls :meth:`save` after each step): each step's NIS, the square of the filter's
+    ``mahalanobis`` (None where it has none: a missing observation, an image), and the seconds
+    reading them took, which the bench's time a step leaves out (the learned filters compute
+    ``y`` and ``S`` only when read)."""
+
+    def __init__(self, filt):
+        self.filt, self.squares, self.seconds = filt, [], 0.0
+
+    def save(self):
+        start = time.perf_counter()
+        distance = getattr(self.filt, "mahalanobis", None)
+        self.squares.append(None if distance is None else float(distance) ** 2)
+        self.seconds += time.perf_counter() - start
+
+    def mean_nis(self):
+        """The mean NIS over the steps that have one; None when none has."""
+        values = [v for v in self.squares if v is not None]
+        return float(np.mean(values)) if values else None
+
+
 def _filtered(filt, zs, us, snapshots=()):
-    """The filter's posterior means and covariances over ``zs``, and its particles and their
-    weights after the steps in ``snapshots`` (for the figure; only for filters that have particles)."""
+    """The filter's posterior means and covariances over ``zs``, its particles and their weights
+    after the steps in ``snapshots`` (for the figure; only for filters that have particles), and
+    its :class:`_Innovations`."""
+    innovations = _Innovations(filt)
     if not snapshots or not hasattr(filt, "particles"):
-        means, covs, _, _ = filt.batch_filter(zs) if us is None else filt.batch_filter(zs, us=us)
-        return means, covs, {}
+        means, covs, _, _ = filt.batch_filter(zs, us=us, saver=innovations)
+        return means, covs, {}, innovations
     means, covs, kept = [], [], {}
     for t, z in enumerate(zs):
         if us is None:
@@ -79,11 +104,12 @@ def _filtered(filt, zs, us, snapshots=()):
         else:
             filt.predict(us[t])
         filt.update(z)
+        innovations.save()
         means.append(filt.x_post.copy())
         covs.append(filt.P_post.copy())
         if t in snapshots:
             kept[t] = (filt.particles.copy(), filt.particle_weights.copy())
-    return np.array(means), np.array(covs), kept
+    return np.array(means), np.array(covs), kept, innovations
 
 
 def bench_validation_length(train_length, validation_length=None):
@@ -303,7 +329,7 @@ def run_trial(config, seed, train_length=None, test_length=None, methods=None, v
         data = system.simulate(train_length, rng)
         test_states, test_obs, test_latent = system.simulate(test_length, rng, return_latent=True)
         test_controls = None
-    row = {"mse": {}, "errors": {}, "nees": {}, "ms_per_step": {}, "fit_s": {}, "tune_s": {}, "params": {},
+    row = {"mse": {}, "errors": {}, "nees": {}, "nis": {}, "ms_per_step": {}, "fit_s": {}, "tune_s": {}, "params": {},
            "extended": {}, "mse_per_seed": {}}
     estimates, particles, weights = {}, {}, {}
     for name in config.methods:
@@ -320,20 +346,21 @@ def run_trial(config, seed, train_length=None, test_length=None, methods=None, v
             for k, rng in enumerate(rngs):
                 draw = filt if k == 0 else _reseeded(method, system, filt, given, rng)
                 start = time.perf_counter()
-                means, covs, kept = _filtered(draw, test_latent if method.kind == "oracle" else test_obs,
-                                              us, snapshots if k == 0 else ())
-                draws.append((1000 * (time.perf_counter() - start) / test_length, system.errors(means, test_states),
-                              means, kept, mean_nees(test_states, means, covs)))
+                means, covs, kept, innovations = _filtered(draw, test_latent if method.kind == "oracle" else test_obs,
+                                                           us, snapshots if k == 0 else ())
+                seconds = time.perf_counter() - start - innovations.seconds
+                draws.append((1000 * seconds / test_length, system.errors(means, test_states),
+                              means, kept, mean_nees(test_states, means, covs), innovations.mean_nis()))
         row["ms_per_step"][name] = float(np.mean([ms for ms, *_ in draws]))
-        consistency = [d[-1] for d in draws]
-        row["nees"][name] = None if None in consistency else float(np.mean(consistency))
+        for key, consistency in (("nees", [d[-2] for d in draws]), ("nis", [d[-1] for d in draws])):
+            row[key][name] = None if None in consistency else float(np.mean(consistency))
         errors = {metric: [e[metric] for _, e, *_ in draws] for metric in draws[0][1]}
         row["mse_per_seed"][name] = errors["mse"]
         row["mse"][name] = float(np.mean(errors.pop("mse")))
         for metric, values in errors.items():
             row["errors"].setdefault(metric, {})[name] = float(np.mean(values))
         if keep_estimates:
-            _, _, means, kept, _ = draws[0]
+            _, _, means, kept, *_ = draws[0]
             estimates[name] = means
             if kept:
                 particles[name] = {t: cloud for t, (cloud, _) in kept.items()}
@@ -409,8 +436,9 @@ def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None,
     Returns
     -------
     list of dict
-        One row per run: ``mse``, ``nees`` (:func:`kbfilter.stats.mean_nees`), ``ms_per_step``,
-        ``fit_s``, ``tune_s``, ``params``,
+        One row per run: ``mse``, ``nees`` (:func:`kbfilter.stats.mean_nees`), ``nis`` (the mean
+        of the squared ``mahalanobis`` over the steps with an innovation; None for a method that
+        reports none), ``ms_per_step``, ``fit_s``, ``tune_s``, ``params``,
         ``extended`` (the grid values tuning added past an edge, see
         :func:`~kbfilter.tune_filter`) and ``mse_per_seed`` by method.
     """
