@@ -19,12 +19,14 @@ array([2., 1.])
 True
 """
 
+import time
+
 import numpy as np
 from scipy import stats as _scipy_stats
 
 from ._validation import COVARIANCE_RTOL, check_array, check_fraction, check_int, check_matrix
 
-__all__ = ["nees", "nis", "mean_nees", "chi2_band"]
+__all__ = ["nees", "nis", "mean_nees", "chi2_band", "NISRecorder"]
 
 
 class _NoStatistic(ValueError):
@@ -159,6 +161,63 @@ def mean_nees(truth, means, covs):
         return float(np.mean(nees(truth, means, covs)))
     except _NoStatistic:
         return None
+
+
+class NISRecorder:
+    """Records a filter's NIS at each step, as filterpy's ``Saver`` records a filter: give it to
+    ``batch_filter(zs, saver=recorder)``, or call :meth:`save` after each ``update``.
+
+    The NIS of a step is the square of the filter's ``mahalanobis`` (None where the filter has no
+    innovation: a missing observation, a first step taken from the observation, an image). It
+    needs no true state, so it is the consistency check a tracker can run on recorded data.
+
+    Parameters
+    ----------
+    filt : object
+        A filter with filterpy's ``mahalanobis``.
+
+    Attributes
+    ----------
+    values : list of float or None
+        One NIS a recorded step.
+    seconds : float
+        The time reading them took (a learned filter computes its innovation when it is read), for
+        a caller that times the run.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import kbfilter as kb
+    >>> system = kb.systems.Rotation()
+    >>> ekf = kb.filters.ExtendedKalman(system)
+    >>> recorder = NISRecorder(ekf)
+    >>> _ = ekf.batch_filter(system.simulate(300, rng=0)[1], saver=recorder)
+    >>> len(recorder.values), recorder.values[0] is None, bool(1.6 < recorder.mean() < 2.4)
+    (300, True, True)
+    """
+
+    def __init__(self, filt):
+        if not hasattr(filt, "mahalanobis"):
+            raise ValueError(f"filt: expected a filter with filterpy's mahalanobis, got {type(filt).__name__}")
+        self.filt, self.values, self.seconds = filt, [], 0.0
+
+    def save(self):
+        """Record the NIS of the filter's last update."""
+        start = time.perf_counter()
+        distance = self.filt.mahalanobis
+        self.values.append(None if distance is None else float(distance) ** 2)
+        self.seconds += time.perf_counter() - start
+
+    def mean(self):
+        """The mean NIS over the recorded steps that have one.
+
+        Returns
+        -------
+        float or None
+            The mean; None when no step has an innovation.
+        """
+        values = [v for v in self.values if v is not None]
+        return float(np.mean(values)) if values else None
 
 
 def chi2_band(dim, n_steps, level=0.95):

@@ -449,6 +449,27 @@ def test_the_likelihood_tells_an_outlier_even_when_the_gate_sets_it_aside():
 
 # -- consistency statistics -------------------------------------------------------------------------------
 
+def test_the_nis_recorder_keeps_each_steps_nis_and_none_where_there_is_no_innovation():
+    _, zs = PLANE.simulate(30, rng=1)
+    zs = [None if t in (7, 8) else z for t, z in enumerate(zs)]
+    ekf = ExtendedKalman(PLANE)
+    recorder = kb.stats.NISRecorder(ekf)
+    ekf.batch_filter(zs, saver=recorder)
+    # the same run by hand, the NIS from filterpy's innovation of each step
+    by_hand = ExtendedKalman(PLANE).initialize(*PLANE.initial_belief(zs[0]))
+    expected = [None]  # the first step is the belief the first observation gives
+    for z in zs[1:]:
+        by_hand.predict()
+        by_hand.update(z)
+        expected.append(None if z is None else kb.stats.nis(z, z - by_hand.y, by_hand.S)[0])
+    assert [v is None for v in recorder.values] == [v is None for v in expected]
+    np.testing.assert_allclose([v for v in recorder.values if v is not None],
+                               [v for v in expected if v is not None], rtol=1e-10)
+    assert recorder.mean() == pytest.approx(np.mean([v for v in expected if v is not None]))
+    with pytest.raises(ValueError, match="filt: expected a filter with filterpy's mahalanobis"):
+        kb.stats.NISRecorder(np.zeros(2))
+
+
 def test_nees_and_nis_are_filterpys():
     rng = np.random.default_rng(0)
     truth, means = rng.normal(size=(20, 3)), rng.normal(size=(20, 3))

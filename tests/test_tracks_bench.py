@@ -19,7 +19,7 @@ def _split(scores):
     """A split's result with the given per-track RMSEs ({method: [rmse per track]})."""
     n = len(next(iter(scores.values())))
     tracks = [{"vehicle": str(i), "steps": 10, "missing": 0,
-               **{m: {"rmse": v[i], "rmse_dropouts": 2 * v[i], "nees": v[i] / 10, "ms_per_step": 0.1,
+               **{m: {"rmse": v[i], "rmse_dropouts": 2 * v[i], "nees": v[i] / 10, "nis": v[i] / 5, "ms_per_step": 0.1,
                       "events": {"reacquired": 1} if m == "learned" else {}}
                   for m, v in scores.items()}} for i in range(n)]
     return {"split": 0, "tracks": tracks}
@@ -41,6 +41,7 @@ def test_the_summary_compares_each_split_with_its_best_hand_written_model():
     # a hand-written model is compared with cv only, never with the best of itself and the others
     assert set(summary["compared"]["rmse"]["imm"]) == {"cv"}
     assert summary["nees_median_track"]["learned"] == pytest.approx((0.95 + 1.1) / 2)   # six tracks
+    assert summary["nis_median_track"]["learned"] == pytest.approx((1.9 + 2.2) / 2)
     assert summary["events"] == {"cv": {}, "imm": {}, "learned": {"reacquired": 6}}    # one a track
     table = format_tracks_table(summary, 3)
     assert "learned reacquired 6" in table
@@ -109,6 +110,7 @@ def test_the_same_split_gives_the_same_scores(tmp_path):
     assert a["paths"] == []
     # the kernel Bayes filter on the position alone is scored on the position like the others
     assert a["tracks"][0]["kbf-position"]["rmse"] > 0 and a["tracks"][0]["kbf-position"]["nees"] is not None
+    assert all(a["tracks"][0][m]["nis"] > 0 for m in config.methods)
 
 
 def test_the_particle_filter_on_constant_velocity_is_that_model_and_is_compared_with_the_best_kalman_one():

@@ -21,7 +21,7 @@ from sklearn.base import clone
 from .._validation import check_bool, check_choice, check_int, check_n_jobs
 from ..linalg import NumericalWarning
 from ..progress import progress_bar, quiet_progress
-from ..stats import mean_nees
+from ..stats import NISRecorder, mean_nees
 from ..threads import limited_blas
 from ..tuning import check_param_grid, check_validation_length, default_validation_length, fitted_on_run, tune_filter
 from .catalogue import CATALOGUE, DEFAULT_METHODS, make_system, reference_method
@@ -67,33 +67,13 @@ def _reseeded(method, system, filt, data, rng):
     return method.build(system, rng)
 
 
-class _Innovations:
-    """What a run's innovations say, recorded as filterpy's ``Saver`` would be (``batch_filter``
-    calls :meth:`save` after each step): each step's NIS, the square of the filter's
-    ``mahalanobis`` (None where it has none: a missing observation, an image), and the seconds
-    reading them took, which the bench's time a step leaves out (the learned filters compute
-    ``y`` and ``S`` only when read)."""
-
-    def __init__(self, filt):
-        self.filt, self.squares, self.seconds = filt, [], 0.0
-
-    def save(self):
-        start = time.perf_counter()
-        distance = getattr(self.filt, "mahalanobis", None)
-        self.squares.append(None if distance is None else float(distance) ** 2)
-        self.seconds += time.perf_counter() - start
-
-    def mean_nis(self):
-        """The mean NIS over the steps that have one; None when none has."""
-        values = [v for v in self.squares if v is not None]
-        return float(np.mean(values)) if values else None
-
-
 def _filtered(filt, zs, us, snapshots=()):
     """The filter's posterior means and covariances over ``zs``, its particles and their weights
     after the steps in ``snapshots`` (for the figure; only for filters that have particles), and
-    its :class:`_Innovations`."""
-    innovations = _Innovations(filt)
+    its NIS (:class:`~kbfilter.stats.NISRecorder`; None for a filter without innovations). The
+    time reading the innovations takes is the recorder's ``seconds``, which the bench's time a step
+    leaves out."""
+    innovations = NISRecorder(filt) if hasattr(filt, "mahalanobis") else None
     if not snapshots or not hasattr(filt, "particles"):
         means, covs, _, _ = filt.batch_filter(zs, us=us, saver=innovations)
         return means, covs, {}, innovations
@@ -104,7 +84,8 @@ def _filtered(filt, zs, us, snapshots=()):
         else:
             filt.predict(us[t])
         filt.update(z)
-        innovations.save()
+        if innovations is not None:
+            innovations.save()
         means.append(filt.x_post.copy())
         covs.append(filt.P_post.copy())
         if t in snapshots:
@@ -348,9 +329,9 @@ def run_trial(config, seed, train_length=None, test_length=None, methods=None, v
                 start = time.perf_counter()
                 means, covs, kept, innovations = _filtered(draw, test_latent if method.kind == "oracle" else test_obs,
                                                            us, snapshots if k == 0 else ())
-                seconds = time.perf_counter() - start - innovations.seconds
-                draws.append((1000 * seconds / test_length, system.errors(means, test_states),
-                              means, kept, mean_nees(test_states, means, covs), innovations.mean_nis()))
+                seconds = time.perf_counter() - start - (0.0 if innovations is None else innovations.seconds)
+                draws.append((1000 * seconds / test_length, system.errors(means, test_states), means, kept,
+                              mean_nees(test_states, means, covs), None if innovations is None else innovations.mean()))
         row["ms_per_step"][name] = float(np.mean([ms for ms, *_ in draws]))
         for key, consistency in (("nees", [d[-2] for d in draws]), ("nis", [d[-1] for d in draws])):
             row[key][name] = None if None in consistency else float(np.mean(consistency))

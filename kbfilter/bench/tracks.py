@@ -28,7 +28,8 @@ first starts one with probability ``gap_rate``). Each split holds out ``test_siz
   training states.
 
 Per test track: the position RMSE over all steps and over the steps inside dropouts, the mean NEES
-of the reported position covariance and the time a step. Per split: the mean over tracks. Over
+of the reported position covariance, the mean NIS of the innovations (filterpy's ``mahalanobis``
+squared, over the steps with an observation) and the time a step. Per split: the mean over tracks. Over
 splits: paired Wilcoxon tests against ``cv`` and against the best hand-written model of each split
 (the lowest mean RMSE among ``cv``, ``ct`` and ``imm``), and, per other method, the test tracks
 on which it is lost (RMSE above twice the split's best hand-written model's).
@@ -50,7 +51,7 @@ from ..datasets import load_opensky, load_solent
 from ..filters import ExtendedKalman, InteractingMultipleModel, KernelBayesFilter, LearnedMotionFilter, ParticleFilter
 from ..filters.motion import LOCAL_MEANS, PROPOSALS
 from ..progress import quiet_progress
-from ..stats import mean_nees
+from ..stats import NISRecorder, mean_nees
 from ..systems import ConstantVelocity, CoordinatedTurn, PositionFixes, RangeBearing, dropouts
 from .report import folder_lock, partial_name, provenance, published, writable_folder
 
@@ -297,14 +298,16 @@ def run_tracks_split(config, tracks, split):
             estimates = {}
             for name, factory in factories.items():
                 filt = factory()
+                innovations = NISRecorder(filt)
                 start = time.perf_counter()
-                means, covs, _, _ = filt.batch_filter(zs)
-                elapsed = time.perf_counter() - start
+                means, covs, _, _ = filt.batch_filter(zs, saver=innovations)
+                elapsed = time.perf_counter() - start - innovations.seconds
                 estimates[name] = means[:, :2]
                 row[name] = {"rmse": _rmse(means, track, np.ones(len(track), bool)),
                              "rmse_dropouts": _rmse(means, track, missing),
                              # the position's: every model has it, whatever else its state holds
                              "nees": mean_nees(track[:, :2], means[:, :2], covs[:, :2, :2]),
+                             "nis": innovations.mean(),
                              "ms_per_step": 1e3 * elapsed / len(track),
                              "events": {k: int(v) for k, v in dict(getattr(filt, "diagnostics", {})).items()}}
             rows.append(row)
@@ -335,7 +338,7 @@ def _paired(values, reference):
 
 
 #: what every method's entry of a scored test track holds, and what summarise_tracks reads of it
-_TRACK_FIELDS = ("rmse", "rmse_dropouts", "nees", "ms_per_step")
+_TRACK_FIELDS = ("rmse", "rmse_dropouts", "nees", "nis", "ms_per_step")
 
 
 def _checked_results(results, methods):
@@ -385,13 +388,13 @@ def summarise_tracks(results, methods):
         method -> reference -> ``{"wins": splits, "p": Wilcoxon p}``), ``ratio_to_best_hand``
         (method -> mean RMSE over the best hand-written model's), ``lost`` / ``better`` (method ->
         test tracks where its RMSE is above twice / below the split's best hand-written model's),
-        ``test_tracks``, ``ms_per_step`` (method -> mean over tracks), ``nees_median_track``
-        (method -> the median over test tracks of their mean NEES) and ``events`` (method -> what
-        its diagnostics counted, summed over tracks).
+        ``test_tracks``, ``ms_per_step`` (method -> mean over tracks), ``nees_median_track`` and
+        ``nis_median_track`` (method -> the median over test tracks of their mean NEES / NIS) and
+        ``events`` (method -> what its diagnostics counted, summed over tracks).
     """
     results, methods = _checked_results(results, methods)
     table = {"splits": {}}
-    for key in ("rmse", "rmse_dropouts", "nees"):
+    for key in ("rmse", "rmse_dropouts", "nees", "nis"):
         table["splits"][key] = {m: [_mean([r[m][key] for r in s["tracks"]]) for s in results] for m in methods}
     hand = [m for m in HAND_WRITTEN if m in methods]
     learned = [m for m in methods if m not in HAND_WRITTEN]
@@ -406,10 +409,11 @@ def summarise_tracks(results, methods):
             for r in s["tracks"]:
                 totals.update(r[m].get("events", {}))
         table["events"][m] = dict(totals)
-    table["nees_median_track"] = {}
-    for m in methods:
-        values = [r[m]["nees"] for s in results for r in s["tracks"] if r[m]["nees"] is not None]
-        table["nees_median_track"][m] = float(np.median(values)) if values else None
+    for key in ("nees", "nis"):
+        table[f"{key}_median_track"] = {}
+        for m in methods:
+            values = [r[m][key] for s in results for r in s["tracks"] if r[m][key] is not None]
+            table[f"{key}_median_track"][m] = float(np.median(values)) if values else None
     table["compared"], table["lost"], table["better"], table["ratio_to_best_hand"] = {}, {}, {}, {}
     if hand:
         split_rmse = table["splits"]["rmse"]
@@ -458,7 +462,8 @@ def format_tracks_table(summary, splits):
     str
         The tables and the comparisons, one line each.
     """
-    if not (isinstance(summary, dict) and all(k in summary for k in ("splits", "ms_per_step", "nees_median_track"))
+    if not (isinstance(summary, dict)
+            and all(k in summary for k in ("splits", "ms_per_step", "nees_median_track", "nis_median_track"))
             and isinstance(summary["splits"], dict) and "rmse" in summary["splits"]):
         raise ValueError("summary: expected what summarise_tracks returns")
     splits = check_int(splits, "splits")
@@ -474,10 +479,11 @@ def format_tracks_table(summary, splits):
                 p = "-" if cell["p"] is None else f"{cell['p']:.3g}"
                 line += f"  | below {reference} in {cell['wins']}/{splits} splits, Wilcoxon p = {p}"
             lines.append(line)
-    nees = {m: _mean(summary["splits"]["nees"][m]) for m in summary["splits"]["nees"]}
-    lines.append("mean NEES of the reported position covariance (2 for a consistent filter; in brackets the median "
-                 "track's): " + ", ".join(f"{m} {_number(v, 2)} ({_number(summary['nees_median_track'][m], 2)})"
-                                        for m, v in nees.items()))
+    for key, label in (("nees", "mean NEES of the reported position covariance"),
+                       ("nis", "mean NIS of the innovations, filterpy's mahalanobis squared")):
+        means = {m: _mean(summary["splits"][key][m]) for m in summary["splits"][key]}
+        lines.append(f"{label} (2 for a consistent filter; in brackets the median track's): " + ", ".join(
+            f"{m} {_number(v, 2)} ({_number(summary[f'{key}_median_track'][m], 2)})" for m, v in means.items()))
     if "best_hand_model" in summary:
         lines.append(f"best hand-written model by split: {', '.join(summary['best_hand_model'])}")
         for m in summary["lost"]:
@@ -508,13 +514,13 @@ def _write_table_and_map(out, config, splits, drawn):
     paths = [out / "results.csv"]
     with open(partial_name(paths[0]), "w", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerow(["split", "vehicle", "steps", "missing", "method", "rmse", "rmse_dropouts", "nees",
+        writer.writerow(["split", "vehicle", "steps", "missing", "method", "rmse", "rmse_dropouts", "nees", "nis",
                          "ms_per_step"])
         for s in splits:
             for r in s["tracks"]:
                 for m in config.methods:
                     writer.writerow([s["split"], r["vehicle"], r["steps"], r["missing"], m, r[m]["rmse"],
-                                     r[m]["rmse_dropouts"], r[m]["nees"], r[m]["ms_per_step"]])
+                                     r[m]["rmse_dropouts"], r[m]["nees"], r[m]["nis"], r[m]["ms_per_step"]])
     if drawn:
         paths.append(out / "tracks.png")
         axes = plot_tracks([p["truth"] for p in drawn], [p["estimates"] for p in drawn],
