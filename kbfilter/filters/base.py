@@ -416,8 +416,8 @@ class CountedFallbacks:
         return self._fit_diagnostics() + self._events
 
     def _fit_diagnostics(self):
-        model = getattr(self, "model_", None)
-        return Counter() if model is None else model.fit_diagnostics
+        # a model that takes no fallback at fit records none
+        return Counter(getattr(getattr(self, "model_", None), "fit_diagnostics", None) or ())
 
 
 class _Estimate:

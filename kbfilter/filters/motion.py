@@ -356,11 +356,6 @@ class LearnedMotionModel(SharedModel):
                              f"got one of dimension {gate.dim}")
         self.gate = gate
 
-    @property
-    def fit_diagnostics(self):
-        """The fallbacks fit took: none (collections.Counter)."""
-        return Counter()
-
 
 @persistent("model_", "n_features_in_", "rng_state", "belief", "x", "P",
             "x_prior", "P_prior", "x_post", "P_post", "_started", "_recent", "_candidates",

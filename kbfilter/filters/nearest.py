@@ -18,14 +18,33 @@ from .._validation import check_fraction, check_int, check_positive, check_rng
 from ..embedding import weighted_covariance
 from ..kernels import median_distance
 from ..threads import limited_blas
-from .base import (LearnedFilter, check_model_states, check_motion, motion_control_dimension, motion_of, sample_next,
-                   training_pairs)
+from .base import (LearnedFilter, SharedModel, check_model_states, check_motion, motion_control_dimension, motion_of,
+                   sample_next, training_pairs)
 from .grids import NEIGHBOUR_GRID
 from .observation import ObservationSpace
 from .outliers import check_outlier_quantile
 from .particles import MAX_PARTICLES, DrawsFromOwnGenerator, HoldsParticles, ParticleBelief, ParticleWeightsAlias
 
-__all__ = ["NearestImage", "NearestNeighbourParticleFilter"]
+__all__ = ["NearestImage", "NearestNeighbourParticleFilter", "NeighbourLookup"]
+
+
+class NeighbourLookup(SharedModel):
+    """What the look-up filters fit, read-only once built and shared by a filter's copies: a
+    filter's ``forecast`` copies it, and filterpy's ``Saver`` deep-copies it every step, which
+    would otherwise copy the training images each time.
+
+    Parameters
+    ----------
+    space : ObservationSpace
+        The observations' feature map and gate.
+    states : ndarray of shape (n, dim_x)
+        The training states.
+    index : sklearn.neighbors.NearestNeighbors
+        Fitted on the training observations' features, row for row with ``states``.
+    """
+
+    def __init__(self, space, states, index):
+        self.space, self.states, self.index = space, states, index
 
 
 class _ImageLookup(LearnedFilter):
@@ -36,17 +55,31 @@ class _ImageLookup(LearnedFilter):
         check_model_states(motion, X, "motion")
         self.n_features_in_ = X.shape[1]
         space, Z = ObservationSpace.fitted(self.features, obs_shape, Z, X)
-        self.space_ = space.gated(Z, outlier_quantile)
         if self.n_neighbors > len(X):
             # capped, every answer would have been the mean of the whole log, whatever the observation
             raise ValueError(f"n_neighbors: expected at most the {len(X)} training observations, got "
                              f"{self.n_neighbors}; pass a smaller n_neighbors or a longer log")
-        self.states_ = X
-        self.index_ = NearestNeighbors(n_neighbors=self.n_neighbors).fit(Z)
+        self.model_ = NeighbourLookup(space.gated(Z, outlier_quantile), X,
+                                      NearestNeighbors(n_neighbors=self.n_neighbors).fit(Z))
 
     def check_params(self):
         check_int(self.n_neighbors, "n_neighbors")
         return self
+
+    @property
+    def space_(self):
+        """The observations' feature map and gate: :class:`~kbfilter.filters.observation.ObservationSpace`."""
+        return self.model_.space
+
+    @property
+    def states_(self):
+        """The training states: ndarray of shape (n, dim_x)."""
+        return self.model_.states
+
+    @property
+    def index_(self):
+        """The neighbour index over the training observations' features: ``NearestNeighbors``."""
+        return self.model_.index
 
     @property
     def obs_shape_(self):
@@ -120,7 +153,7 @@ class NearestImage(_ImageLookup):
         self : NearestImage
             The baseline.
         """
-        check_is_fitted(self, "index_")
+        check_is_fitted(self, "model_")
         self._events = Counter()
         self._set_estimate("prior", self.states_.mean(axis=0), np.atleast_2d(np.cov(self.states_.T)))
         self._set_estimate("post", self.x, self.P)
@@ -145,7 +178,7 @@ class NearestImage(_ImageLookup):
         z : array-like or None
             The observation; None keeps the last answer.
         """
-        check_is_fitted(self, "index_")
+        check_is_fitted(self, "model_")
         if z is None:
             self._keep_prediction()
             return
@@ -268,7 +301,7 @@ class NearestNeighbourParticleFilter(HoldsParticles, DrawsFromOwnGenerator, Part
         self : NearestNeighbourParticleFilter
             The filter.
         """
-        check_is_fitted(self, "index_")
+        check_is_fitted(self, "model_")
         self._events = Counter()
         self._rng = check_rng(self.random_state)
         self.belief = ParticleBelief.drawn_from(self.states_, self.n_particles, self._rng)
@@ -286,7 +319,7 @@ class NearestNeighbourParticleFilter(HoldsParticles, DrawsFromOwnGenerator, Part
         u : array-like or None, default=None
             The control passed to ``motion``.
         """
-        check_is_fitted(self, "index_")
+        check_is_fitted(self, "model_")
         self.belief.particles = sample_next(motion_of(self), self.belief.particles, u, self._rng)
         self._estimate_particles("prior")
 
@@ -299,7 +332,7 @@ class NearestNeighbourParticleFilter(HoldsParticles, DrawsFromOwnGenerator, Part
         z : array-like or None
             The observation; None and an outlier (see ``outlier_quantile``) keep the prediction.
         """
-        check_is_fitted(self, "index_")
+        check_is_fitted(self, "model_")
         if z is not None:
             row = self.space_.map(z)
             distances, neighbours = self._neighbours(row)  # the gate's nearest distance comes with the votes
