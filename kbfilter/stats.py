@@ -49,6 +49,12 @@ def _errors(values, estimates, value_name, estimate_name):
 def _normalised_squares(values, estimates, covs, names):
     """``e^T C^{-1} e`` per step for ``e = values - estimates``; ``names`` are the three arguments'."""
     value_name, estimate_name, cov_name = names
+    for name, steps in zip(names, (values, estimates, covs)):
+        if isinstance(steps, (list, tuple)) and any(step is None for step in steps):
+            # what a filter reports for a step with no observation, kept from a run
+            t = next(i for i, step in enumerate(steps) if step is None)
+            raise ValueError(f"{name}[{t}]: None, a step without an observation (or without an innovation); leave "
+                             f"such steps out (kb.stats.NISRecorder does)")
     covs = check_array(covs, cov_name, "an array of covariances")
     if np.ndim(values) == 1 and covs.ndim == 2:
         # one step's vector and its (d, d) covariance, as a filter reports them after a step

@@ -466,6 +466,13 @@ def test_the_nis_recorder_keeps_each_steps_nis_and_none_where_there_is_no_innova
     np.testing.assert_allclose([v for v in recorder.values if v is not None],
                                [v for v in expected if v is not None], rtol=1e-10)
     assert recorder.mean() == pytest.approx(np.mean([v for v in expected if v is not None]))
+    # the innovations kept from a run with the missing steps' None in them are named, not an
+    # "inhomogeneous shape" from numpy
+    ys, Ss = [np.ones(2), None, np.ones(2)], [np.eye(2), None, np.eye(2)]
+    with pytest.raises(ValueError, match=r"zs\[1\]: None, a step without an observation"):
+        kb.stats.nis(ys, np.zeros((3, 2)), Ss)
+    with pytest.raises(ValueError, match=r"z_covs\[1\]: None"):
+        kb.stats.nis(np.ones((2, 2)), np.zeros((2, 2)), [np.eye(2), None])
     with pytest.raises(ValueError, match="filt: expected a filter with filterpy's mahalanobis"):
         kb.stats.NISRecorder(np.zeros(2))
 
