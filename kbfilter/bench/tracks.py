@@ -400,15 +400,17 @@ def summarise_tracks(results, methods):
     learned = [m for m in methods if m not in HAND_WRITTEN]
     table["test_tracks"] = int(sum(len(s["tracks"]) for s in results))
     table["ms_per_step"] = {m: _mean([r[m]["ms_per_step"] for s in results for r in s["tracks"]]) for m in methods}
-    # a few steps with a collapsed covariance can dominate a mean NEES; the median track says
-    # what is typical
     table["events"] = {}
     for m in methods:
         totals = Counter()
         for s in results:
             for r in s["tracks"]:
                 totals.update(r[m].get("events", {}))
+        # a filter that reports a kind it never took (the EKF's pseudo_inverse 0) counted nothing
+        totals = +totals
         table["events"][m] = dict(totals)
+    # a few steps with a collapsed covariance can dominate a mean NEES; the median track says
+    # what is typical
     for key in ("nees", "nis"):
         table[f"{key}_median_track"] = {}
         for m in methods:
