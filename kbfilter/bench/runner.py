@@ -67,30 +67,32 @@ def _reseeded(method, system, filt, data, rng):
     return method.build(system, rng)
 
 
+class _Recorder:
+    """``batch_filter``'s saver for the bench: the NIS of every step (``innovations``, a
+    :class:`~kbfilter.stats.NISRecorder`, or None for a filter without innovations) and the
+    particles and their weights after the steps in ``snapshots``."""
+
+    def __init__(self, filt, snapshots):
+        self.filt, self.snapshots, self.kept, self.step = filt, snapshots, {}, 0
+        self.innovations = NISRecorder(filt) if hasattr(filt, "mahalanobis") else None
+
+    def save(self):
+        if self.innovations is not None:
+            self.innovations.save()
+        if self.step in self.snapshots:
+            self.kept[self.step] = (self.filt.particles.copy(), self.filt.particle_weights.copy())
+        self.step += 1
+
+
 def _filtered(filt, zs, us, snapshots=()):
     """The filter's posterior means and covariances over ``zs``, its particles and their weights
     after the steps in ``snapshots`` (for the figure; only for filters that have particles), and
     its NIS (:class:`~kbfilter.stats.NISRecorder`; None for a filter without innovations). The
     time reading the innovations takes is the recorder's ``seconds``, which the bench's time a step
     leaves out."""
-    innovations = NISRecorder(filt) if hasattr(filt, "mahalanobis") else None
-    if not snapshots or not hasattr(filt, "particles"):
-        means, covs, _, _ = filt.batch_filter(zs, us=us, saver=innovations)
-        return means, covs, {}, innovations
-    means, covs, kept = [], [], {}
-    for t, z in enumerate(zs):
-        if us is None:
-            filt.predict()
-        else:
-            filt.predict(us[t])
-        filt.update(z)
-        if innovations is not None:
-            innovations.save()
-        means.append(filt.x_post.copy())
-        covs.append(filt.P_post.copy())
-        if t in snapshots:
-            kept[t] = (filt.particles.copy(), filt.particle_weights.copy())
-    return np.array(means), np.array(covs), kept, innovations
+    recorder = _Recorder(filt, snapshots if hasattr(filt, "particles") else ())
+    means, covs, _, _ = filt.batch_filter(zs, us=us, saver=recorder)
+    return means, covs, recorder.kept, recorder.innovations
 
 
 def bench_validation_length(train_length, validation_length=None):
