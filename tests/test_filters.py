@@ -849,6 +849,17 @@ def test_x_p_q_and_r_of_a_belief_that_is_not_their_gaussian_are_not_assigned():
     assert ekf.initialized and np.array_equal(ekf.x, np.ones(2))
     ekf.R = 2 * np.eye(2)
     np.testing.assert_array_equal(ekf.R, 2 * np.eye(2))
+    # with a scalar state weights and samples have one shape: values that look like weights are read
+    # as samples, as documented, and the user is told where weights go
+    ar1 = LinearGaussian([[0.9]], [[1.0]], [[0.1]], [[0.2]])
+    x1, z1 = ar1.simulate(100, rng=0)
+    kbf = kb.KernelBayesFilter().fit(x1, z1)
+    with pytest.warns(UserWarning, match=r"prior: 100 non-negative values summing to 1, .* reset\(weights=\.\.\.\)"):
+        kbf.reset(kbf.weights)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        kbf.reset(weights=kbf.weights)
+        kbf.reset(x1[:, 0])  # samples of the state
 
 
 @pytest.mark.parametrize("make", [lambda: ExtendedKalman(Oscillation()), lambda: UnscentedKalman(Oscillation()),

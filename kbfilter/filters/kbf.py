@@ -1018,7 +1018,8 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
             belief is a weighted sample of training states, each sample's weight goes to its
             nearest training state (in the state kernel's coordinates; samples outside the training
             states' bounding box are counted as ``"prior_outside_training"`` and warned about).
-            ``None`` gives equal weights.
+            ``None`` gives equal weights. With a scalar state a 1-D array is samples, even one that
+            looks like weights (``n_train_`` non-negative values summing to 1), which is warned about.
         weights : array-like of shape (n,), scipy sparse array of shape (1, n), or None, default=None
             Weights over the ``n = n_train_`` training states summing to 1 (a belief kept from an earlier
             step, e.g. by a tracker that holds many tracks, as :attr:`weights` or
@@ -1099,6 +1100,13 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
                                  f"length {dim_x}; got {self.n_train_} values, one a training state: weights over "
                                  f"the training states (as filter.weights gives them) go in reset(weights=...)")
             points = check_state_samples(prior, "prior", dim_x)
+            if (dim_x == 1 and np.ndim(prior) == 1 and len(points) == self.n_train_ > 1 and points.min() >= 0
+                    and abs(points.sum() - 1.0) <= 1e-6):
+                # with a scalar state, weights and samples have one shape: the values decide, and a
+                # reading that may be wrong is said
+                warn_user(f"prior: {self.n_train_} non-negative values summing to 1, one a training state, read as "
+                          f"samples of the state; weights over the training states (as filter.weights gives them) "
+                          f"go in reset(weights=...)", UserWarning)
             return points, np.full(points.shape[0], 1.0 / points.shape[0])
         if prior.points.shape[1] != dim_x:
             raise ValueError(f"prior: expected a kernel mean on {dim_x}-dimensional states, "
