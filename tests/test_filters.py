@@ -329,7 +329,9 @@ def test_every_filter_works_inside_a_filterpy_loop_with_saver(rotation_data):
                # to_array failed on its reacquisition gate (a tuple of a number and a matrix) and on
                # its recent observations (one more each step)
                kb.LearnedMotionFilter(n_particles=100, random_state=0).fit(states, obs),
-               kb.filters.InteractingMultipleModel([system, system]).initialize(*system.initial_belief(test_obs[0]))]
+               kb.filters.InteractingMultipleModel([system, system]).initialize(*system.initial_belief(test_obs[0])),
+               # its window of frames grew through the first steps, which to_array could not stack
+               kb.filters.WindowRegressor(random_state=0).fit(states, obs)]
     for filt in filters:
         saver = Saver(filt)
         for z in test_obs[1:6]:
@@ -337,7 +339,8 @@ def test_every_filter_works_inside_a_filterpy_loop_with_saver(rotation_data):
             filt.update(z)
             saver.save()
         saver.to_array()
-        assert saver.x.shape == (5, 2) and saver.mahalanobis.shape == (5,), type(filt).__name__
+        assert saver.x.shape == (5, 2), type(filt).__name__
+        assert not hasattr(filt, "mahalanobis") or saver.mahalanobis.shape == (5,), type(filt).__name__
         np.testing.assert_array_equal(saver.x[-1], filt.x)
 
 

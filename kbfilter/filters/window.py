@@ -139,7 +139,7 @@ class WindowRegressor(Filter, BaseEstimator):
             The regressor, ready for a new sequence.
         """
         check_is_fitted(self, "mlp_")
-        self._frames = []
+        self._frames = None
         self._set_estimate("prior", np.zeros(self.dim_x_), self.residual_cov_.copy())
         self._set_estimate("post", self.x, self.P)
         return self
@@ -170,9 +170,14 @@ class WindowRegressor(Filter, BaseEstimator):
             self.x_post, self.P_post = self.x_prior.copy(), self.P_prior.copy()
             return
         z = check_observation(z, self.obs_shape_)[None, :]
-        self._frames = (self._frames + [self.features_.transform(z)[0]])[-self.window:]
-        F = np.array(self._frames)
-        window = self._windows(F)[-1:]
+        row = self.features_.transform(z)[0]
+        # the last window of frames, the first frame repeated before there were enough (as _windows
+        # pads): one shape from the first frame on, which filterpy's Saver can stack
+        if self._frames is None:
+            self._frames = np.repeat(row[None], self.window, axis=0)
+        else:
+            self._frames = np.vstack([self._frames[1:], row])
+        window = self._frames.reshape(1, -1)
         self._set_estimate("post", self._regressed(window)[0], self.residual_cov_.copy())
 
     def _regressed(self, windows):
