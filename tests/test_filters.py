@@ -960,3 +960,19 @@ def test_the_oscillation_takes_a_whole_number_of_oscillations_a_turn():
     system = kb.systems.Oscillation(M=3)
     np.testing.assert_allclose(system.transition_mean([[-1.0, 1e-12]]), system.transition_mean([[-1.0, -1e-12]]),
                                atol=1e-9)
+
+
+def test_a_particle_count_set_after_fit_is_checked_by_name_when_the_particles_are_drawn(rotation_data):
+    # reset drew n_particles=0 particles and numpy's "at least 1 samples, got n_samples=0" came
+    # back, or a window of 0 steps was called "window"
+    (states, obs), _ = rotation_data
+    system = Rotation()
+    for filt, name, bad in ((KernelMonteCarloFilter(system, n_particles=50, random_state=0), "n_particles", 0),
+                            (kb.filters.NearestNeighbourParticleFilter(system, n_particles=50, random_state=0),
+                             "n_particles", 0),
+                            (kb.LearnedMotionFilter(n_particles=50, random_state=0), "n_particles", 0),
+                            (kb.LearnedMotionFilter(n_particles=50, random_state=0), "reacquire_window", 0)):
+        filt.fit(states, obs).set_params(**{name: bad})
+        with pytest.raises(ValueError, match=rf"^{name}: expected an integer >= "):
+            filt.reset()
+

@@ -473,6 +473,7 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, DrawsFromOwnGenerator, 
             The filter with its new particles.
         """
         check_is_fitted(self, "model_")
+        self._checked_settings()  # set_params after fit reaches here first: a bad value is named
         self._events = Counter()
         self._rng = check_rng(self.random_state)
         X, N = self.states_, self.n_particles

@@ -636,6 +636,7 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
             The filter with its new particles.
         """
         check_is_fitted(self, "model_")
+        self._checked_settings()  # set_params after fit reaches here first: a bad value is named
         self._events = Counter()
         self._rng = check_rng(self.random_state)
         self._started = prior is not None

@@ -302,6 +302,7 @@ class NearestNeighbourParticleFilter(HoldsParticles, DrawsFromOwnGenerator, Part
             The filter.
         """
         check_is_fitted(self, "model_")
+        self.check_params()  # set_params after fit reaches here first: a bad value is named
         self._events = Counter()
         self._rng = check_rng(self.random_state)
         self.belief = ParticleBelief.drawn_from(self.states_, self.n_particles, self._rng)
