@@ -826,7 +826,8 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
         points = self.belief.particles if candidates is None else candidates.reshape(-1, candidates.shape[-1])
         # each candidate carries its particle's weight shared equally among the particle's candidates
         k = 1 if candidates is None else candidates.shape[1]
-        self._measured = SensorInnovation(self.sensor_, z.ravel(), points, np.repeat(self.belief.weights / k, k))
+        point_weights = np.repeat(self.belief.weights / k, k)
+        self._measured = SensorInnovation(self.sensor_, z.ravel(), points, point_weights)
         with np.errstate(over="ignore", invalid="ignore"):
             loglik = self.sensor_.observation_loglik(z, points)
         if candidates is not None:
@@ -850,7 +851,6 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
                                  f"({type(self.sensor_).__name__}) has no initial_belief(z) to draw them afresh from: "
                                  f"the estimates no longer follow the observations; give a sensor model with one "
                                  f"(a tracking model such as ConstantVelocity(sensor=...) is one)")
-        prior_weights = self.belief.weights.copy()
         if not np.isfinite(self.belief.reweight_log(particle_loglik)):
             self._record("no_likelihood", "no particle gives the observation a finite likelihood; kept the "
                                           "prediction")
@@ -859,9 +859,8 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
         if self._degenerate():
             # the prediction over every point it holds, weighed as the innovation is
             self._record("degenerate")
-            weights = np.repeat(prior_weights / k, k)
-            self.belief = self._drawn(self._linearised_update(z, weights @ points,
-                                                              weighted_covariance(points, weights)))
+            self.belief = self._drawn(self._linearised_update(z, point_weights @ points,
+                                                              weighted_covariance(points, point_weights)))
             self._estimate_particles("post")
             return
         if candidates is not None:

@@ -146,11 +146,6 @@ class RecentObservations:
                              f"with their ages in steps, one each")
         self.observations, self.ages = Z, ages.astype(np.int64)
 
-    @property
-    def count(self):
-        """How many observations the window holds: int."""
-        return 0 if self.ages is None else len(self.ages)
-
     def aged(self, steps=1):
         """The window ``steps`` steps later.
 
