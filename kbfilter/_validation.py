@@ -8,6 +8,7 @@ import math
 import os
 from collections.abc import Iterable
 from numbers import Integral, Real
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -303,6 +304,18 @@ def check_choice(value, name, choices):
     if value not in choices:
         raise ValueError(f"{name}: expected one of {sorted(choices)}, got {value!r}")
     return value
+
+
+def check_path(path, name="path"):
+    """``path`` (a str or path-like file name) as a ``pathlib.Path``. An int would be taken by
+    ``open`` as a file descriptor (0 is standard input, which the read would then close), and a
+    file object cannot be written beside and moved over as a save is; both are refused, as is an
+    empty name."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"{name}: expected a file name (a str or path-like), got {type(path).__name__}")
+    if not os.fspath(path):
+        raise ValueError(f"{name}: expected a file name, got an empty one")
+    return Path(path)
 
 
 def check_rng(rng, name="random_state"):

@@ -40,7 +40,6 @@ import uuid
 import zipfile
 from collections import Counter
 from importlib.metadata import PackageNotFoundError, version as _package_version
-from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -48,6 +47,8 @@ import sklearn
 from sklearn.decomposition import PCA
 from sklearn.kernel_approximation import Nystroem, RBFSampler
 from sklearn.preprocessing import StandardScaler
+
+from ._validation import check_path
 
 FORMAT = "kbfilter"
 VERSION = 15
@@ -355,6 +356,11 @@ def save(obj, path, key=None):
     leaves a file already at ``path`` as it was.
     """
     key = _check_key(key)
+    path = check_path(path)
+    if path.is_dir():
+        raise ValueError(f"path: {path} is a directory; expected the name of the file to write")
+    if not path.parent.is_dir():
+        raise ValueError(f"path: the directory {path.parent} does not exist")
     encoder = _Encoder()
     root = encoder.encode(obj, type(obj).__name__, _ANY)
     versions = {"kbfilter": _kbfilter_version(), "numpy": np.__version__}
@@ -363,11 +369,6 @@ def save(obj, path, key=None):
     meta = {"format": FORMAT, "version": VERSION, "versions": versions, "root": root}
     blob = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
     signed = {} if key is None else {_SIGNATURE: _signature(key, blob, encoder.arrays)}
-    path = Path(path)
-    if path.is_dir():
-        raise ValueError(f"path: {path} is a directory; expected the name of the file to write")
-    if not path.parent.is_dir():
-        raise ValueError(f"path: the directory {path.parent} does not exist")
     # written beside the target and moved over it in one step: a save that fails part way (a full
     # disk, an interrupt) leaves an earlier file at ``path`` as it was, not truncated; a symbolic
     # link keeps pointing where it did, at the file written
@@ -482,7 +483,7 @@ def load(path, expected=None, max_bytes=MAX_BYTES, key=None):
         minor version, holds more than ``max_bytes`` of arrays, holds an object of another
         class than ``expected``, or (with ``key``) is unsigned or does not match its checksum.
     """
-    path = Path(path)
+    path = check_path(path)
     max_bytes = int(max_bytes)
     key = _check_key(key)
     try:

@@ -1,5 +1,6 @@
 """The recorded tracks: projection, resampling across gaps, splits by vehicle, the shipped recordings."""
 
+import io
 import warnings
 
 import numpy as np
@@ -165,6 +166,16 @@ def test_arguments_the_loader_cannot_use_are_refused_by_name(tmp_path):
                              (dict(step=1e-9, max_gap=30.0), r"step: resampling .* every 1e-09 s makes 2.9e\+11 rows")]:
         with pytest.raises(ValueError, match=expected):
             load_tracks_csv(path, time="t", **kwargs)
+
+
+def test_a_path_that_is_not_a_file_name_is_refused_before_anything_is_read(monkeypatch):
+    # 0 would be taken by open() as standard input, read, and closed with the loader's file
+    monkeypatch.setattr("sys.stdin", io.StringIO("time,id,lat,lon\n"))
+    for path, got in [(0, "int"), (None, "NoneType"), (io.StringIO("time,id,lat,lon\n"), "StringIO")]:
+        with pytest.raises(ValueError, match=f"path: expected a file name \\(a str or path-like\\), got {got}"):
+            load_tracks_csv(path)
+    with pytest.raises(ValueError, match="path: expected a file name, got an empty one"):
+        load_tracks_csv("")
 
 
 def test_a_damaged_csv_is_a_value_error_naming_the_file_and_line(tmp_path):

@@ -1,5 +1,6 @@
 """Every class kbfilter can save comes back bit for bit (its behaviour, compared with array_equal)."""
 
+import io
 import zipfile
 
 import numpy as np
@@ -215,6 +216,15 @@ def test_a_save_that_fails_part_way_leaves_the_earlier_file_as_it_was(tmp_path, 
         kbf.save(tmp_path)
     with pytest.raises(ValueError, match="path: the directory .*missing does not exist"):
         kbf.save(tmp_path / "missing" / "filter.npz")
+    # a file object or a number is not a file name: refused by name, the number before open() takes it
+    # for a file descriptor
+    for bad, got in [(io.BytesIO(), "BytesIO"), (3, "int"), (None, "NoneType")]:
+        with pytest.raises(ValueError, match=f"path: expected a file name \\(a str or path-like\\), got {got}"):
+            kbf.save(bad)
+        with pytest.raises(ValueError, match=f"path: expected a file name \\(a str or path-like\\), got {got}"):
+            load(bad)
+    with pytest.raises(ValueError, match="path: expected a file name, got an empty one"):
+        load("")
 
 
 @pytest.mark.parametrize("name, obj", [(name, cases[0][0]) for name, cases in CASES.items()

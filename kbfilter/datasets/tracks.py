@@ -28,7 +28,7 @@ from importlib import resources
 
 import numpy as np
 
-from .._validation import check_int, check_positive, check_rng
+from .._validation import check_int, check_path, check_positive, check_rng
 
 __all__ = ["EARTH_RADIUS", "TrackSet", "project", "unproject", "load_tracks_csv", "load_opensky", "load_solent"]
 
@@ -417,6 +417,7 @@ def load_tracks_csv(path, time="time", vehicle="id", lat="lat", lon="lon", step=
     TrackSet
         The resampled tracks; ``dropped`` counts the reports dropped for each reason.
     """
+    path = check_path(path)
     step = check_positive(step, "step")
     max_gap = check_positive(max_gap, "max_gap")
     if max_gap < step:
