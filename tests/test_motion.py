@@ -364,6 +364,25 @@ def test_an_update_the_particles_cannot_represent_is_the_kalman_update_of_the_pr
         assert other.diagnostics["degenerate"] == taken, params
 
 
+def test_a_component_two_fixes_see_without_noise_is_conditioned_through_the_pseudo_inverse():
+    """Two fixes of one component with noise far below the belief's spread make the covariance of
+    the predicted observation singular to working precision: the linearised update (a restart, the
+    rule for degenerate updates) and ``mahalanobis`` go through its pseudo-inverse, as the Kalman
+    filters do, and the filter counts it (it had raised numpy's LinAlgError)."""
+    rng = np.random.default_rng(0)
+    X = np.cumsum(0.1 * rng.normal(size=(300, 2)), axis=0)
+    H = np.array([[1.0, 0.0], [1.0, 0.0]])
+    sensor = LinearGaussianSensor(H=H, offset=np.zeros(2), R=1e-30 * np.eye(2), prior_mean=np.zeros(2),
+                                  prior_cov=np.eye(2))
+    lmf = LearnedMotionFilter(sensor, n_particles=100, random_state=0).fit(X, X @ H.T)
+    with pytest.warns(kb.NumericalWarning, match="singular to working precision; conditioned through its pseudo"):
+        means = lmf.reset().batch_filter(X[:40] @ H.T)[0]
+    assert lmf.diagnostics["singular_innovation"] > 0
+    # the seen component is followed to the fixes' precision; the unseen one stays finite
+    np.testing.assert_allclose(means[:, 0], X[:40, 0], atol=1e-6)
+    assert np.all(np.isfinite(means)) and np.isfinite(lmf.mahalanobis)
+
+
 # -- the hand-written model --------------------------------------------------------------------------
 def test_the_constant_velocity_kalman_filter_is_the_least_squares_line_through_the_fixes():
     # no process noise and a flat first belief: the filter's estimate at t is the straight line fitted

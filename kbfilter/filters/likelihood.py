@@ -27,6 +27,7 @@ from scipy.special import logsumexp
 from .._validation import check_matrix, check_vector
 from ..embedding import clipped_weights
 from ..kernels import GaussianKernel, fitted_kernel, squared_distances
+from ..linalg import psd_solve
 from ..systems.base import predicted_measurement, sensor_residual
 
 __all__ = ["ObservationDensity", "Innovation", "PredictiveLikelihood", "KnownInnovation", "SensorInnovation"]
@@ -291,7 +292,9 @@ class Innovation:
         if innovation is None:
             return None
         y, S = innovation
-        return float(np.sqrt(y @ np.linalg.solve(S, y)))
+        # a singular S (an observation the belief predicts exactly in some direction) through its
+        # pseudo-inverse, as the Kalman filters' SI is
+        return float(np.sqrt(y @ psd_solve(S, y)[0]))
 
 
 class PredictiveLikelihood(Innovation):

@@ -45,6 +45,7 @@ from .._validation import check_choice, check_fraction, check_int, check_matrix,
     check_positive, check_rng, check_saved_matrix, check_sequences, check_state_samples, check_state_sequences, \
     check_training_magnitude
 from ..embedding import weighted_covariance
+from ..linalg import psd_solve
 from ..persistence import Persistent, persistent, saved_before_fit
 from ..systems.base import sensor_residual
 from ..systems.linear import LinearGaussianSensor
@@ -446,7 +447,10 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
         candidate, with the guided proposal) by the sensor's Jacobian, and the particles are drawn
         afresh from it; counted as ``"degenerate"`` in ``diagnostics``. For a sensor with
         ``observe_mean``, ``observation_jacobian`` and ``observation_cov`` (the tracking models,
-        the learned sensor); None never does.
+        the learned sensor); None never does. Where the covariance of the predicted observation is
+        singular to working precision (fixes far sharper than the prediction in some direction),
+        this update and the restart of a lost track condition through its pseudo-inverse, counted
+        as ``"singular_innovation"``.
         Measured on the recorded aircraft seen by a radar and on the Solent ships: see the
         real-tracks study.
     local_mean : {"shrunk", "recorded", "none"}, default="shrunk"
@@ -745,7 +749,12 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
         x = mean
         for _ in range(UPDATE_ITERATIONS):
             H = np.atleast_2d(self.sensor_.observation_jacobian(x))
-            K = np.linalg.solve(H @ cov @ H.T + R, H @ cov).T
+            K, singular = psd_solve(H @ cov @ H.T + R, H @ cov)
+            K = K.T
+            if singular:
+                self._record("singular_innovation", "the covariance of the predicted observation (H P H^T + R) was "
+                                                    "singular to working precision; conditioned through its "
+                                                    "pseudo-inverse")
             innovation = sensor_residual(self.sensor_, z, self.sensor_.observe_mean(x[None])[0]) - H @ (mean - x)
             x, moved = mean + K @ innovation, x
             if np.all(np.abs(x - moved) <= 1e-6 * np.sqrt(np.diag(cov))):
