@@ -132,3 +132,21 @@ def test_tuning_asks_the_filter_for_its_grid_and_imports_no_filter():
     assert not graph["kbfilter.tuning"] & FILTER_MODULES
     source = (ROOT / "tuning.py").read_text()
     assert "isinstance(filter" not in source
+
+
+def test_the_dependency_floors_are_the_versions_pinned_as_the_oldest_tested():
+    """pyproject.toml's floors and .ci/minimum-versions.txt, the environment that checks them, name the
+    same packages, and each pin is its floor's release line (a floor raised without the pins, or the
+    pins without the floor, fails here)."""
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    listed = re.search(r"^dependencies = \[(.*?)\]", (root / "pyproject.toml").read_text(), re.S | re.M).group(1)
+    floors = dict(re.findall(r'"([A-Za-z0-9_.-]+)>=([0-9.]+)"', listed))
+    pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==([0-9.]+)$", (root / ".ci" / "minimum-versions.txt").read_text(),
+                           re.M))
+    assert floors and floors.keys() == pins.keys()
+    for name, floor in floors.items():
+        floor_parts = [int(p) for p in floor.split(".")]
+        pin_parts = [int(p) for p in pins[name].split(".")]
+        assert pin_parts[:len(floor_parts)] == floor_parts, (name, floor, pins[name])

@@ -279,8 +279,10 @@ def _seconds(values, name, path):
 def _date_times(values):
     """Date-time strings as UTC ``datetime64[ns]``; an empty string is a missing time (NaT)."""
     with warnings.catch_warnings():
-        # numpy applies an offset (Z, +01:00), then warns that the result keeps none: UTC is what is wanted
+        # numpy applies an offset (Z, +01:00), then warns that the result keeps none (numpy 2), or
+        # that reading one is deprecated (numpy 1.x, a deprecation numpy 2 withdrew): UTC is what is wanted
         warnings.filterwarnings("ignore", "no explicit representation of timezones", UserWarning)
+        warnings.filterwarnings("ignore", "parsing timezone aware datetimes is deprecated", DeprecationWarning)
         return np.array([v or "NaT" for v in values], dtype="datetime64[ns]")
 
 
