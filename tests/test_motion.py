@@ -377,7 +377,7 @@ def test_a_component_two_fixes_see_without_noise_is_conditioned_through_the_pseu
     lmf = LearnedMotionFilter(sensor, n_particles=100, random_state=0).fit(X, X @ H.T)
     with pytest.warns(kb.NumericalWarning, match="singular to working precision; conditioned through its pseudo"):
         means = lmf.reset().batch_filter(X[:40] @ H.T)[0]
-    assert lmf.diagnostics["singular_innovation"] > 0
+    assert lmf.diagnostics["pseudo_inverse"] > 0
     # the seen component is followed to the fixes' precision; the unseen one stays finite
     np.testing.assert_allclose(means[:, 0], X[:40, 0], atol=1e-6)
     assert np.all(np.isfinite(means)) and np.isfinite(lmf.mahalanobis)

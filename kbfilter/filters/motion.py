@@ -450,7 +450,7 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
         the learned sensor); None never does. Where the covariance of the predicted observation is
         singular to working precision (fixes far sharper than the prediction in some direction),
         this update and the restart of a lost track condition through its pseudo-inverse, counted
-        as ``"singular_innovation"``.
+        as ``"pseudo_inverse"``, as the Kalman filters count it.
         Measured on the recorded aircraft seen by a radar and on the Solent ships: see the
         real-tracks study.
     local_mean : {"shrunk", "recorded", "none"}, default="shrunk"
@@ -752,9 +752,8 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
             K, singular = psd_solve(H @ cov @ H.T + R, H @ cov)
             K = K.T
             if singular:
-                self._record("singular_innovation", "the covariance of the predicted observation (H P H^T + R) was "
-                                                    "singular to working precision; conditioned through its "
-                                                    "pseudo-inverse")
+                self._record("pseudo_inverse", "the covariance of the predicted observation (H P H^T + R) was "
+                                               "singular to working precision; conditioned through its pseudo-inverse")
             innovation = sensor_residual(self.sensor_, z, self.sensor_.observe_mean(x[None])[0]) - H @ (mean - x)
             x, moved = mean + K @ innovation, x
             if np.all(np.abs(x - moved) <= 1e-6 * np.sqrt(np.diag(cov))):
