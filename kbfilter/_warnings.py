@@ -8,13 +8,19 @@ another depth. :func:`warn_user` counts the frames instead.
 import os
 import sys
 import warnings
+from importlib.util import find_spec
 
-import joblib
+
+def _folder(module):
+    """The folder of ``module``'s package, found without importing it."""
+    return os.path.dirname(os.path.abspath(find_spec(module).origin)) + os.sep
+
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
-# frames passed over on the way to the user's line: ours, and joblib's (tuning and the bench call
-# back into the package through it, so its frames sit between the user and the warning)
-_PASSED_OVER = (_PACKAGE, os.path.dirname(os.path.abspath(joblib.__file__)) + os.sep)
+# frames passed over on the way to the user's line: ours, joblib's (tuning and the bench call back
+# into the package through it) and filterpy's (its unscented filter calls back into ours to invert a
+# covariance): their frames sit between the user and the warning
+_PASSED_OVER = (_PACKAGE, _folder("joblib"), _folder("filterpy"))
 
 
 def warn_user(message, category):
