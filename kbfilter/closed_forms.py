@@ -41,8 +41,8 @@ def gaussian_kernel_mean(Y, mu, V, s):
 
     Examples
     --------
-    >>> float(gaussian_kernel_mean([[0.0]], [0.0], [[1.0]], 1.0)[0])  # 1/sqrt(2)
-    0.7071067811865476
+    >>> round(float(gaussian_kernel_mean([[0.0]], [0.0], [[1.0]], 1.0)[0]), 12)  # 1/sqrt(2)
+    0.707106781187
     """
     mu, V, s = _gaussian(mu, V, s)
     return _kernel_mean(_points(Y, "Y", len(mu)), mu, V, s)
