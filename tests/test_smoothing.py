@@ -90,8 +90,12 @@ def test_smooth_is_the_function_form_on_the_stored_weights(ar1_filter):
     with pytest.raises(ValueError, match="weights: expected the filter's weights, each row summing to 1; row 3 sums"):
         kernel_smoother(kbf, rescaled, zs)
     # an unfitted filter or a particle filter fell through to AttributeErrors about their internals
-    for other in (KernelBayesFilter(), KernelMonteCarloFilter(AR1, n_particles=20).fit(*AR1.simulate(100, rng=0))):
-        with pytest.raises(ValueError, match=f"filt: expected a fitted KernelBayesFilter, .* got {type(other).__name__}"):
+    # (and a fitted particle filter was told to fit itself first)
+    for other, advice in ((KernelBayesFilter(), "fit it first"),
+                          (KernelMonteCarloFilter(AR1, n_particles=20).fit(*AR1.simulate(100, rng=0)),
+                           "its belief is not weights over training states")):
+        with pytest.raises(ValueError, match=f"filt: expected a fitted KernelBayesFilter, .* got "
+                                             f"{type(other).__name__} without such a model \\({advice}"):
             kernel_smoother(other, np.array(weights), zs)
 
 

@@ -240,8 +240,10 @@ def kernel_smoother(filt, weights, zs, us=None):
     if not all(hasattr(model, name) for name in ("states", "transition", "observation")):
         # an unfitted filter, or one whose belief is not weights over training states (the particle
         # filters): the backward pass reads the learned transition and observation model
+        advice = ("fit it first" if model is None else
+                  "its belief is not weights over training states; call its own smooth(zs) if it has one")
         raise ValueError(f"filt: expected a fitted KernelBayesFilter, the one that produced the weights; got "
-                         f"{type(filt).__name__} without such a model (fit it first)")
+                         f"{type(filt).__name__} without such a model ({advice})")
     if model.observation is None:
         raise ValueError("filt: kernel_smoother smooths weights over all the training states; a filter with "
                          "approximation='local' keeps its belief on a support: call filt.smooth(zs)")
