@@ -1,11 +1,14 @@
 """The tracking engineer's models: a range-bearing radar, the coordinated turn, and their IMM."""
 
+import sys
+
 import numpy as np
 import pytest
 from filterpy.kalman import IMMEstimator
 from scipy.stats import multivariate_normal
 
-from kbfilter.filters import ExtendedKalman, InteractingMultipleModel, ParticleFilter, UnscentedKalman
+from kbfilter.filters import ExtendedKalman, InteractingMultipleModel, LearnedMotionFilter, ParticleFilter, \
+    UnscentedKalman
 from kbfilter.systems import ConstantVelocity, CoordinatedTurn, PositionFixes, RangeBearing, finite_difference_jacobian
 from kbfilter.systems.base import predicted_measurement
 
@@ -224,6 +227,25 @@ def test_no_filter_reports_a_previous_steps_innovation_after_a_missing_observati
         filt.update(None)
         assert filt.log_likelihood is None and filt.y is None and filt.S is None and filt.mahalanobis is None, \
             type(filt).__name__
+
+
+def test_the_particle_filters_have_filterpys_likelihood_as_the_kalman_filters_do():
+    # the particle filter and the learned-motion filter kept a log_likelihood and no likelihood, so code
+    # written against a Kalman filter's likelihood failed on them (the IMM's would be filterpy's per-model
+    # array: it keeps mu)
+    cv = ConstantVelocity(step=1.0, accel=0.5, sensor=PositionFixes(3.0), speed=10.0)
+    tracks, fixes = cv.simulate(300, rng=0)
+    for filt in (ExtendedKalman(cv), ParticleFilter(cv, n_particles=300, rng=0),
+                 LearnedMotionFilter(cv, inputs=(2, 3), n_particles=300, random_state=0).fit(tracks, fixes)):
+        filt.batch_filter(fixes[:2])
+        assert filt.likelihood == max(np.exp(filt.log_likelihood), sys.float_info.min) > 0, type(filt).__name__
+        # a fix far out: a log-likelihood below what exp can represent, floored as filterpy floors it
+        filt.predict()
+        filt.update(fixes[2] + 1e6)
+        assert filt.likelihood == sys.float_info.min, type(filt).__name__
+        filt.predict()
+        filt.update(None)
+        assert filt.log_likelihood is None and filt.likelihood is None, type(filt).__name__
 
 
 def test_a_bearing_error_beyond_what_a_gaussian_on_a_wrapped_angle_describes_is_refused_as_likely_degrees():

@@ -30,7 +30,7 @@ from ..linalg import NumericalWarning, psd_solve
 from ..systems import System
 from ..systems.base import initial_belief_of, model_covariance, observation_mean_of, transition_mean_given
 from .base import Filter, checked_controls, motion_control_dimension, sample_next, system_control
-from .likelihood import Innovation, KnownInnovation, SensorInnovation
+from .likelihood import Innovation, KnownInnovation, Likelihood, SensorInnovation
 from .particles import MAX_PARTICLES, HoldsParticles, ParticleBelief, ParticleWeightsAlias, check_particle_weights
 
 __all__ = ["ExtendedKalman", "UnscentedKalman", "ParticleFilter", "InteractingMultipleModel", "backward_smoothing"]
@@ -479,7 +479,7 @@ class UnscentedKalman(_GaussianFilter):
         return xs, Ps
 
 
-class ParticleFilter(HoldsParticles, ParticleWeightsAlias, Innovation, _StartsFromFirstObservation):
+class ParticleFilter(HoldsParticles, ParticleWeightsAlias, Likelihood, Innovation, _StartsFromFirstObservation):
     """Bootstrap particle filter with the true model and systematic resampling.
 
     Parameters
@@ -508,6 +508,8 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, Innovation, _StartsFr
         The estimate ``log sum_i p_i p(z | x_i)`` of ``log p(z_t | z_{1:t-1})`` at the last
         update (``p_i`` the weights after ``predict``); summed over steps it estimates the log
         marginal likelihood of the observations. None after a missing observation and before any.
+    likelihood : float or None
+        ``exp(log_likelihood)``, floored at the smallest positive float, as filterpy's.
     y, S, mahalanobis : ndarray, ndarray or float, or None
         filterpy's innovation of the last observation: its residual from the predicted particles'
         mean observation, the predicted observation's covariance (the weighted spread of ``h(x)``

@@ -30,7 +30,8 @@ from ..kernels import GaussianKernel, fitted_kernel, squared_distances
 from ..linalg import psd_solve
 from ..systems.base import predicted_measurement, sensor_residual
 
-__all__ = ["ObservationDensity", "Innovation", "PredictiveLikelihood", "KnownInnovation", "SensorInnovation"]
+__all__ = ["ObservationDensity", "Innovation", "Likelihood", "PredictiveLikelihood", "KnownInnovation",
+           "SensorInnovation"]
 
 
 class ObservationDensity:
@@ -297,7 +298,19 @@ class Innovation:
         return float(np.sqrt(y @ psd_solve(S, y)[0]))
 
 
-class PredictiveLikelihood(Innovation):
+class Likelihood:
+    """Mixin: filterpy's ``likelihood``, ``exp(log_likelihood)`` of a filter that keeps its
+    ``log_likelihood``."""
+
+    @property
+    def likelihood(self):
+        """``exp(log_likelihood)`` (None after a missing observation, and before any), floored at
+        the smallest positive float as filterpy's is."""
+        value = self.log_likelihood
+        return None if value is None else max(float(np.exp(value)), sys.float_info.min)
+
+
+class PredictiveLikelihood(Likelihood, Innovation):
     """Mixin: ``log_likelihood`` and ``likelihood`` of the last observation a filter was given, and
     its residual ``y``, the predicted observation's covariance ``S`` and ``mahalanobis`` (filterpy's
     names), computed from its learned :class:`ObservationDensity` when first read (a filter that
@@ -323,13 +336,6 @@ class PredictiveLikelihood(Innovation):
         predicted belief (None after a missing one, and before any), from the learned observation
         density: computed when first read."""
         return None if self._measured is None else self._measured.log_likelihood()
-
-    @property
-    def likelihood(self):
-        """``exp(log_likelihood)`` (None after a missing observation), floored at the smallest
-        positive float as filterpy's is."""
-        value = self.log_likelihood
-        return None if value is None else max(float(np.exp(value)), sys.float_info.min)
 
 
 class KnownInnovation:

@@ -52,7 +52,7 @@ from ..systems.linear import LinearGaussianSensor
 from ..threads import limited_blas
 from .base import TUNING_RECORD, LearnedFilter, SharedModel, SharesFittedParts, check_model_states, probe_loaded, \
     tuning_record_holds
-from .likelihood import Innovation, SensorInnovation
+from .likelihood import Innovation, Likelihood, SensorInnovation
 from .particles import MAX_PARTICLES, DrawsFromOwnGenerator, HoldsParticles, ParticleBelief
 from .reacquisition import ChiSquareGate, RecentObservations
 
@@ -363,8 +363,8 @@ class LearnedMotionModel(SharedModel):
             *TUNING_RECORD,
             holds={"sensor": SENSORS, "model_": "LearnedMotionModel", "belief": "ParticleBelief",
                    "_recent": "RecentObservations", **tuning_record_holds(*SENSORS)})
-class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFromOwnGenerator, Innovation,
-                          LearnedFilter):
+class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFromOwnGenerator, Likelihood,
+                          Innovation, LearnedFilter):
     """A particle filter that moves by motion learned from trajectories and weighs by a sensor model.
 
     The motion is :class:`LearnedMotion` (a linear step given ``inputs`` plus an offset drawn from
@@ -477,6 +477,8 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
         candidates, the likelihood under its law of the next state, exactly. Summed over a run,
         the log-likelihood of the observations under the learned motion. ``-inf`` when no
         particle gives the observation a positive likelihood.
+    likelihood : float or None
+        ``exp(log_likelihood)``, floored at the smallest positive float, as filterpy's.
     y, S, mahalanobis : ndarray, ndarray or float, or None
         filterpy's innovation of the last observation: its residual from the predicted particles'
         mean measurement, the predicted measurement's covariance (their spread plus the sensor's
