@@ -158,6 +158,8 @@ def plot_trajectory(states, estimates, steps=100, axes=None):
         ax.set_xlabel("x[0]" if phase else "test step", fontsize=8)
         ax.set_ylabel("x[1]" if phase else "x[0]", fontsize=8)
         ax.tick_params(labelsize=7)
+    # the first panel says which line is the truth (its paths cross the estimate's too often to tell)
+    axes[0].legend(fontsize=6, loc="upper right", framealpha=0.6)
     ax = axes[len(names)]
     for k, name in enumerate(names):
         ax.plot(t, np.cumsum(errors[name]) / (t + 1), color=f"C{k}", label=name)

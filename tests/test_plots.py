@@ -21,6 +21,8 @@ def test_the_trajectory_panels_draw_each_method_and_title_its_mse():
     ax = plot_trajectory(STATES, {"m": STATES + 0.1}, steps=10)
     assert "MSE 0.02 (10 steps, all 2 coordinates)" in ax.get_title()
     np.testing.assert_allclose(ax.get_lines()[1].get_xydata(), STATES[:10] + 0.1)
+    # which line is the truth is said, not left to the colour
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["true state", "m"]
     # a method that failed (NaN) is drawn with gaps, not refused
     plot_trajectory(STATES, {"m": np.full_like(STATES, np.nan)})
     plt.close("all")
