@@ -68,7 +68,8 @@ def _axes(ax, figsize=(7, 4.5)):
 
 
 def plot_mse_box(mse_by_method, ax=None):
-    """Box plot of per-run MSE, one box per method (log scale).
+    """Box plot of per-run MSE, one box per method (log scale): the quartiles, the median (a line)
+    and the mean (a triangle), as the legend says.
 
     Parameters
     ----------
@@ -92,7 +93,8 @@ def plot_mse_box(mse_by_method, ax=None):
             raise ValueError(f"mse_by_method[{name!r}]: expected mean squared errors (>= 0), got {values.min():g}")
     ax = _axes(ax)
     names = list(runs)
-    ax.boxplot([runs[n][~np.isnan(runs[n])] for n in names], showmeans=True)
+    boxes = ax.boxplot([runs[n][~np.isnan(runs[n])] for n in names], showmeans=True)
+    ax.legend([boxes["medians"][0], boxes["means"][0]], ["median", "mean"], fontsize=7, framealpha=0.6)
     ax.set_xticks(range(1, len(names) + 1), names, rotation=20)
     ax.set_yscale("log")
     ax.set_ylabel("test MSE")

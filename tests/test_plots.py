@@ -30,6 +30,7 @@ def test_the_trajectory_panels_draw_each_method_and_title_its_mse():
 
 def test_the_mse_boxes_take_one_run_as_a_number_and_leave_failed_runs_out():
     ax = plot_mse_box({"kbf": 0.05, "ekf": [0.06, np.nan, 0.08]})
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["median", "mean"]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["kbf", "ekf"]
     # each box's mean, the one marker it draws
     means = [line.get_ydata()[0] for line in ax.get_lines() if len(line.get_xdata()) == 1]
