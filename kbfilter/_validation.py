@@ -104,10 +104,11 @@ def check_state_samples(X, name, dim):
 
 def check_saved_matrix(X, name, **kwargs):
     """A fitted array read from a file: a float64 ndarray, as ``fit`` stores it (no conversion may
-    hide another dtype), then checked as :func:`check_matrix` checks it (``kwargs``)."""
+    hide another dtype), then checked as :func:`check_matrix` checks it (``kwargs``), and within the
+    bound ``fit`` holds training values to (whatever fit derives from them stays inside it too)."""
     if not (isinstance(X, np.ndarray) and X.dtype == np.float64):
         raise ValueError(f"{name}: expected a float64 array")
-    return check_matrix(X, name, **kwargs)
+    return check_within_magnitude(check_matrix(X, name, **kwargs), name)
 
 
 def check_samples(X, name, *, sample_shape=None, min_samples=1, finite=True):

@@ -336,6 +336,40 @@ def test_a_landmark_factor_of_another_shape_never_reaches_lapack(tmp_path):
     assert "illegal value" not in result.stdout + result.stderr
 
 
+def test_a_saved_value_beyond_the_training_bound_is_refused_at_load(tmp_path):
+    """fit refuses training values whose squares would overflow; a file holding such values (the
+    training states of a Bayes rule, a filter model or a learned motion's model, the learned
+    sensor's prior mean) is refused at load too. Loaded, they ran: the Kernel Monte Carlo filter and
+    the learned-motion filter continued their runs to an infinite covariance, without an error."""
+    body = '''
+        def tampered(path, owner, field):
+            arrays, meta = parts(path)
+            key = find(meta["root"], lambda n: n.get("class") == owner)["fields"][field]["key"]
+            arrays[key] = np.full(arrays[key].shape, 1e300)
+            return write(out + "/evil.npz", arrays, meta)
+
+        kmc = kb.KernelMonteCarloFilter(kb.systems.Rotation(), n_particles=30, random_state=0).fit(X, Z)
+        lmf = kb.LearnedMotionFilter(n_particles=30, random_state=0).fit(X, Z)
+        files = [(kmc.save(out + "/kmc.npz"), "KernelBayesRule", "states_"),
+                 (kb.KernelBayesFilter().fit(X, Z).save(out + "/kbf.npz"), "FilterModel", "states"),
+                 (lmf.save(out + "/lmf.npz"), "LinearGaussianSensor", "prior_mean"),
+                 (out + "/lmf.npz", "LearnedMotionModel", "states")]
+        for path, owner, field in files:
+            try:
+                filt = load(tampered(path, owner, field))
+            except ValueError as exc:
+                assert f"(ValueError: {field}: holds values up to 1e+300" in str(exc), exc
+                print("refused", owner)
+            else:
+                print("loaded", owner, filt.batch_filter(Z[:5])[0].max(), filt.P.max())
+    '''
+    result = _run(body, tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["refused", "KernelBayesRule", "refused", "FilterModel", "refused",
+                                     "LinearGaussianSensor", "refused", "LearnedMotionModel",
+                                     "loaded", "and", "used", "without", "error"], result.stdout + result.stderr[-2000:]
+
+
 def test_a_model_whose_parts_disagree_is_refused_at_load_naming_the_part(tmp_path):
     """A Kernel Monte Carlo model's states, Gram matrix and features, and a filter's observation
     shape, must fit the rest of the file: refused at load, not met at the first step."""
@@ -447,7 +481,8 @@ def test_a_loaded_file_within_a_byte_budget(tmp_path):
 
 FUZZ = '''
     import copy, resource
-    run = lambda filt: filt.reset().batch_filter(Z[:5])[0]
+    # the saved run continued (its particles, weights and generator as saved), and its covariance
+    run = lambda filt: np.append(filt.batch_filter(Z[:5])[0], filt.P)
     which = {"kbf": (lambda: kb.KernelBayesFilter(reg_prior=1e-3).fit(X, Z), run),
              "scalable": (lambda: kb.KernelBayesFilter(approximation="nystrom", transition="knn").fit(X, Z), run),
              "kmc": (lambda: kb.KernelMonteCarloFilter(kb.systems.Rotation(), n_particles=30, random_state=0).fit(X, Z),

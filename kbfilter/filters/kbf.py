@@ -14,7 +14,7 @@ from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import as_steps, check_choice, check_controls, check_int, check_matrix, check_positive, check_rng, \
-    check_sequences, check_state_samples, check_vector
+    check_saved_matrix, check_sequences, check_state_samples, check_vector
 from .._warnings import warn_user
 from ..embedding import KernelMean, clipped_weights, normalise_weights, probability_weights, weighted_covariance
 from ..kernels import fitted_kernel
@@ -100,9 +100,7 @@ class FilterModel(SharedModel):
     def __init__(self, states, kept, predecessors, kernel_x, observation, transition, projection_operator, estimate,
                  fit_diagnostics, covariance_scale=1.0):
         # built by fit, or from a saved file (untrusted): each part must fit the others
-        if not (isinstance(states, np.ndarray) and states.dtype == np.float64):
-            raise ValueError("states: expected a float64 array of training states")
-        states = check_matrix(states, "states")
+        states = check_saved_matrix(states, "states")
         n = states.shape[0]
         kept = _indices(kept, "kept")
         if kept.shape != (n,):

@@ -7,7 +7,7 @@ from scipy.linalg import solve_discrete_lyapunov
 from sklearn.linear_model import LinearRegression
 
 from .._validation import check_covariance, check_matrix, check_positive, check_rng, check_sequences, check_square, \
-    check_vector
+    check_training_magnitude, check_vector, check_within_magnitude
 from ..linalg import psd_solve
 from ..persistence import persistent
 from .base import System, check_control, controlled_run, gaussian_loglik, one_observation
@@ -238,13 +238,18 @@ class LinearGaussianSensor:
     """
 
     def __init__(self, H, offset, R, prior_mean, prior_cov):
-        self.H = check_matrix(H, "H", allow_1d=False)
+        # learned from training pairs, or read from a file (untrusted): values fit could have
+        # produced, whose squares do not overflow (a variance is a square: its root is bounded)
+        self.H = check_within_magnitude(check_matrix(H, "H", allow_1d=False), "H")
         self.dim_z, dim_x = self.H.shape
         self.obs_shape = (self.dim_z,)
-        self.offset = check_vector(offset, "offset", length=self.dim_z)
+        self.offset = check_within_magnitude(check_vector(offset, "offset", length=self.dim_z), "offset")
         self.R = check_covariance(R, "R", self.dim_z, definite=True)
-        self.prior_mean = check_vector(prior_mean, "prior_mean", length=dim_x)
+        self.prior_mean = check_within_magnitude(check_vector(prior_mean, "prior_mean", length=dim_x), "prior_mean")
         self.prior_cov = check_covariance(prior_cov, "prior_cov", dim_x)
+        for name in ("R", "prior_cov"):
+            check_training_magnitude(float(np.sqrt(np.max(np.diag(getattr(self, name))))), f"{name} (its standard "
+                                     f"deviations)")
 
     @classmethod
     def fitted(cls, states, observations):
