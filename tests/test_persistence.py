@@ -68,6 +68,17 @@ def _moved_filter(sensor=CV):
     return lmf
 
 
+def _moved(filt):
+    """A filter fitted on the robot's first 50 views, five steps into the rest."""
+    filt.fit(POSES[:50], VIEWS[:50]).batch_filter(VIEWS[50:55], us=CONTROLS[50:55])
+    return filt
+
+
+def _continued(filt):
+    """The rest of the run, continued from where the filter stands."""
+    return filt.batch_filter(VIEWS[55:], us=CONTROLS[55:])[0]
+
+
 # class name -> (a fitted instance, what it computes); scikit-learn parts are compared bit for bit
 # too: their fitted arrays are stored as they are
 CASES = {
@@ -132,6 +143,12 @@ CASES = {
                                                             outlier_quantile=0.5).fit(POSES[:50], VIEWS[:50]),
                                   lambda f: np.append(f.batch_filter(VIEWS[50:], us=CONTROLS[50:])[0],
                                                       f.diagnostics["outlier"]))],
+    "NearestNeighbourParticleFilter": [(_moved(kb.filters.NearestNeighbourParticleFilter(
+        ROBOT, n_particles=30, random_state=0, outlier_quantile=0.9)), _continued)],
+    "NearestImage": [(_moved(kb.filters.NearestImage(n_neighbors=3)), _continued),
+                     (_moved(kb.filters.NearestImage(features=None)), _continued)],
+    "NeighbourLookup": [(kb.filters.NearestImage().fit(POSES, VIEWS).model_,
+                         lambda m: np.append(*m.index.kneighbors(m.space.map(VIEWS[0]))))],
     "OutlierGate": [(OutlierGate.from_quantile(Z, 0.9), lambda g: np.append(g.distance(Q), g.radius))],
     "KernelMonteCarloModel": [(kb.KernelMonteCarloFilter(ROBOT).fit(POSES, VIEWS).model_,
                                lambda m: m.observation.posterior_weights(np.ones(len(POSES)),

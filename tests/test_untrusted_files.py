@@ -293,6 +293,15 @@ CASES = {
         meta["root"]["fields"]["omega"] = {"t": "float", "v": "nan"}
         load(write(out + "/evil.npz", arrays, meta)).simulate(5, rng=0)
     ''',
+    "neighbours whose observations the feature map cannot have made": '''
+        images = rng.uniform(size=(40, 6, 5))
+        path = kb.filters.NearestNeighbourParticleFilter(kb.systems.Rotation(), n_particles=30).fit(X, images).save(
+            out + "/nn.npz")
+        arrays, meta = parts(path)
+        key = find(meta["root"], lambda n: n.get("class") == "NeighbourLookup")["fields"]["observations"]["key"]
+        arrays[key] = arrays[key][:, :7].copy()
+        load(write(out + "/evil.npz", arrays, meta))
+    ''',
     "a Woodbury solver of an empty factor": '''
         path = kb.ConditionalEmbedding(method="icf", rank=5).fit(X, Z).save(out + "/cme.npz")
         arrays, meta = parts(path)
@@ -489,6 +498,9 @@ FUZZ = '''
                      run),
              "local": (lambda: kb.KernelBayesFilter(approximation="local", support=16).fit(X, Z), run),
              "motion": (lambda: kb.LearnedMotionFilter(n_particles=30, random_state=0).fit(X, Z), run),
+             "neighbours": (lambda: kb.filters.NearestNeighbourParticleFilter(kb.systems.Rotation(), n_particles=30,
+                                                                                 random_state=0).fit(X, Z), run),
+             "nearest": (lambda: kb.filters.NearestImage(n_neighbors=3).fit(X, Z), run),
              # the parts on their own, where no filter's probe step runs
              "embedding": (lambda: kb.ConditionalEmbedding(method="nystrom", rank=10).fit(X, Z),
                            lambda cme: cme.predict_mean(X[:5])),
@@ -542,8 +554,9 @@ FUZZ = '''
 
 
 def test_mutated_saved_filters_load_to_a_value_error_or_a_filter_that_runs(tmp_path):
-    """A seeded fuzz of 1,200 mutations of saved filters (exact, Nystrom and local kernel Bayes
-    filters, the Kernel Monte Carlo filter, the learned-motion filter) and of three parts saved on
+    """A seeded fuzz of 1,500 mutations of saved filters (exact, Nystrom and local kernel Bayes
+    filters, the Kernel Monte Carlo filter, the learned-motion filter, the nearest-neighbour
+    particle filter, the nearest image) and of three parts saved on
     their own (a conditional embedding, a Bayes rule, a learned motion): wrong dtypes and shapes,
     NaN, 1e300, empty arrays and out-of-range indices in the arrays; strings, lists, missing
     references, None, negative, huge and NaN numbers and a misplaced class in the description. Each

@@ -11,7 +11,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import as_steps, check_int, check_matrix, check_memory, check_observation, check_sequences, \
-    check_step_control
+    check_step_control, check_vector
 from .._warnings import warn_user
 from ..linalg import NumericalWarning
 from ..threads import limited_blas
@@ -174,6 +174,25 @@ def sample_next(motion, X, u, rng, name="motion"):
         raise ValueError(f"{name}: expected finite next states of shape {X.shape}, got "
                          f"{'non-finite values' if out.shape == X.shape else f'shape {out.shape}'}")
     return out
+
+
+def check_loaded_estimates(filt, dim_x):
+    """The estimates a loaded filter holds, which its next step starts from: ``x``, ``x_prior`` and
+    ``x_post`` finite vectors of length ``dim_x``, ``P``, ``P_prior`` and ``P_post`` finite
+    ``(dim_x, dim_x)`` matrices (a saved file is untrusted).
+
+    Parameters
+    ----------
+    filt : LearnedFilter
+        The loaded filter.
+    dim_x : int
+        The dimension of its states.
+    """
+    for name in ("x", "x_prior", "x_post"):
+        check_vector(getattr(filt, name, None), name, length=dim_x)
+    for name in ("P", "P_prior", "P_post"):
+        if check_matrix(getattr(filt, name, None), name).shape != (dim_x, dim_x):
+            raise ValueError(f"{name}: expected a ({dim_x}, {dim_x}) covariance")
 
 
 def probe_loaded(filt, step):

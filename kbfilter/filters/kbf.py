@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import as_steps, check_choice, check_controls, check_int, check_matrix, check_positive, check_rng, \
+from .._validation import as_steps, check_choice, check_controls, check_int, check_positive, check_rng, \
     check_saved_matrix, check_sequences, check_state_samples, check_vector
 from .._warnings import warn_user
 from ..embedding import KernelMean, clipped_weights, normalise_weights, probability_weights, weighted_covariance
@@ -23,8 +23,8 @@ from ..operators import Operator
 from ..persistence import Persistent, persistent, saved_before_fit
 from ..rules.conditional import ConditionalEmbedding
 from ..threads import limited_blas
-from .base import (OUTSIDE_MARGIN, TUNING_RECORD, LearnedFilter, SharedModel, TrainingBox, check_param_names,
-                   probe_loaded, report_outlying_states, stacked_predecessors, tuning_record_holds)
+from .base import (OUTSIDE_MARGIN, TUNING_RECORD, LearnedFilter, SharedModel, TrainingBox, check_loaded_estimates,
+                   check_param_names, probe_loaded, report_outlying_states, stacked_predecessors, tuning_record_holds)
 from .chunked import checked_log, gathered, is_dask_array, scattered, summary_fitted_kernel
 from .compression import kept_transitions
 from .controlled import ControlledTransition, LowRankControlledTransition
@@ -1222,11 +1222,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         n, d = self.model_.states.shape
         for name in ("weights", "weights_prior"):
             check_vector(getattr(self, name, None), name, length=n)
-        for name in ("x", "x_prior", "x_post"):
-            check_vector(getattr(self, name, None), name, length=d)
-        for name in ("P", "P_prior", "P_post"):
-            if check_matrix(getattr(self, name, None), name).shape != (d, d):
-                raise ValueError(f"{name}: expected a ({d}, {d}) covariance")
+        check_loaded_estimates(self, d)
         # (a file saved before the local model had no draws to record)
         self.dropped_mass = check_positive(getattr(self, "dropped_mass", 0.0), "dropped_mass", allow_zero=True)
         if self.dropped_mass > 1:

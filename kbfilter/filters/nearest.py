@@ -14,12 +14,15 @@ from scipy.special import logsumexp
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_fraction, check_int, check_positive, check_rng
+from .._validation import check_fraction, check_int, check_positive, check_rng, check_saved_matrix, \
+    check_training_magnitude
 from ..embedding import weighted_covariance
 from ..kernels import median_distance
+from ..persistence import Persistent, persistent, saved_before_fit
 from ..threads import limited_blas
-from .base import (LearnedFilter, SharedModel, check_model_states, check_motion, motion_control_dimension, motion_of,
-                   sample_next, training_pairs)
+from .base import (TUNING_RECORD, LearnedFilter, SharedModel, check_loaded_estimates, check_model_states, check_motion,
+                   motion_control_dimension, motion_of, probe_loaded, sample_next, training_pairs,
+                   tuning_record_holds)
 from .grids import NEIGHBOUR_GRID
 from .observation import ObservationSpace
 from .outliers import check_outlier_quantile
@@ -28,6 +31,7 @@ from .particles import MAX_PARTICLES, DrawsFromOwnGenerator, HoldsParticles, Par
 __all__ = ["NearestImage", "NearestNeighbourParticleFilter", "NeighbourLookup"]
 
 
+@persistent("space", "states", "observations", "n_neighbors", holds={"space": "ObservationSpace"})
 class NeighbourLookup(SharedModel):
     """What the look-up filters fit, read-only once built and shared by a filter's copies: a
     filter's ``forecast`` copies it, and filterpy's ``Saver`` deep-copies it every step, which
@@ -39,12 +43,30 @@ class NeighbourLookup(SharedModel):
         The observations' feature map and gate.
     states : ndarray of shape (n, dim_x)
         The training states.
+    observations : ndarray of shape (n, d)
+        The training observations in ``space`` (after its feature map), row for row with ``states``.
+    n_neighbors : int
+        How many neighbours a query returns (at most ``n``).
+
+    Attributes
+    ----------
     index : sklearn.neighbors.NearestNeighbors
-        Fitted on the training observations' features, row for row with ``states``.
+        The neighbour index over ``observations``, built here (a saved lookup rebuilds it, and
+        answers as the saved one did).
     """
 
-    def __init__(self, space, states, index):
-        self.space, self.states, self.index = space, states, index
+    def __init__(self, space, states, observations, n_neighbors):
+        # built by fit, or from a saved file (untrusted): each part must fit the others
+        states = check_saved_matrix(states, "states")
+        observations = check_saved_matrix(observations, "observations")
+        if len(observations) != len(states):
+            raise ValueError(f"observations: expected one per training state ({len(states)}), got {len(observations)}")
+        if not isinstance(space, ObservationSpace):
+            raise ValueError(f"space: expected an ObservationSpace, got {type(space).__name__}")
+        space.check_width(observations.shape[1], "the training observations'")
+        self.space, self.states, self.observations = space, states, observations
+        self.n_neighbors = check_int(n_neighbors, "n_neighbors", maximum=len(states))
+        self.index = NearestNeighbors(n_neighbors=self.n_neighbors).fit(observations)
 
 
 class _ImageLookup(LearnedFilter):
@@ -59,12 +81,22 @@ class _ImageLookup(LearnedFilter):
             # capped, every answer would have been the mean of the whole log, whatever the observation
             raise ValueError(f"n_neighbors: expected at most the {len(X)} training observations, got "
                              f"{self.n_neighbors}; pass a smaller n_neighbors or a longer log")
-        self.model_ = NeighbourLookup(space.gated(Z, outlier_quantile), X,
-                                      NearestNeighbors(n_neighbors=self.n_neighbors).fit(Z))
+        self.model_ = NeighbourLookup(space.gated(Z, outlier_quantile), X, Z, self.n_neighbors)
 
     def check_params(self):
         check_int(self.n_neighbors, "n_neighbors")
         return self
+
+    def _after_load(self):
+        super()._after_load()
+        if saved_before_fit(self, "model_"):  # fit checks the parameters
+            return
+        self.check_params()
+        d = self.states_.shape[1]
+        if self.n_features_in_ != d:
+            raise ValueError(f"n_features_in_: expected the training states' dimension ({d}), got "
+                             f"{self.n_features_in_!r}")
+        check_loaded_estimates(self, d)
 
     @property
     def space_(self):
@@ -98,7 +130,10 @@ class _ImageLookup(LearnedFilter):
         return distances[0], indices[0]
 
 
-class NearestImage(_ImageLookup):
+@persistent("model_", "n_features_in_", "x", "P", "x_prior", "P_prior", "x_post", "P_post", *TUNING_RECORD,
+            holds={"model_": "NeighbourLookup", "features": "TransformerMixin",
+                   **tuning_record_holds("TransformerMixin")})
+class NearestImage(Persistent, _ImageLookup):
     """The state of the training image most like the observation (NAI); no dynamics.
 
     Parameters
@@ -186,7 +221,12 @@ class NearestImage(_ImageLookup):
         self._set_estimate("post", near.mean(axis=0), weighted_covariance(near))
 
 
-class NearestNeighbourParticleFilter(HoldsParticles, DrawsFromOwnGenerator, ParticleWeightsAlias, _ImageLookup):
+@persistent("model_", "n_features_in_", "width_", "rng_state", "belief", "x", "P", "x_prior", "P_prior", "x_post",
+            "P_post", *TUNING_RECORD,
+            holds={"model_": "NeighbourLookup", "belief": "ParticleBelief", "motion": "System", "transition": "System",
+                   "features": "TransformerMixin", **tuning_record_holds("System", "TransformerMixin")})
+class NearestNeighbourParticleFilter(Persistent, HoldsParticles, DrawsFromOwnGenerator, ParticleWeightsAlias,
+                                     _ImageLookup):
     """A particle filter whose likelihood comes from the nearest training images (NN).
 
     The ``n_neighbors`` training observations nearest to ``z`` vote with their states: a
@@ -288,6 +328,26 @@ class NearestNeighbourParticleFilter(HoldsParticles, DrawsFromOwnGenerator, Part
     def _grid_for(self, obs_shape):
         return NEIGHBOUR_GRID
 
+    def _after_load(self):
+        super()._after_load()
+        if saved_before_fit(self, "model_"):
+            return
+        d = self.states_.shape[1]
+        if self.belief.particles.shape[1] != d:
+            raise ValueError(f"belief: expected particles of the training states' dimension ({d}), got "
+                             f"{self.belief.particles.shape[1]}")
+        check_training_magnitude(check_positive(self.width_, "width_"), "width_")
+        probe_loaded(self, self._probe)
+
+    @staticmethod
+    def _probe(filt):
+        # one prediction and one update by the first training observation's neighbours (see probe_loaded)
+        filt.reset()
+        dim_u = getattr(motion_of(filt), "dim_u", None)
+        filt.predict(None if dim_u is None else np.zeros(dim_u))   # a controlled motion: standing still
+        filt._weigh(filt.model_.observations[:1])
+        return filt.x_prior, filt.P_prior, filt.belief.weights
+
     @property
     def gate_(self):
         """The fitted gate (see :class:`~kbfilter.filters.outliers.OutlierGate`), or None."""
@@ -334,18 +394,21 @@ class NearestNeighbourParticleFilter(HoldsParticles, DrawsFromOwnGenerator, Part
             The observation; None and an outlier (see ``outlier_quantile``) keep the prediction.
         """
         check_is_fitted(self, "model_")
-        if z is not None:
-            row = self.space_.map(z)
-            distances, neighbours = self._neighbours(row)  # the gate's nearest distance comes with the votes
-            if not self.space_.admits(row, distances[0]):
-                self._record("outlier")
-                z = None
-        if z is None:
+        if z is None or not self._weigh(self.space_.map(z)):
             self._keep_prediction()
             return
+        self._estimate_particles("post")
+        self.belief.resample_if_due(self.ess_threshold, self._rng)
+
+    def _weigh(self, row):
+        """Weight the particles by the votes of the neighbours of ``row`` (an observation in the
+        space), unless the gate sets it aside; whether it did not."""
+        distances, neighbours = self._neighbours(row)  # the gate's nearest distance comes with the votes
+        if not self.space_.admits(row, distances[0]):
+            self._record("outlier")
+            return False
         votes = self.states_[neighbours]
         sq = np.sum((self.belief.particles[:, None, :] - votes[None, :, :]) ** 2, axis=2)
         loglik = logsumexp(-sq / (2 * self.width_**2), axis=1)
         self.belief.reweight_log(np.logaddexp(loglik, loglik.max() + np.log(1e-3)))
-        self._estimate_particles("post")
-        self.belief.resample_if_due(self.ess_threshold, self._rng)
+        return True
