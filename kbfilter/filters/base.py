@@ -176,6 +176,20 @@ def sample_next(motion, X, u, rng, name="motion"):
     return out
 
 
+def probe_prediction(filt):
+    """The prediction of a probe step (see :func:`probe_loaded`) of a filter with a motion model:
+    ``reset()``, then one ``predict`` (a controlled motion standing still, with a zero control).
+
+    Parameters
+    ----------
+    filt : LearnedFilter
+        The copy being probed.
+    """
+    filt.reset()
+    dim_u = getattr(motion_of(filt), "dim_u", None)
+    filt.predict(None if dim_u is None else np.zeros(dim_u))
+
+
 def check_loaded_estimates(filt, dim_x):
     """The estimates a loaded filter holds, which its next step starts from: ``x``, ``x_prior`` and
     ``x_post`` finite vectors of length ``dim_x``, ``P``, ``P_prior`` and ``P_post`` finite

@@ -17,7 +17,8 @@ from ..embedding import KernelMean, clipped_weights, herd, normalise_weights, we
 from ..persistence import Persistent, persistent, saved_before_fit
 from ..threads import limited_blas
 from .base import (TUNING_RECORD, LearnedFilter, SharedModel, check_model_states, check_motion,
-                   motion_control_dimension, motion_of, probe_loaded, sample_next, training_pairs, tuning_record_holds)
+                   motion_control_dimension, motion_of, probe_loaded, probe_prediction, sample_next, training_pairs,
+                   tuning_record_holds)
 from .grids import MONTE_CARLO_IMAGE_GRID, MONTE_CARLO_SCALABLE_IMAGE_GRID
 from .likelihood import PredictiveLikelihood
 from .observation import (ObservationSettings, ObservationSpace, check_dense_fits, observation_grid,
@@ -412,9 +413,7 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, DrawsFromOwnGenerator, 
     @staticmethod
     def _probe(filt):
         # one prediction and one update with the first training observation (see probe_loaded)
-        filt.reset()
-        dim_u = getattr(motion_of(filt), "dim_u", None)
-        filt.predict(None if dim_u is None else np.zeros(dim_u))   # a controlled motion: standing still
+        probe_prediction(filt)
         model = filt.model_
         mu, _ = model.kernel_states.prior(filt.belief.particles, filt.belief.weights)
         raw, _ = model.observation.posterior_weights(mu, model.observation.rule.observations_[:1])

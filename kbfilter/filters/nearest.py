@@ -21,7 +21,7 @@ from ..kernels import median_distance
 from ..persistence import Persistent, persistent, saved_before_fit
 from ..threads import limited_blas
 from .base import (TUNING_RECORD, LearnedFilter, SharedModel, check_loaded_estimates, check_model_states, check_motion,
-                   motion_control_dimension, motion_of, probe_loaded, sample_next, training_pairs,
+                   motion_control_dimension, motion_of, probe_loaded, probe_prediction, sample_next, training_pairs,
                    tuning_record_holds)
 from .grids import NEIGHBOUR_GRID
 from .observation import ObservationSpace
@@ -342,9 +342,7 @@ class NearestNeighbourParticleFilter(Persistent, HoldsParticles, DrawsFromOwnGen
     @staticmethod
     def _probe(filt):
         # one prediction and one update by the first training observation's neighbours (see probe_loaded)
-        filt.reset()
-        dim_u = getattr(motion_of(filt), "dim_u", None)
-        filt.predict(None if dim_u is None else np.zeros(dim_u))   # a controlled motion: standing still
+        probe_prediction(filt)
         filt._weigh(filt.model_.observations[:1])
         return filt.x_prior, filt.P_prior, filt.belief.weights
 
