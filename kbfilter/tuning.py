@@ -25,7 +25,8 @@ from ._validation import (check_bool, check_choice, check_controls, check_int, c
                           check_values)
 from ._warnings import warn_user
 from .filters.grids import (BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, MONTE_CARLO_IMAGE_GRID,
-                            MONTE_CARLO_SCALABLE_IMAGE_GRID, NEIGHBOUR_GRID, SCALABLE_BLUR_GRID, SCALABLE_GRID)
+                            MONTE_CARLO_SCALABLE_IMAGE_GRID, NEAREST_IMAGE_GRID, NEIGHBOUR_GRID, SCALABLE_BLUR_GRID,
+                            SCALABLE_GRID)
 from .linalg import NumericalWarning
 from .progress import progress_bar, quiet_progress
 from .stats import mean_nees
@@ -33,7 +34,7 @@ from .threads import limited_blas
 
 __all__ = ["DEFAULT_GRID", "SCALABLE_GRID", "IMAGE_GRID", "FEATURE_GRID", "BLUR_GRID", "MONTE_CARLO_IMAGE_GRID",
            "MONTE_CARLO_SCALABLE_IMAGE_GRID", "SCALABLE_BLUR_GRID",
-           "NEIGHBOUR_GRID", "tune_filter", "validation_split",
+           "NEIGHBOUR_GRID", "NEAREST_IMAGE_GRID", "tune_filter", "validation_split",
            "validation_mse", "check_validation_length", "default_validation_length", "VALIDATION_LENGTH",
            "check_param_grid", "default_grid", "MAX_EXTENSIONS"]
 
@@ -423,9 +424,11 @@ def _extend_edges(grid, best, added, counts, max_extensions):
 
 
 def _edge_warnings(grid, best, added, max_extensions):
-    """Warn for each axis whose chosen value is still an end of its (monotone, numeric) list."""
+    """Warn for each axis whose chosen value is still an end of its (monotone, numeric) list, unless
+    nothing lies past that end (a positive integer axis at 1: see :func:`_beyond`)."""
     for name, values in grid.items():
-        if _end_chosen(values, best[name]) is None:
+        side = _end_chosen(values, best[name])
+        if side is None or _beyond(*((values[-1], values[-2]) if side == "last" else (values[0], values[1]))) is None:
             continue
         side = "smallest" if best[name] == min(values) else "largest"
         done = (f"after {len(added[name])} extension(s) of the axis (max_extensions={max_extensions})"
@@ -506,7 +509,8 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
         that end and the search goes on from the best point; each end is extended at most this
         many times. The step is the grid's own: the ratio of the end value to its neighbour when
         both are positive (``scale`` 2, 4 gives 8; ``reg_prior`` 1e-5, 1e-6 gives 1e-7), their
-        difference otherwise; an integer axis stays integer and a positive one positive. 0 never
+        difference otherwise; an integer axis stays integer and a positive one positive, so an
+        end with nothing past it (one neighbour) is neither extended nor warned about. 0 never
         extends (a chosen end is only warned about).
     calibrate : bool, default=True
         For a filter with a ``covariance_scale`` parameter (the kernel Bayes filter): set it so

@@ -504,6 +504,10 @@ def test_default_grids_fit_the_filter_they_tune():
     nn = NearestNeighbourParticleFilter(ROBOT)
     assert kb.tuning.default_grid(nn, views) == kb.tuning.NEIGHBOUR_GRID
     assert set(kb.tuning.NEIGHBOUR_GRID) <= set(nn.get_params())
+    # the nearest image averages its neighbours' states: how many is the one thing to tune (it had no grid)
+    nai = NearestImage(features=None)
+    assert kb.tuning.default_grid(nai, views) == kb.tuning.NEAREST_IMAGE_GRID
+    assert set(kb.tuning.NEAREST_IMAGE_GRID) <= set(nai.get_params())
     kmc = kb.KernelMonteCarloFilter(ROBOT)
     assert kb.tuning.default_grid(kmc, views) == kb.tuning.MONTE_CARLO_IMAGE_GRID
     assert kb.tuning.default_grid(kmc, poses) == kb.tuning.DEFAULT_GRID

@@ -135,14 +135,14 @@ class _Offset(BaseEstimator):
     """A 'filter' whose estimates are the observations moved by log(scale / best): its validation MSE
     is ``dim x log(scale / best)^2``, smallest at ``scale = best``."""
 
-    def __init__(self, scale=1.0, best=1.0, n_neighbors=3):
-        self.scale, self.best, self.n_neighbors = scale, best, n_neighbors
+    def __init__(self, scale=1.0, best=1.0, n_neighbors=3, best_neighbors=7.0):
+        self.scale, self.best, self.n_neighbors, self.best_neighbors = scale, best, n_neighbors, best_neighbors
 
     def fit(self, states, observations):
         return self
 
     def batch_filter(self, zs, us=None):
-        offset = np.log(self.scale / self.best) + 0.01 * abs(np.log(self.n_neighbors / 7.0))
+        offset = np.log(self.scale / self.best) + 0.01 * abs(np.log(self.n_neighbors / self.best_neighbors))
         return (np.asarray(zs) + offset,)
 
 
@@ -191,6 +191,19 @@ def test_tuning_extends_downwards_descending_and_integer_axes_and_not_short_ones
     assert tuned.extended_params_ == {} and caught == []
     tuned, _ = _tuned(1e-4, {"scale": (1e-2, 1e-1, 1.0)})  # a geometric grid: by its ratio, without round-off
     assert tuned.extended_params_ == {"scale": (1e-3, 1e-4, 1e-5)}
+
+
+def test_no_warning_for_an_end_nothing_lies_past():
+    # one neighbour is the fewest there are: the search cannot go past it, and nobody should try
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tuned = kb.tune_filter(_Offset(best_neighbors=0.5), STATES, STATES, param_grid={"n_neighbors": (1, 3, 10)},
+                               validation_length=20, progress=False)
+    assert tuned.best_params_ == {"n_neighbors": 1} and tuned.extended_params_ == {}
+    assert [str(w.message) for w in caught] == []
+    # past the other end there are more: extended, and warned about once the extensions run out
+    tuned, caught = _tuned(1.0, {"scale": (1.0,), "n_neighbors": (1, 3, 10)}, max_extensions=0)
+    assert tuned.best_params_["n_neighbors"] == 10 and len(caught) == 1 and "largest" in str(caught[0].message)
 
 
 def test_a_tuning_warning_through_joblib_points_at_the_callers_line():

@@ -5,7 +5,8 @@ The comments say where each range was measured (the documentation's studies have
 """
 
 __all__ = ["DEFAULT_GRID", "SCALABLE_GRID", "IMAGE_GRID", "FEATURE_GRID", "BLUR_GRID", "SCALABLE_BLUR_GRID",
-           "MONTE_CARLO_IMAGE_GRID", "MONTE_CARLO_SCALABLE_IMAGE_GRID", "NEIGHBOUR_GRID", "LOCAL_GRID",
+           "MONTE_CARLO_IMAGE_GRID", "MONTE_CARLO_SCALABLE_IMAGE_GRID", "NEIGHBOUR_GRID", "NEAREST_IMAGE_GRID",
+           "LOCAL_GRID",
            "LOCAL_BLUR_GRID"]
 
 #: vector observations: bandwidth scale 0.1-4, both regularisers 1e-6-1
@@ -53,3 +54,5 @@ MONTE_CARLO_SCALABLE_IMAGE_GRID = {"scale": (0.2, 0.5), "scale_z": (0.05, 0.1, 0
                                    "reg_update": (1e-2, 1e-1)}
 #: the nearest-neighbour particle filter: neighbours voting, and their bandwidth (x median)
 NEIGHBOUR_GRID = {"n_neighbors": (1, 3, 10, 30), "scale": (0.02, 0.05, 0.1, 0.2, 0.5)}
+#: the nearest image: how many of the nearest training images' states are averaged
+NEAREST_IMAGE_GRID = {"n_neighbors": (1, 3, 10, 30)}

@@ -23,7 +23,7 @@ from ..threads import limited_blas
 from .base import (TUNING_RECORD, LearnedFilter, SharedModel, check_loaded_estimates, check_model_states, check_motion,
                    motion_control_dimension, motion_of, probe_loaded, probe_prediction, sample_next, training_pairs,
                    tuning_record_holds)
-from .grids import NEIGHBOUR_GRID
+from .grids import NEAREST_IMAGE_GRID, NEIGHBOUR_GRID
 from .observation import ObservationSpace
 from .outliers import check_outlier_quantile
 from .particles import MAX_PARTICLES, DrawsFromOwnGenerator, HoldsParticles, ParticleBelief, ParticleWeightsAlias
@@ -179,6 +179,9 @@ class NearestImage(Persistent, _ImageLookup):
         self.check_params()
         self._fit_lookup(states, observations)
         return self.reset()
+
+    def _grid_for(self, obs_shape):
+        return NEAREST_IMAGE_GRID
 
     def reset(self):
         """Forget the last answer: the estimate is the mean training state.
