@@ -273,7 +273,9 @@ class _Decoder:
             odd = sorted(k for k in fitted if not k.endswith("_") or k.startswith("_") or hasattr(cls, k))
             if odd:
                 raise ValueError(f"{where}: {odd} are not fitted attributes of a {node['class']}")
-            return self._set(cls(**self._fields(node, "params", where)), fitted)
+            params = self._fields(node, "params", where)
+            _check_jobs(params.get("n_jobs"), f"{where}.n_jobs")
+            return self._set(cls(**params), fitted)
         if kind == "object":
             cls, names, holds = _REGISTRY.get(node["class"], (None, (), {}))
             if cls is None:
@@ -395,6 +397,19 @@ def _check_versions(path, meta):
                          f"has {sklearn.__version__}, and fitted scikit-learn objects are not guaranteed to mean "
                          f"the same across minor versions. Install scikit-learn {'.'.join(_minor(written))}.x "
                          f"to load it, or fit the object again")
+
+
+def _check_jobs(n_jobs, where):
+    """A saved part's ``n_jobs``: None or an integer, and no more processes than this machine has
+    processors. It is the machine's setting, not the model's: a file that asked for 10**12 would
+    have a part that splits its work into as many pieces (scikit-learn 1.3's pairwise kernels do)
+    or starts as many workers."""
+    if n_jobs is None:
+        return
+    cpus = os.cpu_count() or 1
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs > cpus:
+        raise ValueError(f"{where}: expected None or an integer up to this machine's {cpus} processors, got "
+                         f"{n_jobs!r}")
 
 
 def _walk(root):

@@ -379,6 +379,32 @@ def test_a_saved_value_beyond_the_training_bound_is_refused_at_load(tmp_path):
                                      "loaded", "and", "used", "without", "error"], result.stdout + result.stderr[-2000:]
 
 
+def test_a_scikit_learn_part_may_not_ask_for_more_processes_than_the_machine_has(tmp_path):
+    """A part's n_jobs is the machine's setting: a file asking for 10**12 is refused at load (under
+    scikit-learn 1.3 the Nystroem part's first transform, in the load's check, split its work into
+    10**12 pieces and never returned); one the machine can run loads as saved."""
+    body = '''
+        import os
+        path = kb.ConditionalEmbedding(method="nystrom", rank=10).fit(X, Z).save(out + "/cme.npz")
+        arrays, meta = parts(path)
+        params = find(meta["root"], lambda n: n.get("class") == "Nystroem")["params"]
+        for n_jobs in (os.cpu_count(), -1, 10**12):
+            params["n_jobs"] = n_jobs
+            try:
+                cme = load(write(out + "/evil.npz", arrays, meta))
+            except ValueError as exc:
+                print("refused", n_jobs, exc)
+            else:
+                print("loaded", cme.weights_.nystroem_.n_jobs == n_jobs)
+    '''
+    result = _run(body, tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert lines[:2] == ["loaded True", "loaded True"], result.stdout
+    assert lines[2].startswith("refused 1000000000000") and "nystroem_.n_jobs: expected None or an integer up to " \
+        "this machine's" in lines[2], result.stdout
+
+
 def test_a_model_whose_parts_disagree_is_refused_at_load_naming_the_part(tmp_path):
     """A Kernel Monte Carlo model's states, Gram matrix and features, and a filter's observation
     shape, must fit the rest of the file: refused at load, not met at the first step."""
