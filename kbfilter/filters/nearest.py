@@ -68,6 +68,13 @@ class NeighbourLookup(SharedModel):
         self.n_neighbors = check_int(n_neighbors, "n_neighbors", maximum=len(states))
         self.index = NearestNeighbors(n_neighbors=self.n_neighbors).fit(observations)
 
+    def _after_load(self):
+        # a feature map from a file must make rows of the saved observations' width (fit's do; a
+        # loaded space has already mapped an observation of zeros to a finite row)
+        made, held = self.space.map(np.zeros(self.space.obs_shape)).shape[1], self.observations.shape[1]
+        if made != held:
+            raise ValueError(f"observations: {held} columns, where the feature map makes {made}")
+
 
 class _ImageLookup(LearnedFilter):
     """Shared by both: the training states and a neighbour index over the observation features."""

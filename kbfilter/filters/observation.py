@@ -426,8 +426,8 @@ class ObservationSpace(SharedModel):
                 raise ValueError("features: the loaded feature map does not map an observation to one finite row")
 
     def check_width(self, width, whose):
-        """Refuse mapped observations of ``width`` columns that this space cannot have made: an
-        observation of ``obs_shape`` flattened, or as the feature map maps it.
+        """Refuse mapped observations of ``width`` columns that this space cannot have made: with
+        no feature map, an observation of ``obs_shape`` flattened.
 
         Parameters
         ----------
@@ -436,11 +436,8 @@ class ObservationSpace(SharedModel):
         whose : str
             Whose they are, for the message (``"the rule's"``).
         """
-        flat = int(np.prod(self.obs_shape))
-        if self.features is None and flat != width:
+        if self.features is None and int(np.prod(self.obs_shape)) != width:
             raise ValueError(f"space: observations of shape {self.obs_shape} do not match {whose} {width} columns")
-        if self.features is not None and np.shape(self.features.transform(np.zeros((1, flat))))[1] != width:
-            raise ValueError(f"space: its feature map's columns do not match {whose} {width} columns")
 
     @classmethod
     def fitted(cls, features, obs_shape, Z, X):
