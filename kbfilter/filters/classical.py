@@ -750,6 +750,22 @@ def _moment_matched(weights, beliefs):
     return x, P
 
 
+def _check_one_sensor(systems):
+    """Refuse models that see a state differently (``observe_mean`` at two states): every model
+    weighs the same observation, so a model with another sensor, or a radar at another site, would
+    weigh it as something else and its probability would mean nothing. The noises may differ."""
+    dim_x = systems[0].dim_x
+    probes = np.vstack([np.arange(1.0, dim_x + 1), -0.5 * np.arange(dim_x, 0.0, -1)])
+    seen = [np.asarray(s.observe_mean(probes), dtype=np.float64) for s in systems]
+    for i, z in enumerate(seen[1:], 1):
+        if z.shape != seen[0].shape or not np.allclose(z, seen[0], rtol=1e-9, atol=1e-12):
+            sensors = [type(getattr(s, "sensor", s)).__name__ for s in (systems[0], systems[i])]
+            raise ValueError(f"systems: expected models that observe a state alike (one sensor, whose observation "
+                             f"every model weighs); systems[0] ({sensors[0]}) and systems[{i}] ({sensors[1]}) "
+                             f"observe the state {probes[0].tolist()} as {seen[0][0].tolist()} and "
+                             f"{z[0].tolist()}")
+
+
 class InteractingMultipleModel(Innovation, _StartsFromFirstObservation):
     """Interacting multiple model (IMM) of Kalman filters with known models (Blom and Bar-Shalom
     1988): one filter a motion model, their beliefs mixed before each prediction by the
@@ -767,7 +783,8 @@ class InteractingMultipleModel(Innovation, _StartsFromFirstObservation):
     ----------
     systems : sequence of System
         The models, two or more, with the same state and observation (e.g. the straight and
-        the turning :class:`~kbfilter.systems.tracking.CoordinatedTurn`).
+        the turning :class:`~kbfilter.systems.tracking.CoordinatedTurn`): each weighs the same
+        observation, so they must see a state alike (one sensor; its noise may differ by model).
     switch : float in (0, 1), default=0.05
         The probability of leaving a model at a step, shared equally among the others (the
         diagonal of the Markov switching matrix is ``1 - switch``).
@@ -820,6 +837,7 @@ class InteractingMultipleModel(Innovation, _StartsFromFirstObservation):
                     "its five states" if {"ConstantVelocity", "CoordinatedTurn"} <= names else "")
             raise ValueError(f"systems: expected models with one state and observation size, got (dim_x, dim_z) "
                              f"{sorted(shapes)}{hint}")
+        _check_one_sensor(systems)
         switch = check_fraction(switch, "switch", below_one=True)
         check_choice(kind, "kind", ("ekf", "ukf"))
         self.system = systems[0]
