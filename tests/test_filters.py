@@ -838,7 +838,9 @@ def test_x_p_q_and_r_of_a_belief_that_is_not_their_gaussian_are_not_assigned():
         # next update starts from them on either path: a hand-made copy gives the same update
         kbf.predict()
         prior = kbf.weights_prior.copy()
-        wrong = ((prior[:-1], f"expected length {len(states)}"), (np.full(len(states), np.nan), "contains NaN"))
+        # all zeros is no belief: the local path failed at the next step, the others estimated the origin
+        wrong = ((prior[:-1], f"expected length {len(states)}"), (np.full(len(states), np.nan), "contains NaN"),
+                 (np.zeros(len(states)), "expected weights with a nonzero entry, got all zeros"))
         for bad, expected in wrong:
             with pytest.raises(ValueError, match=rf"^weights_prior: {expected}"):
                 kbf.weights_prior = bad

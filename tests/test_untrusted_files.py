@@ -302,6 +302,13 @@ CASES = {
         arrays[key] = arrays[key][:, :7].copy()
         load(write(out + "/evil.npz", arrays, meta))
     ''',
+    "a local filter whose belief has no weight left": '''
+        path = kb.KernelBayesFilter(approximation="local", support=16).fit(X, Z).save(out + "/local.npz")
+        arrays, meta = parts(path)
+        key = meta["root"]["fields"]["weights"]["key"]
+        arrays[key] = arrays[key].astype(np.uint8)   # 0.025 each: all zero
+        load(write(out + "/evil.npz", arrays, meta)).batch_filter(Z[:5])
+    ''',
     "a Woodbury solver of an empty factor": '''
         path = kb.ConditionalEmbedding(method="icf", rank=5).fit(X, Z).save(out + "/cme.npz")
         arrays, meta = parts(path)

@@ -405,8 +405,16 @@ class _PriorWeights(_BeliefWeights):
 
     def __set__(self, obj, value):
         check_is_fitted(obj, "model_")
-        values = check_vector(value, self.name, length=obj.n_train_).copy()
+        values = _held_weights(check_vector(value, self.name, length=obj.n_train_), self.name).copy()
         setattr(obj, self.attr, _Belief(*obj.model_.on_support(values)))
+
+
+def _held_weights(values, name):
+    """Weights a belief can be: some entry nonzero (all zero, the next step had no state to start from:
+    the local path failed, the others estimated the origin)."""
+    if not np.any(values):
+        raise ValueError(f"{name}: expected weights with a nonzero entry, got all zeros")
+    return values
 
 
 @persistent("model_",
@@ -1159,7 +1167,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
 
     weights_prior = _PriorWeights(
         "_prior", "The predicted weights over the training states (see the class's attributes). Assigned, they are "
-        "checked (finite, one a training state) and the next update starts from them as given, signed or not; "
+        "checked (finite, one a training state, not all zero) and the next update starts from them as given, signed or not; "
         "``x_prior`` and ``P_prior`` stay the prediction's.")
 
     # -- filterpy surface -----------------------------------------------------------------------------
@@ -1221,7 +1229,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         # file that would fail at first use (a tampered value deep in the model) fails here instead
         n, d = self.model_.states.shape
         for name in ("weights", "weights_prior"):
-            check_vector(getattr(self, name, None), name, length=n)
+            _held_weights(check_vector(getattr(self, name, None), name, length=n), name)
         check_loaded_estimates(self, d)
         # (a file saved before the local model had no draws to record)
         self.dropped_mass = check_positive(getattr(self, "dropped_mass", 0.0), "dropped_mass", allow_zero=True)
