@@ -102,6 +102,15 @@ def check_state_samples(X, name, dim):
     return check_matrix(arr, name, n_features=dim)
 
 
+def ndim_or_none(value):
+    """``np.ndim(value)``, or None for a nesting numpy cannot make an array of (ragged lists): a
+    shape test before the checks must not raise numpy's message, which names no argument."""
+    try:
+        return np.ndim(value)
+    except ValueError:
+        return None
+
+
 def check_saved_matrix(X, name, **kwargs):
     """A fitted array read from a file: a float64 ndarray, as ``fit`` stores it (no conversion may
     hide another dtype), then checked as :func:`check_matrix` checks it (``kwargs``), and within the

@@ -24,7 +24,7 @@ import time
 import numpy as np
 from scipy import stats as _scipy_stats
 
-from ._validation import COVARIANCE_RTOL, check_array, check_fraction, check_int, check_matrix
+from ._validation import COVARIANCE_RTOL, check_array, check_fraction, check_int, check_matrix, ndim_or_none
 
 __all__ = ["nees", "nis", "mean_nees", "chi2_band", "NISRecorder"]
 
@@ -56,7 +56,7 @@ def _normalised_squares(values, estimates, covs, names):
             raise ValueError(f"{name}[{t}]: None, a step without an observation (or without an innovation); leave "
                              f"such steps out (kb.stats.NISRecorder does)")
     covs = check_array(covs, cov_name, "an array of covariances")
-    if np.ndim(values) == 1 and covs.ndim == 2:
+    if ndim_or_none(values) == 1 and covs.ndim == 2:
         # one step's vector and its (d, d) covariance, as a filter reports them after a step
         values, estimates, covs = np.asarray(values)[None], np.asarray(estimates)[None], covs[None]
     errors = _errors(values, estimates, value_name, estimate_name)

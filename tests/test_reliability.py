@@ -388,6 +388,21 @@ def test_bad_observations_are_rejected_with_a_message(data, bad):
         kbf.update(bad)
 
 
+def test_a_ragged_list_is_named_where_numpy_would_not():
+    # a shape test before the checks raised numpy's message about an inhomogeneous array, which
+    # names no argument
+    states, obs = kb.systems.Rotation().simulate(100, rng=0)
+    ragged = [[1.0, 2.0], [3.0]]
+    kbf = KernelBayesFilter().fit(states, obs)
+    for call, name in [(lambda: kbf.reset(prior=ragged), "prior"),
+                       (lambda: kbf.reset(prior=(np.zeros(2), np.eye(2), 1)), "prior"),
+                       (lambda: kb.KernelBayesRule().fit(states, obs).posterior(None, ragged), "z"),
+                       (lambda: kb.stats.nees(ragged, states[:2], np.stack([np.eye(2)] * 2)), "truth"),
+                       (lambda: kb.stats.mean_nees(ragged, states[:2], np.stack([np.eye(2)] * 2)), "truth")]:
+        with pytest.raises(ValueError, match=f"^{name}: expected a numeric"):
+            call()
+
+
 def _every_filter(states, obs):
     system = kb.systems.Oscillation()
     fitted = [KernelBayesFilter(), KernelBayesFilter(approximation="local"),

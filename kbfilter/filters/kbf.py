@@ -14,7 +14,7 @@ from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import as_steps, check_choice, check_controls, check_int, check_positive, check_rng, \
-    check_saved_matrix, check_sequences, check_state_samples, check_vector
+    check_saved_matrix, check_sequences, check_state_samples, check_vector, ndim_or_none
 from .._warnings import warn_user
 from ..embedding import KernelMean, clipped_weights, normalise_weights, probability_weights, weighted_covariance
 from ..kernels import fitted_kernel
@@ -1100,7 +1100,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
                              "np.random.default_rng(0).multivariate_normal(mean, cov, size=500)")
         dim_x = self.states_.shape[1]
         if not isinstance(prior, KernelMean):
-            if dim_x > 1 and np.ndim(prior) == 1 and len(prior) == self.n_train_ != dim_x:
+            if dim_x > 1 and ndim_or_none(prior) == 1 and len(prior) == self.n_train_ != dim_x:
                 # the shape of the weights this filter reports, passed where samples go
                 raise ValueError(f"prior: expected samples of the state, an (n, {dim_x}) array, or one state of "
                                  f"length {dim_x}; got {self.n_train_} values, one a training state: weights over "
@@ -1273,10 +1273,9 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         # a list with None (or none at all) would otherwise be read as one observation of the wrong length
         if zs is None or (isinstance(zs, (list, tuple)) and (not zs or any(z is None for z in zs))):
             raise ValueError(expected)
-        try:
-            ndim = np.ndim(zs)
-        except ValueError:  # numpy's message about a ragged array names no argument
-            raise ValueError(expected) from None
+        ndim = ndim_or_none(zs)
+        if ndim is None:
+            raise ValueError(expected)
         single = ndim == len(space.obs_shape) or (len(space.obs_shape) == 1 and ndim == 0)
         rows = np.vstack([space.map(z) for z in ([zs] if single else as_steps(zs))])
         out = self.model_.observer.density.log_predictive(self.weights_prior, rows)

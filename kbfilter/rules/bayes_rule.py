@@ -20,6 +20,7 @@ from .._validation import (
     check_square_memory,
     check_vector,
     check_within_magnitude,
+    ndim_or_none,
 )
 from .._warnings import warn_user
 from ..embedding import KernelMean
@@ -642,7 +643,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
 
     def _as_single(self, z):
         check_is_fitted(self, "prior_factor_")
-        if z is not None and np.ndim(z) == 0:
+        if z is not None and ndim_or_none(z) == 0:
             z = [z]  # a number is an observation of length 1
         # through the checks, not numpy's own conversion: a string or None is named z
         return check_vector(z, "z", length=self.observations_.shape[1])[None, :]
