@@ -670,6 +670,11 @@ def test_window_regressor_is_reproducible_and_works_on_low_dimensional_observati
     np.testing.assert_array_equal(runs[0], runs[1])  # same random_state, same numbers
     states, obs = Oscillation().simulate(120, rng=0)  # 2 features: fewer than the default 30 components
     assert WindowRegressor(max_iter=20).fit(states, obs).batch_filter(obs[:10])[0].shape == (10, 2)
+    # before any frame it says the mean training state, in the states' units (it said the origin,
+    # a kilometre off for states a kilometre from it)
+    far = states + 1000.0
+    means = WindowRegressor(max_iter=20).fit(far, obs).batch_filter([None, None] + list(obs[:3]))[0]
+    np.testing.assert_allclose(means[:2], [far.mean(axis=0)] * 2, rtol=1e-12)
 
 
 @pytest.mark.parametrize("param, value, match", [

@@ -131,7 +131,8 @@ class WindowRegressor(Filter, BaseEstimator):
         return self
 
     def reset(self):
-        """Forget the frame history; the estimate restarts at zero.
+        """Forget the frame history; the estimate restarts at the mean training state (what is known
+        before any frame), with the regression's residual covariance.
 
         Returns
         -------
@@ -140,7 +141,7 @@ class WindowRegressor(Filter, BaseEstimator):
         """
         check_is_fitted(self, "mlp_")
         self._frames = None
-        self._set_estimate("prior", np.zeros(self.dim_x_), self.residual_cov_.copy())
+        self._set_estimate("prior", self.target_scaler_.mean_.copy(), self.residual_cov_.copy())
         self._set_estimate("post", self.x, self.P)
         return self
 
@@ -167,7 +168,7 @@ class WindowRegressor(Filter, BaseEstimator):
             The observation; ``None`` (missing) keeps the prediction.
         """
         if z is None:
-            self.x_post, self.P_post = self.x_prior.copy(), self.P_prior.copy()
+            self._keep_prediction()
             return
         z = check_observation(z, self.obs_shape_)[None, :]
         row = self.features_.transform(z)[0]
