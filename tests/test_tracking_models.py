@@ -276,6 +276,20 @@ def test_the_imm_refuses_what_it_cannot_mix():
             InteractingMultipleModel([CoordinatedTurn(sensor=first), CoordinatedTurn(sensor=other, turning=False)])
     # the noises may differ
     InteractingMultipleModel([CoordinatedTurn(sensor=fixes), CoordinatedTurn(sensor=PositionFixes(30.0), turning=False)])
+    # a model of one's own whose observation is NaN, or refused, at the comparison's states is not told apart
+    # from itself
+    class Root(CoordinatedTurn):
+        def observe_mean(self, X):
+            return np.sqrt(np.asarray(X)[:, :2])
+
+    class NonNegative(CoordinatedTurn):
+        def observe_mean(self, X):
+            if np.any(np.asarray(X) < 0):
+                raise ValueError("X: expected non-negative states")
+            return np.asarray(X)[:, :2]
+
+    for cls in (Root, NonNegative):
+        assert len(InteractingMultipleModel([cls(), cls(turning=False)]).filters) == 2
     with pytest.raises(RuntimeError, match="no belief yet"):
         InteractingMultipleModel([CoordinatedTurn(), CoordinatedTurn(turning=False)]).predict()
     # one model where a list was expected, and a list holding something else, are named
