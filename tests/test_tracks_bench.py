@@ -118,8 +118,12 @@ def test_the_particle_filter_on_constant_velocity_is_that_model_and_is_compared_
 
     config = TracksConfig.checked(splits=1, methods=("cv", "pf"), max_test_tracks=2, map_tracks=0)
     split = run_tracks_split(config, RECORDINGS["solent"](), 0)
-    for track in split["tracks"]:   # fixes with 10 m errors: the particles approximate the Kalman filter
-        assert track["pf"]["rmse"] < 1.5 * track["cv"]["rmse"], track
+    # fixes with 10 m errors: the particles approximate the Kalman filter, closely over a long track;
+    # over a short one their start dominates (a 10-step track with 2 fixes missing: 1.4 times the
+    # Kalman filter's RMSE with the newest numpy and the oldest supported, 2.0 times with numpy 2.2)
+    for track in split["tracks"]:
+        assert track["pf"]["rmse"] < (1.5 if track["steps"] >= 100 else 3.0) * track["cv"]["rmse"], track
+    assert any(track["steps"] >= 100 for track in split["tracks"])
     summary = summarise_tracks([split], config.methods)
     assert summary["best_hand_model"] == ["cv"] and "pf" in summary["lost"] and "cv" not in summary["lost"]
 
