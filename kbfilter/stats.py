@@ -26,13 +26,24 @@ from scipy import stats as _scipy_stats
 
 from ._validation import COVARIANCE_RTOL, check_array, check_fraction, check_int, check_matrix, ndim_or_none
 
-__all__ = ["nees", "nis", "mean_nees", "chi2_band", "NISRecorder"]
+__all__ = ["nees", "nis", "mean_nees", "chi2_band", "NISRecorder", "UndefinedStatistic"]
 
 
-class _NoStatistic(ValueError):
-    """The arguments fit together but the statistic does not exist: an estimate or a covariance is
-    not finite, or a covariance is not symmetric or not positive definite (what :func:`mean_nees`
-    reports as None)."""
+class UndefinedStatistic(ValueError):
+    """Raised by :func:`nees` and :func:`nis` when the arguments fit together but the statistic does
+    not exist: an estimate or a covariance is not finite, or a covariance is not symmetric or not
+    positive definite (e.g. a point estimate that reports ``P = 0``). :func:`mean_nees` reports it
+    as None. A ``ValueError``; catch this class to tell it from a mistake in the call.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> try:
+    ...     nees(np.zeros((1, 2)), np.ones((1, 2)), np.zeros((1, 2, 2)))
+    ... except UndefinedStatistic as exc:
+    ...     print(exc)
+    covs[0]: expected a positive definite covariance
+    """
 
 
 def _errors(values, estimates, value_name, estimate_name):
@@ -42,7 +53,7 @@ def _errors(values, estimates, value_name, estimate_name):
     if estimates.shape != values.shape:
         raise ValueError(f"{estimate_name}: expected shape {values.shape} ({value_name}'s), got {estimates.shape}")
     if not np.all(np.isfinite(estimates)):
-        raise _NoStatistic(f"{estimate_name}: contains NaN or infinite values")
+        raise UndefinedStatistic(f"{estimate_name}: contains NaN or infinite values")
     return values - estimates
 
 
@@ -64,22 +75,22 @@ def _normalised_squares(values, estimates, covs, names):
     if covs.shape != (n, d, d):
         raise ValueError(f"{cov_name}: expected shape ({n}, {d}, {d}), one covariance a step, got {covs.shape}")
     if not np.all(np.isfinite(covs)):
-        raise _NoStatistic(f"{cov_name}: expected finite covariances")
+        raise UndefinedStatistic(f"{cov_name}: expected finite covariances")
     # a covariance is symmetric up to round-off (filters' differ from their transposes by about 1e-15
     # of their largest entry); one that is not, such as a Cholesky factor passed for P, is refused
     # rather than read as its symmetric part
     scale = np.max(np.abs(covs), axis=(1, 2))
     skewed = np.flatnonzero(np.max(np.abs(covs - np.swapaxes(covs, 1, 2)), axis=(1, 2)) > COVARIANCE_RTOL * scale)
     if skewed.size:
-        raise _NoStatistic(f"{cov_name}[{skewed[0]}]: expected a symmetric covariance (a Cholesky factor L is the "
-                           f"covariance L @ L.T)")
+        raise UndefinedStatistic(f"{cov_name}[{skewed[0]}]: expected a symmetric covariance (a Cholesky factor L is "
+                                 f"the covariance L @ L.T)")
     out = np.empty(n)
     for t in range(n):
         try:
             # a Cholesky solve: every covariance must be positive definite for the statistic to exist
             c = np.linalg.cholesky(0.5 * (covs[t] + covs[t].T))
         except np.linalg.LinAlgError:
-            raise _NoStatistic(f"{cov_name}[{t}]: expected a positive definite covariance") from None
+            raise UndefinedStatistic(f"{cov_name}[{t}]: expected a positive definite covariance") from None
         y = np.linalg.solve(c, errors[t])
         out[t] = y @ y
     return out
@@ -104,6 +115,14 @@ def nees(truth, means, covs):
     ndarray of shape (n_steps,)
         One value a step (filterpy's ``stats.NEES(truth, means, covs)``); each is chi-squared
         with ``dim_x`` degrees of freedom for a consistent filter.
+
+    Raises
+    ------
+    UndefinedStatistic
+        When an estimate or a covariance is not finite, or a covariance is not symmetric or not
+        positive definite: the statistic does not exist.
+    ValueError
+        When the arguments do not fit together (shapes, a None step).
     """
     return _normalised_squares(truth, means, covs, ("truth", "means", "covs"))
 
@@ -126,6 +145,11 @@ def nis(zs, z_means, z_covs):
     ndarray of shape (n_steps,)
         One value a step (the square of filterpy's ``KalmanFilter.mahalanobis``); chi-squared
         with ``dim_z`` degrees of freedom for a consistent filter.
+
+    Raises
+    ------
+    UndefinedStatistic, ValueError
+        As :func:`nees`.
 
     Notes
     -----
@@ -165,7 +189,7 @@ def mean_nees(truth, means, covs):
         return None
     try:
         return float(np.mean(nees(truth, means, covs)))
-    except _NoStatistic:
+    except UndefinedStatistic:
         return None
 
 

@@ -533,10 +533,14 @@ def test_a_consistent_filter_has_mean_nees_near_its_dimension():
 
 
 def test_the_statistics_refuse_what_they_cannot_use():
-    with pytest.raises(ValueError, match="covs: expected shape"):
+    with pytest.raises(ValueError, match="covs: expected shape") as caught:
         kb.stats.nees(np.zeros((3, 2)), np.zeros((3, 2)), np.zeros((3, 2)))
-    with pytest.raises(ValueError, match=r"covs\[1\]: expected a positive definite"):
+    assert not isinstance(caught.value, kb.stats.UndefinedStatistic)  # a mistake in the call
+    # a statistic that does not exist has a public class of its own (its class had a private name)
+    with pytest.raises(kb.stats.UndefinedStatistic, match=r"covs\[1\]: expected a positive definite"):
         kb.stats.nees(np.zeros((2, 1)), np.zeros((2, 1)), np.array([[[1.0]], [[-1.0]]]))
+    with pytest.raises(kb.stats.UndefinedStatistic, match=r"^z_means: contains NaN"):
+        kb.stats.nis(np.zeros((2, 1)), np.full((2, 1), np.nan), np.ones((2, 1, 1)))
     with pytest.raises(ValueError, match="means: expected shape"):
         kb.stats.nees(np.zeros((3, 2)), np.zeros((2, 2)), np.tile(np.eye(2), (3, 1, 1)))
     # complex covariances lost their imaginary parts to a cast, and text raised numpy's own message
