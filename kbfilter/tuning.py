@@ -379,6 +379,11 @@ def _end_chosen(values, best):
     return "last" if best == values[-1] else "first"
 
 
+def _end_and_inner(values, side):
+    """The ``side`` end (``"last"`` or ``"first"``) of an axis and its neighbour."""
+    return (values[-1], values[-2]) if side == "last" else (values[0], values[1])
+
+
 def _beyond(end, inner):
     """The value one step past ``end``, away from its neighbour ``inner``: by their ratio when both
     are positive (a geometric grid), by their difference otherwise; an integer axis stays integer.
@@ -412,8 +417,7 @@ def _extend_edges(grid, best, added, counts, max_extensions):
         last = side == "last"
         if counts[name, last] >= max_extensions:
             continue
-        end, inner = (values[-1], values[-2]) if last else (values[0], values[1])
-        new = _beyond(end, inner)
+        new = _beyond(*_end_and_inner(values, side))
         if new is None:
             continue
         grid[name] = values + (new,) if last else (new,) + values
@@ -427,8 +431,8 @@ def _edge_warnings(grid, best, added, max_extensions):
     """Warn for each axis whose chosen value is still an end of its (monotone, numeric) list, unless
     nothing lies past that end (a positive integer axis at 1: see :func:`_beyond`)."""
     for name, values in grid.items():
-        side = _end_chosen(values, best[name])
-        if side is None or _beyond(*((values[-1], values[-2]) if side == "last" else (values[0], values[1]))) is None:
+        end = _end_chosen(values, best[name])
+        if end is None or _beyond(*_end_and_inner(values, end)) is None:
             continue
         side = "smallest" if best[name] == min(values) else "largest"
         done = (f"after {len(added[name])} extension(s) of the axis (max_extensions={max_extensions})"

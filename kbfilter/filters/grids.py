@@ -6,8 +6,7 @@ The comments say where each range was measured (the documentation's studies have
 
 __all__ = ["DEFAULT_GRID", "SCALABLE_GRID", "IMAGE_GRID", "FEATURE_GRID", "BLUR_GRID", "SCALABLE_BLUR_GRID",
            "MONTE_CARLO_IMAGE_GRID", "MONTE_CARLO_SCALABLE_IMAGE_GRID", "NEIGHBOUR_GRID", "NEAREST_IMAGE_GRID",
-           "LOCAL_GRID",
-           "LOCAL_BLUR_GRID"]
+           "LOCAL_GRID", "LOCAL_BLUR_GRID"]
 
 #: vector observations: bandwidth scale 0.1-4, both regularisers 1e-6-1
 DEFAULT_GRID = {

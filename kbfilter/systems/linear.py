@@ -248,8 +248,8 @@ class LinearGaussianSensor:
         self.prior_mean = check_within_magnitude(check_vector(prior_mean, "prior_mean", length=dim_x), "prior_mean")
         self.prior_cov = check_covariance(prior_cov, "prior_cov", dim_x)
         for name in ("R", "prior_cov"):
-            check_training_magnitude(float(np.sqrt(np.max(np.diag(getattr(self, name))))), f"{name} (its standard "
-                                     f"deviations)")
+            deviation = float(np.sqrt(np.max(np.diag(getattr(self, name)))))
+            check_training_magnitude(deviation, f"{name} (its standard deviations)")
 
     @classmethod
     def fitted(cls, states, observations):
