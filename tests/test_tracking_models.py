@@ -270,12 +270,14 @@ def test_the_imm_refuses_what_it_cannot_mix():
     # every model weighs the one observation: a radar's range and bearing are not a position fix,
     # nor is a radar elsewhere the same radar (the models' probabilities would mean nothing)
     fixes, radar = PositionFixes(3.0), RangeBearing((0.0, 0.0))
+    elsewhere = RangeBearing((500.0, 0.0))
     for first, other, named in [(fixes, radar, r"\(PositionFixes\) and systems\[1\] \(RangeBearing\)"),
-                                (radar, RangeBearing((500.0, 0.0)), r"\(RangeBearing\) and systems\[1\] \(RangeBearing\)")]:
+                                (radar, elsewhere, r"\(RangeBearing\) and systems\[1\] \(RangeBearing\)")]:
         with pytest.raises(ValueError, match=f"systems: expected models that observe a state alike .*{named}"):
             InteractingMultipleModel([CoordinatedTurn(sensor=first), CoordinatedTurn(sensor=other, turning=False)])
     # the noises may differ
-    InteractingMultipleModel([CoordinatedTurn(sensor=fixes), CoordinatedTurn(sensor=PositionFixes(30.0), turning=False)])
+    noisier = CoordinatedTurn(sensor=PositionFixes(30.0), turning=False)
+    InteractingMultipleModel([CoordinatedTurn(sensor=fixes), noisier])
     # a model of one's own whose observation is NaN, or refused, at the comparison's states is not told apart
     # from itself
     class Root(CoordinatedTurn):

@@ -1167,8 +1167,8 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
 
     weights_prior = _PriorWeights(
         "_prior", "The predicted weights over the training states (see the class's attributes). Assigned, they are "
-        "checked (finite, one a training state, not all zero) and the next update starts from them as given, signed or not; "
-        "``x_prior`` and ``P_prior`` stay the prediction's.")
+        "checked (finite, one a training state, not all zero) and the next update starts from them as given, "
+        "signed or not; ``x_prior`` and ``P_prior`` stay the prediction's.")
 
     # -- filterpy surface -----------------------------------------------------------------------------
     @limited_blas
