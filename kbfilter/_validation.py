@@ -120,6 +120,14 @@ def check_saved_matrix(X, name, **kwargs):
     return check_within_magnitude(check_matrix(X, name, **kwargs), name)
 
 
+def check_saved_vector(v, name, *, length=None):
+    """A fitted vector read from a file: a float64 1-D ndarray (of ``length`` when given), finite
+    and within the training bound (see :func:`check_saved_matrix`)."""
+    if not (isinstance(v, np.ndarray) and v.dtype == np.float64 and v.ndim == 1):
+        raise ValueError(f"{name}: expected a float64 vector")
+    return check_within_magnitude(check_vector(v, name, length=length), name)
+
+
 def check_samples(X, name, *, sample_shape=None, min_samples=1, finite=True):
     """Return samples of any shape (n, ...) flattened to (n, d), with the shape of one sample.
 

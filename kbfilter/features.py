@@ -21,9 +21,10 @@ from sklearn.neural_network import MLPRegressor
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
-from ._validation import check_choice, check_int, check_matrix, check_memory, check_positive, check_same_length
+from ._validation import (check_choice, check_int, check_matrix, check_memory, check_positive, check_same_length,
+                          check_saved_matrix, check_saved_vector)
 from .kernels import median_distance
-from .persistence import persistent
+from .persistence import persistent, saved_before_fit
 
 __all__ = ["GaussianBlur", "RandomFourierFeatures", "LearnedFeatures"]
 
@@ -216,6 +217,70 @@ _ACTIVATIONS = {
 }
 
 
+def network_layers(h, weights, biases, activation):
+    """The activations of a network's layers ``weights``, ``biases`` (an ``MLPRegressor``'s
+    ``coefs_`` and ``intercepts_``, or some of them) for the rows of ``h``, as scikit-learn
+    computes them.
+
+    Parameters
+    ----------
+    h : ndarray of shape (n, n_inputs)
+        The inputs of the first of the layers.
+    weights, biases : list of ndarray
+        Each layer's matrix and bias.
+    activation : {"relu", "tanh", "logistic", "identity"}
+        Applied after every layer.
+
+    Returns
+    -------
+    ndarray of shape (n, n_outputs)
+        The last layer's activations.
+    """
+    act = _ACTIVATIONS[activation]
+    for W, b in zip(weights, biases):
+        h = act(h @ W + b)
+    return h
+
+
+def check_network(weights, biases, n_inputs, n_outputs=None, names=("weights_", "biases_")):
+    """A network's layers read from a file (untrusted): lists of float64 matrices and biases within
+    the training bound, chained from ``n_inputs`` columns (to ``n_outputs`` when given), one bias a
+    unit, as ``fit`` keeps them from an ``MLPRegressor``.
+
+    Parameters
+    ----------
+    weights, biases : list of ndarray
+        The saved layers.
+    n_inputs : int
+        The columns the first layer takes.
+    n_outputs : int, optional
+        The units the last layer must have.
+    names : (str, str)
+        The fields' names, for the messages.
+    """
+    weights_name, biases_name = names
+    if not (isinstance(weights, list) and isinstance(biases, list) and weights and len(weights) == len(biases)):
+        raise ValueError(f"{weights_name}, {biases_name}: expected two non-empty lists, one matrix and one bias a "
+                         f"layer")
+    width = n_inputs
+    for i, (W, b) in enumerate(zip(weights, biases)):
+        W = check_saved_matrix(W, f"{weights_name}[{i}]", allow_1d=False)
+        if W.shape[0] != width:
+            raise ValueError(f"{weights_name}[{i}]: expected {width} rows (the units before it), got {W.shape[0]}")
+        check_saved_vector(b, f"{biases_name}[{i}]", length=W.shape[1])
+        width = W.shape[1]
+    if n_outputs is not None and width != n_outputs:
+        raise ValueError(f"{weights_name}: the last layer has {width} units, expected {n_outputs}")
+
+
+def check_positive_scales(scale, name, length=None):
+    """Saved scales a network's inputs are divided by (untrusted): a positive float64 vector."""
+    check_saved_vector(scale, name, length=length)
+    if not np.all(scale > 0):
+        raise ValueError(f"{name}: expected positive scales")
+    return scale
+
+
 def check_layer_sizes(layers):
     """``hidden_layer_sizes`` as a tuple: a non-empty tuple or list of positive layer widths."""
     if not isinstance(layers, (tuple, list)) or not layers:
@@ -363,6 +428,20 @@ class LearnedFeatures(TransformerMixin, BaseEstimator):
         self.n_iter_ = int(mlp.n_iter_)  # epochs the network trained for (at most max_iter)
         return self
 
+    def _after_load(self):
+        # a saved file is untrusted: the layers must chain from the inputs the PCA and the scale give
+        if saved_before_fit(self, "weights_"):
+            return
+        check_choice(self.activation, "activation", tuple(_ACTIVATIONS))
+        n_inputs = len(check_positive_scales(self.input_scale_, "input_scale_"))
+        if self.pca_ is not None and self.pca_.components_.shape[0] != n_inputs:
+            raise ValueError(f"pca_: makes {self.pca_.components_.shape[0]} components, where input_scale_ has "
+                             f"{n_inputs}")
+        check_network(self.weights_, self.biases_, n_inputs)
+        width = n_inputs if self.pca_ is None else self.pca_.components_.shape[1]
+        if not np.all(np.isfinite(self.transform(np.zeros((1, width))))):
+            raise ValueError("the loaded feature map does not map an observation to finite features")
+
     def transform(self, Z):
         """The features of each observation.
 
@@ -381,7 +460,4 @@ class LearnedFeatures(TransformerMixin, BaseEstimator):
         if self.pca_ is not None:
             h = self.pca_.transform(h)
         h = h / self.input_scale_
-        act = _ACTIVATIONS[self.activation]
-        for W, b in zip(self.weights_, self.biases_):
-            h = act(h @ W + b)
-        return h
+        return network_layers(h, self.weights_, self.biases_, self.activation)

@@ -74,6 +74,13 @@ def _moved(filt):
     return filt
 
 
+def _moved_window():
+    """A window regressor five frames into a run: its window holds them, and the rest continues it."""
+    reg = kb.filters.WindowRegressor(window=3, hidden_layer_sizes=(16, 8), max_iter=30).fit(POSES[:50], VIEWS[:50])
+    reg.batch_filter(VIEWS[50:55])
+    return reg
+
+
 def _continued(filt):
     """The rest of the run, continued from where the filter stands."""
     return filt.batch_filter(VIEWS[55:], us=CONTROLS[55:])[0]
@@ -147,6 +154,9 @@ CASES = {
         ROBOT, n_particles=30, random_state=0, outlier_quantile=0.9)), _continued)],
     "NearestImage": [(_moved(kb.filters.NearestImage(n_neighbors=3)), _continued),
                      (_moved(kb.filters.NearestImage(features=None)), _continued)],
+    "WindowRegressor": [(_moved_window(), lambda f: f.batch_filter(VIEWS[55:])[0])],
+    "WindowNetwork": [(_moved_window().model_,
+                       lambda m: m.regressed(m.space.mapped(VIEWS[:3].reshape(3, -1)).reshape(1, -1)))],
     "NeighbourLookup": [(kb.filters.NearestImage().fit(POSES, VIEWS).model_,
                          lambda m: np.append(*m.index.kneighbors(m.space.map(VIEWS[0]))))],
     "OutlierGate": [(OutlierGate.from_quantile(Z, 0.9), lambda g: np.append(g.distance(Q), g.radius))],

@@ -484,6 +484,38 @@ def test_a_controlled_transition_whose_successors_point_elsewhere_is_refused_at_
         assert "evil.npz" in line and "successors: expected" in line, result.stdout
 
 
+def test_a_network_whose_layers_do_not_chain_is_refused_at_load_naming_the_layer(tmp_path):
+    """The saved layers of a window regressor's network and of learned features, and the frames a
+    regressor's window holds, must fit together and the feature map: refused at load by name."""
+    body = '''
+        images = rng.uniform(size=(40, 6, 5))
+        window = kb.filters.WindowRegressor(window=3, hidden_layer_sizes=(8, 4), max_iter=20).fit(X, Z)
+        window.batch_filter(Z[:2])
+        features = kb.features.LearnedFeatures(n_pca=4, hidden_layer_sizes=(6, 3), max_iter=20).fit(
+            images.reshape(40, -1), X)
+        for obj, owner, field, cut in [(window, "WindowNetwork", "weights", lambda a: a[:-1]),
+                                       (window, "WindowNetwork", "biases", lambda a: a[:-1]),
+                                       (window, "WindowRegressor", "frames", lambda a: a[:, :1]),
+                                       (features, "LearnedFeatures", "weights_", lambda a: a[:, :-1])]:
+            arrays, meta = parts(save(obj, out + "/obj.npz"))
+            node = find(meta["root"], lambda n: n.get("class") == owner)["fields"][field]
+            key = (node["items"][1] if node["t"] == "list" else node)["key"]
+            arrays[key] = cut(arrays[key]).copy()
+            try:
+                load(write(out + "/evil.npz", arrays, meta))
+                print("loaded", field)
+            except ValueError as exc:
+                print(str(exc).split("(ValueError: ")[-1])
+    '''
+    result = _run(body, tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines()[:4] == [
+        "weights[1]: expected 8 rows (the units before it), got 7)",
+        "biases[1]: expected length 4, got 3)",
+        "frames: expected the features of the last 3 frames, shape (3, 2), got (3, 1))",
+        "biases_[1]: expected length 2, got 3)"], result.stdout + result.stderr[-2000:]
+
+
 def test_members_the_description_does_not_name_are_never_read(tmp_path):
     """A compressed member that would inflate to 1 GiB, appended to a valid file, is not opened."""
     body = '''
@@ -534,11 +566,16 @@ FUZZ = '''
              "neighbours": (lambda: kb.filters.NearestNeighbourParticleFilter(kb.systems.Rotation(), n_particles=30,
                                                                                  random_state=0).fit(X, Z), run),
              "nearest": (lambda: kb.filters.NearestImage(n_neighbors=3).fit(X, Z), run),
+             "window": (lambda: kb.filters.WindowRegressor(window=3, hidden_layer_sizes=(8, 4), max_iter=30).fit(X, Z),
+                        run),
              # the parts on their own, where no filter's probe step runs
              "embedding": (lambda: kb.ConditionalEmbedding(method="nystrom", rank=10).fit(X, Z),
                            lambda cme: cme.predict_mean(X[:5])),
              "rule": (lambda: kb.KernelBayesRule().fit(X, Z), lambda rule: rule.posterior(None, Z[0]).weights),
-             "learned motion": (lambda: kb.filters.LearnedMotion().fit(X), lambda m: m.mean_step(X[:5]))}
+             "learned motion": (lambda: kb.filters.LearnedMotion().fit(X), lambda m: m.mean_step(X[:5])),
+             "learned features": (lambda: kb.features.LearnedFeatures(n_pca=None, hidden_layer_sizes=(6, 3),
+                                                                      max_iter=20).fit(Z, X),
+                                  lambda features: features.transform(Z[:5]))}
     array_mutations = [lambda a: a.astype(np.uint8), lambda a: a.astype(np.complex128), lambda a: a.astype(bool),
                        lambda a: np.concatenate([a, a[:1]]) if a.ndim else a, lambda a: a.reshape(-1, 1),
                        lambda a: np.full(a.shape, np.nan), lambda a: np.full(a.shape, 1e300), lambda a: a[:0],
@@ -558,7 +595,7 @@ FUZZ = '''
 
     outcomes = {}
     for name, (make, use) in which.items():
-        path = make().save(out + f"/{name}.npz")
+        path = save(make(), out + f"/{name}.npz")
         arrays, meta = parts(path)
         cases = [("array", k, i) for k in arrays for i in range(len(array_mutations))]
         cases += [("scalar", t, i) for t in leaves(meta) for i in range(len(scalar_mutations))]
@@ -587,10 +624,10 @@ FUZZ = '''
 
 
 def test_mutated_saved_filters_load_to_a_value_error_or_a_filter_that_runs(tmp_path):
-    """A seeded fuzz of 1,500 mutations of saved filters (exact, Nystrom and local kernel Bayes
+    """A seeded fuzz of 1,800 mutations of saved filters (exact, Nystrom and local kernel Bayes
     filters, the Kernel Monte Carlo filter, the learned-motion filter, the nearest-neighbour
-    particle filter, the nearest image) and of three parts saved on
-    their own (a conditional embedding, a Bayes rule, a learned motion): wrong dtypes and shapes,
+    particle filter, the nearest image, the window regressor) and of four parts saved on their own
+    (a conditional embedding, a Bayes rule, a learned motion, learned features): wrong dtypes and shapes,
     NaN, 1e300, empty arrays and out-of-range indices in the arrays; strings, lists, missing
     references, None, negative, huge and NaN numbers and a misplaced class in the description. Each
     loads to a ValueError or to an object whose results are finite; no other exception, no crash,

@@ -9,15 +9,75 @@ from sklearn.neural_network import MLPRegressor
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_int, check_observation, check_positive, check_sequences
-from ..features import check_layer_sizes, check_network_memory, exact_pca
+from .._validation import (check_covariance, check_int, check_positive, check_saved_matrix, check_saved_vector,
+                           check_sequences)
+from ..features import (check_layer_sizes, check_network, check_network_memory, check_positive_scales, exact_pca,
+                        network_layers)
+from ..persistence import Persistent, persistent, saved_before_fit
 from ..threads import limited_blas
-from .base import Filter, no_control
+from .base import Filter, SharedModel, check_loaded_estimates, no_control, probe_loaded
+from .observation import ObservationSpace
 
-__all__ = ["WindowRegressor"]
+__all__ = ["WindowRegressor", "WindowNetwork"]
 
 
-class WindowRegressor(Filter, BaseEstimator):
+def _regressed(windows, input_scale, weights, biases, target_mean, target_scale):
+    # scikit-learn's MLPRegressor.predict (ReLU hidden layers, a linear output), in the states' units
+    hidden = network_layers(windows / input_scale, weights[:-1], biases[:-1], "relu")
+    return (hidden @ weights[-1] + biases[-1]) * target_scale + target_mean
+
+
+@persistent("space", "input_scale", "weights", "biases", "target_mean", "target_scale", "residual_cov",
+            holds={"space": "ObservationSpace"})
+class WindowNetwork(SharedModel):
+    """What a :class:`WindowRegressor` fits, read-only once built and shared by the regressor's
+    copies (filterpy's ``Saver`` deep-copies a filter every step).
+
+    Parameters
+    ----------
+    space : ObservationSpace
+        The frames' feature map.
+    input_scale : ndarray of shape (n_inputs,)
+        What each input of the network (a window of features) is divided by.
+    weights, biases : list of ndarray
+        The network's layers, input to output (an ``MLPRegressor``'s ``coefs_`` and ``intercepts_``).
+    target_mean, target_scale : ndarray of shape (dim_x,)
+        The network answers standardised states: these bring them back to the states' units.
+    residual_cov : ndarray of shape (dim_x, dim_x)
+        The covariance of the training states about the network's answers.
+    """
+
+    def __init__(self, space, input_scale, weights, biases, target_mean, target_scale, residual_cov):
+        # built by fit, or from a saved file (untrusted): each part must fit the others
+        if not isinstance(space, ObservationSpace):
+            raise ValueError(f"space: expected an ObservationSpace, got {type(space).__name__}")
+        self.input_scale = check_positive_scales(input_scale, "input_scale")
+        self.target_scale = check_positive_scales(target_scale, "target_scale")
+        dim_x = len(self.target_scale)
+        self.target_mean = check_saved_vector(target_mean, "target_mean", length=dim_x)
+        check_network(weights, biases, len(self.input_scale), dim_x, names=("weights", "biases"))
+        check_covariance(check_saved_matrix(residual_cov, "residual_cov", allow_1d=False), "residual_cov", dim_x)
+        self.space, self.weights, self.biases, self.residual_cov = space, weights, biases, residual_cov
+
+    def regressed(self, windows):
+        """The network's states for rows of windowed features.
+
+        Parameters
+        ----------
+        windows : ndarray of shape (n, n_inputs)
+            Each row the features of ``window`` frames, oldest first.
+
+        Returns
+        -------
+        ndarray of shape (n, dim_x)
+            The regressed states.
+        """
+        return _regressed(windows, self.input_scale, self.weights, self.biases, self.target_mean, self.target_scale)
+
+
+@persistent("model_", "n_features_in_", "n_iter_", "frames", "x", "P", "x_prior", "P_prior", "x_post", "P_post",
+            holds={"model_": "WindowNetwork", "features": "TransformerMixin"})
+class WindowRegressor(Persistent, Filter, BaseEstimator):
     """An ``MLPRegressor`` from the features of the last ``window`` frames to the current state.
 
     It learns no dynamics and no likelihood; it is what a practitioner would try first with a
@@ -38,6 +98,18 @@ class WindowRegressor(Filter, BaseEstimator):
         Its iteration budget (a ``ConvergenceWarning`` at the budget is silenced).
     random_state : int, default=0
         Seeds the network's initialisation and the default ``PCA``.
+
+    Attributes
+    ----------
+    model_ : WindowNetwork
+        The feature map and the trained network (its layers kept as arrays, so that the regressor
+        saves without pickle), with the covariance of the training states about its answers: the
+        reported ``P``.
+    n_iter_ : int
+        The epochs the network trained for (at most ``max_iter``).
+    frames : ndarray of shape (window, n_features) or None
+        The features of the most recent frames, oldest first (None before the first frame of a
+        sequence). :meth:`save` keeps them, so a loaded regressor continues the run.
 
     Examples
     --------
@@ -80,29 +152,30 @@ class WindowRegressor(Filter, BaseEstimator):
             The fitted regressor, with an empty frame history.
         """
         self.check_params()
-        xs, zs, self.obs_shape_ = check_sequences(states, observations)
+        xs, zs, obs_shape = check_sequences(states, observations)
         X, Z = np.vstack(xs), np.vstack(zs)
         self.n_features_in_ = X.shape[1]
         # the default PCA is seeded (a randomized SVD on wide images draws random numbers)
         default = exact_pca(30, Z, self.random_state)
-        self.features_ = clone(self.features if self.features is not None else default).fit(Z, X)
-        mapped = [self.features_.transform(z) for z in zs]
+        space = ObservationSpace(obs_shape, clone(self.features if self.features is not None else default).fit(Z, X))
+        mapped = [space.mapped(z) for z in zs]
         check_network_memory(self.window * mapped[0].shape[1], self.hidden_layer_sizes, X.shape[1], X.shape[0])
         inputs = np.vstack([self._windows(F) for F in mapped])
-        self.scale_ = StandardScaler(with_mean=False).fit(inputs).scale_  # a constant column keeps scale 1
+        input_scale = StandardScaler(with_mean=False).fit(inputs).scale_  # a constant column keeps scale 1
         # the network learns standardised states: its initial weights and L2 penalty assume
         # targets of order one, and states in metres or far from the origin are not
-        self.target_scaler_ = StandardScaler().fit(X)
-        targets = self.target_scaler_.transform(X)
+        target = StandardScaler().fit(X)
+        targets = target.transform(X)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             # a one-dimensional state as scikit-learn wants a single target: a vector (a column warns)
-            self.mlp_ = MLPRegressor(hidden_layer_sizes=tuple(self.hidden_layer_sizes), alpha=self.alpha,
-                                     max_iter=self.max_iter, random_state=self.random_state).fit(
-                inputs / self.scale_, targets if X.shape[1] > 1 else targets[:, 0])
-        self.dim_x_ = X.shape[1]
-        residual = X - self._regressed(inputs)
-        self.residual_cov_ = np.atleast_2d(np.cov(residual.T))
+            mlp = MLPRegressor(hidden_layer_sizes=tuple(self.hidden_layer_sizes), alpha=self.alpha,
+                               max_iter=self.max_iter, random_state=self.random_state).fit(
+                inputs / input_scale, targets if X.shape[1] > 1 else targets[:, 0])
+        self.n_iter_ = int(mlp.n_iter_)
+        layers = ([w.copy() for w in mlp.coefs_], [b.copy() for b in mlp.intercepts_], target.mean_, target.scale_)
+        residual = X - _regressed(inputs, input_scale, *layers)
+        self.model_ = WindowNetwork(space, input_scale, *layers, np.atleast_2d(np.cov(residual.T)))
         return self.reset()
 
     def check_params(self):
@@ -139,9 +212,9 @@ class WindowRegressor(Filter, BaseEstimator):
         self : WindowRegressor
             The regressor, ready for a new sequence.
         """
-        check_is_fitted(self, "mlp_")
-        self._frames = None
-        self._set_estimate("prior", self.target_scaler_.mean_.copy(), self.residual_cov_.copy())
+        check_is_fitted(self, "model_")
+        self.frames = None
+        self._set_estimate("prior", self.model_.target_mean.copy(), self.model_.residual_cov.copy())
         self._set_estimate("post", self.x, self.P)
         return self
 
@@ -170,19 +243,49 @@ class WindowRegressor(Filter, BaseEstimator):
         if z is None:
             self._keep_prediction()
             return
-        z = check_observation(z, self.obs_shape_)[None, :]
-        row = self.features_.transform(z)[0]
+        row = self.model_.space.map(z)[0]
         # the last window of frames, the first frame repeated before there were enough (as _windows
         # pads): one shape from the first frame on, which filterpy's Saver can stack
-        if self._frames is None:
-            self._frames = np.repeat(row[None], self.window, axis=0)
+        if self.frames is None:
+            self.frames = np.repeat(row[None], self.window, axis=0)
         else:
-            self._frames = np.vstack([self._frames[1:], row])
-        window = self._frames.reshape(1, -1)
-        self._set_estimate("post", self._regressed(window)[0], self.residual_cov_.copy())
+            self.frames = np.vstack([self.frames[1:], row])
+        window = self.frames.reshape(1, -1)
+        self._set_estimate("post", self.model_.regressed(window)[0], self.model_.residual_cov.copy())
 
-    def _regressed(self, windows):
-        """The network's states for rows of windowed features, as (n, dim_x) (it answers a single
-        target with a vector)."""
-        predicted = self.mlp_.predict(windows / self.scale_).reshape(len(windows), self.dim_x_)
-        return self.target_scaler_.inverse_transform(predicted)
+    @property
+    def features_(self):
+        """The fitted feature map."""
+        return self.model_.space.features
+
+    @property
+    def obs_shape_(self):
+        """Shape of one training observation."""
+        return self.model_.space.obs_shape
+
+    def _after_load(self):
+        # a saved file is untrusted: the network must take windows of the features the map makes,
+        # answer states of the saved dimension, and run one update
+        if saved_before_fit(self, "model_"):
+            return
+        self.check_params()
+        dim_x = len(self.model_.target_mean)
+        if self.n_features_in_ != dim_x:
+            raise ValueError(f"n_features_in_: expected the network's state dimension ({dim_x}), got "
+                             f"{self.n_features_in_!r}")
+        width = self.model_.space.map(np.zeros(self.obs_shape_)).shape[1]
+        if len(self.model_.input_scale) != self.window * width:
+            raise ValueError(f"model_: the network takes {len(self.model_.input_scale)} inputs, where a window of "
+                             f"{self.window} frames of {width} features makes {self.window * width}")
+        if self.frames is not None and check_saved_matrix(self.frames, "frames", allow_1d=False).shape != (
+                self.window, width):
+            raise ValueError(f"frames: expected the features of the last {self.window} frames, shape "
+                             f"({self.window}, {width}), got {self.frames.shape}")
+        check_loaded_estimates(self, dim_x)
+        probe_loaded(self, self._probe)
+
+    @staticmethod
+    def _probe(filt):
+        # one update by an observation of zeros, from the saved frames (see probe_loaded)
+        filt.update(np.zeros(filt.obs_shape_))
+        return filt.x, filt.P
