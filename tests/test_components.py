@@ -371,6 +371,26 @@ def test_an_observation_no_particle_explains_keeps_the_prediction(rotation):
     pf.predict()
     pf.update(obs[0])
     assert np.all(np.isfinite(pf.x))
+    # counted every time, where Python shows the warning once a line: a run says how often it happened
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pf.batch_filter([obs[1], [1e200, 1e200], obs[2], [1e200, 1e200]])
+    assert pf.diagnostics == {"kept_prediction": 3}
+
+
+def test_an_observation_no_model_explains_keeps_the_model_probabilities_and_is_counted(rotation):
+    system, _, (_, obs) = rotation
+    imm = kb.filters.InteractingMultipleModel([system, system], switch=0.2).initialize(np.zeros(2), np.eye(2))
+    imm.predict()
+    imm.update(obs[0])
+    assert imm.diagnostics == {"kept_model_probabilities": 0}
+    imm.predict()
+    mu = imm.mu.copy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # scipy's, squaring the residual
+        with pytest.warns(kb.NumericalWarning, match="no model gives the observation a finite likelihood"):
+            imm.update([1e200, 1e200])
+    assert np.array_equal(imm.mu, mu) and imm.diagnostics == {"kept_model_probabilities": 1}
 
 
 def test_a_feature_map_that_cannot_serve_the_observation_kernel_is_named(rotation):

@@ -59,7 +59,7 @@ def test_the_workers_never_hold_the_log(client):
     to 400 MiB each, their own interpreter included: a worker that held the log would pass its limit
     and be killed, and the fit would fail (joining the chunks on one worker did)."""
     T, dim_z = 200_000, 220
-    rng = da.random.default_rng(0)
+    rng = da.random.RandomState(0)  # (default_rng came in dask 2023.2; the floor is 2023.1)
     states = rng.standard_normal((T, 2), chunks=(10_000, 2)).cumsum(axis=0) * 0.01
     obs = da.concatenate([states + 0.1 * rng.standard_normal((T, 2), chunks=(10_000, 2)),
                           rng.standard_normal((T, dim_z - 2), chunks=(10_000, dim_z - 2))], axis=1)

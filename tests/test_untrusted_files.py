@@ -516,6 +516,33 @@ def test_a_network_whose_layers_do_not_chain_is_refused_at_load_naming_the_layer
         "biases_[1]: expected length 2, got 3)"], result.stdout + result.stderr[-2000:]
 
 
+def test_a_saved_estimate_that_is_not_finite_is_refused_at_load(tmp_path):
+    """What a loaded filter reports before its next step is its saved estimate: NaN there was
+    returned as it was by the Kernel Monte Carlo and the learned-motion filters."""
+    body = '''
+        cv = kb.systems.ConstantVelocity(step=1.0, accel=0.5, speed=10.0)
+        track = cv.simulate(60, rng=0, burn_in=0)[0]
+        filters = [kb.KernelMonteCarloFilter(kb.systems.Rotation(), n_particles=30, random_state=0).fit(X, Z),
+                   kb.LearnedMotionFilter(cv, inputs=(2, 3), n_particles=30, random_state=0).fit(track, track[:, :2]),
+                   kb.filters.WindowRegressor(max_iter=10).fit(X, Z), kb.KernelBayesFilter().fit(X, Z)]
+        for filt in filters:
+            for field in ("x_prior", "P"):
+                arrays, meta = parts(filt.save(out + "/filter.npz"))
+                key = meta["root"]["fields"][field]["key"]
+                arrays[key] = np.full(arrays[key].shape, np.nan)
+                try:
+                    print(type(filt).__name__, "loaded", load(write(out + "/evil.npz", arrays, meta)).x)
+                except ValueError as exc:
+                    print(type(filt).__name__, str(exc).split("Error: ", 1)[1].split(":")[0])
+    '''
+    result = _run(body, tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    # (a filter's x and x_prior may be one array in the file; the first the check meets is named)
+    assert result.stdout.splitlines()[:8] == [f"{name} {field}" for name in (
+        "KernelMonteCarloFilter", "LearnedMotionFilter", "WindowRegressor", "KernelBayesFilter")
+        for field in ("x", "P")], result.stdout + result.stderr[-2000:]
+
+
 def test_members_the_description_does_not_name_are_never_read(tmp_path):
     """A compressed member that would inflate to 1 GiB, appended to a valid file, is not opened."""
     body = '''

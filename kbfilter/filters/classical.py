@@ -518,6 +518,10 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, Likelihood, Innovatio
         defines no ``h(x)``).
     resampled : bool
         Whether the last update resampled.
+    diagnostics : dict
+        ``{"kept_prediction": n}``: how many updates kept the prediction because no particle gave
+        the observation a finite likelihood (each is warned about too, but Python shows a warning
+        once per line by default; the count is the whole story).
 
     Examples
     --------
@@ -538,6 +542,7 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, Likelihood, Innovatio
         self.rng = check_rng(rng, "rng")
         self.ess_threshold = check_fraction(ess_threshold, "ess_threshold")
         self.initialized = False
+        self.diagnostics = {"kept_prediction": 0}
 
     def initialize(self, x0, P0):
         """Draw the particles from ``N(x0, P0)``.
@@ -661,6 +666,7 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, Likelihood, Innovatio
             loglik = self.system.observation_loglik(z, self.belief.particles)
         self.log_likelihood = self.belief.reweight_log(loglik)
         if not np.isfinite(self.log_likelihood):
+            self.diagnostics["kept_prediction"] += 1
             warn_user("ParticleFilter: no particle gives the observation a finite likelihood (it is far from "
                       "every predicted observation); kept the prediction", NumericalWarning)
             self._keep_prediction()
@@ -812,7 +818,10 @@ class InteractingMultipleModel(Innovation, _StartsFromFirstObservation):
         residual ``y_j`` and innovation covariance ``S_j``; ``sqrt(y^T S^{-1} y)``. None where
         ``log_likelihood`` is, and before any observation.
     filters : list of ExtendedKalman or UnscentedKalman
-        One filter a model.
+        One filter a model (each counts its own fallbacks in its ``diagnostics``).
+    diagnostics : dict
+        ``{"kept_model_probabilities": n}``: how many updates kept the model probabilities because
+        no model gave the observation a finite likelihood (each is warned about too).
 
     Examples
     --------
@@ -853,6 +862,7 @@ class InteractingMultipleModel(Innovation, _StartsFromFirstObservation):
         self.mu = np.full(m, 1.0 / m)
         self.log_likelihood = self._measured = None
         self.initialized = False
+        self.diagnostics = {"kept_model_probabilities": 0}
 
     def initialize(self, x0, P0):
         """Start every model's filter from ``N(x0, P0)``, the models equally likely.
@@ -924,6 +934,7 @@ class InteractingMultipleModel(Innovation, _StartsFromFirstObservation):
             if np.isfinite(self.log_likelihood):
                 self.mu = np.exp(log_weights - self.log_likelihood)
             else:
+                self.diagnostics["kept_model_probabilities"] += 1
                 warn_user("InteractingMultipleModel: no model gives the observation a finite likelihood; kept the "
                           "model probabilities", NumericalWarning)
         self._combine("post")

@@ -16,9 +16,9 @@ from .._validation import (check_choice, check_fraction, check_int, check_memory
 from ..embedding import KernelMean, clipped_weights, herd, normalise_weights, weighted_covariance
 from ..persistence import Persistent, persistent, saved_before_fit
 from ..threads import limited_blas
-from .base import (TUNING_RECORD, LearnedFilter, SharedModel, check_model_states, check_motion,
-                   motion_control_dimension, motion_of, probe_loaded, probe_prediction, sample_next, training_pairs,
-                   tuning_record_holds)
+from .base import (TUNING_RECORD, LearnedFilter, SharedModel, check_loaded_estimates, check_model_states,
+                   check_motion, motion_control_dimension, motion_of, probe_loaded, probe_prediction, sample_next,
+                   training_pairs, tuning_record_holds)
 from .grids import MONTE_CARLO_IMAGE_GRID, MONTE_CARLO_SCALABLE_IMAGE_GRID
 from .likelihood import PredictiveLikelihood
 from .observation import (ObservationSettings, ObservationSpace, check_dense_fits, observation_grid,
@@ -408,6 +408,7 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, DrawsFromOwnGenerator, 
         if saved_before_fit(self, "model_"):  # fit checks the motion
             return
         check_motion(motion_of(self))
+        check_loaded_estimates(self, self.states_.shape[1])
         probe_loaded(self, self._probe)
 
     @staticmethod

@@ -50,8 +50,8 @@ from ..persistence import Persistent, persistent, saved_before_fit
 from ..systems.base import sensor_residual
 from ..systems.linear import LinearGaussianSensor
 from ..threads import limited_blas
-from .base import TUNING_RECORD, LearnedFilter, SharedModel, SharesFittedParts, check_model_states, probe_loaded, \
-    tuning_record_holds
+from .base import (TUNING_RECORD, LearnedFilter, SharedModel, SharesFittedParts, check_loaded_estimates,
+                   check_model_states, probe_loaded, tuning_record_holds)
 from .likelihood import Innovation, Likelihood, SensorInnovation
 from .particles import MAX_PARTICLES, DrawsFromOwnGenerator, HoldsParticles, ParticleBelief
 from .reacquisition import ChiSquareGate, RecentObservations
@@ -696,6 +696,7 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
         if recent is not None and recent.shape[1:] != tuple(self.obs_shape_):
             raise ValueError(f"LearnedMotionFilter: the saved recent observations are not of the sensor's shape "
                              f"{tuple(self.obs_shape_)}")
+        check_loaded_estimates(self, d)
         probe_loaded(self, self._probe)
 
     @staticmethod
