@@ -67,6 +67,17 @@ def test_a_tuned_filter_keeps_its_tuning_record_through_save_and_load(tmp_path, 
             load(_rewrite(tmp_path / "damaged.npz", arrays, dict(meta, root=dict(meta["root"], fields=bad))))
 
 
+def test_a_window_regressor_tuned_on_a_given_grid_keeps_its_record_through_save_and_load(tmp_path, data):
+    (states, obs), (_, test_obs) = data
+    tuned = kb.tune_filter(kb.filters.WindowRegressor(hidden_layer_sizes=(8,), max_iter=20), states, obs,
+                           param_grid={"window": (2, 4)}, validation_length=50, progress=False)
+    loaded = kb.filters.WindowRegressor.load(tuned.save(tmp_path / "tuned.npz"))
+    for name in ("best_params_", "search_table_", "param_grid_", "extended_params_", "validation_nees_",
+                 "refit_time_"):
+        assert repr(getattr(loaded, name)) == repr(getattr(tuned, name)), name
+    assert np.array_equal(loaded.batch_filter(test_obs)[0], tuned.batch_filter(test_obs)[0])
+
+
 def _arrays_and_meta(path):
     with np.load(path, allow_pickle=False) as npz:
         arrays = {k: npz[k] for k in npz.files}

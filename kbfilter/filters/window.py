@@ -15,7 +15,8 @@ from ..features import (check_layer_sizes, check_network, check_network_memory, 
                         network_layers)
 from ..persistence import Persistent, persistent, saved_before_fit
 from ..threads import limited_blas
-from .base import Filter, SharedModel, check_loaded_estimates, no_control, probe_loaded
+from .base import (TUNING_RECORD, Filter, SharedModel, check_loaded_estimates, check_tuning_record, no_control,
+                   probe_loaded, tuning_record_holds)
 from .observation import ObservationSpace
 
 __all__ = ["WindowRegressor", "WindowNetwork"]
@@ -76,7 +77,8 @@ class WindowNetwork(SharedModel):
 
 
 @persistent("model_", "n_features_in_", "n_iter_", "frames", "x", "P", "x_prior", "P_prior", "x_post", "P_post",
-            holds={"model_": "WindowNetwork", "features": "TransformerMixin"})
+            *TUNING_RECORD, holds={"model_": "WindowNetwork", "features": "TransformerMixin",
+                                   **tuning_record_holds("TransformerMixin")})
 class WindowRegressor(Persistent, Filter, BaseEstimator):
     """An ``MLPRegressor`` from the features of the last ``window`` frames to the current state.
 
@@ -109,7 +111,9 @@ class WindowRegressor(Persistent, Filter, BaseEstimator):
         The epochs the network trained for (at most ``max_iter``).
     frames : ndarray of shape (window, n_features) or None
         The features of the most recent frames, oldest first (None before the first frame of a
-        sequence). :meth:`save` keeps them, so a loaded regressor continues the run.
+        sequence). :meth:`save` keeps them, so a loaded regressor continues the run; and, when
+        :func:`~kbfilter.tune_filter` returned it (with a ``param_grid``: there is no default one),
+        its tuning record.
 
     Examples
     --------
@@ -269,6 +273,7 @@ class WindowRegressor(Persistent, Filter, BaseEstimator):
         if saved_before_fit(self, "model_"):
             return
         self.check_params()
+        check_tuning_record(self)  # tune_filter tunes it with a grid given (it has no default one)
         dim_x = len(self.model_.target_mean)
         if self.n_features_in_ != dim_x:
             raise ValueError(f"n_features_in_: expected the network's state dimension ({dim_x}), got "
