@@ -24,7 +24,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._validation import (check_choice, check_int, check_matrix, check_memory, check_positive, check_same_length,
                           check_saved_matrix, check_saved_vector)
 from .kernels import median_distance
-from .persistence import persistent, saved_before_fit
+from .persistence import persistent, saved_before_fit, with_saved_layout
 
 __all__ = ["GaussianBlur", "RandomFourierFeatures", "LearnedFeatures"]
 
@@ -404,6 +404,7 @@ class LearnedFeatures(TransformerMixin, BaseEstimator):
         if self.n_pca is not None:
             self.pca_ = exact_pca(check_int(self.n_pca, "n_pca"), Z, self.random_state)
             inputs = self.pca_.fit_transform(Z)
+            with_saved_layout(self.pca_)
         # scikit-learn's scaler leaves a constant input's scale at 1, whatever the data's units
         scaler = StandardScaler().fit(inputs)
         centre, self.input_scale_ = scaler.mean_, scaler.scale_

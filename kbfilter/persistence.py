@@ -106,6 +106,35 @@ def registered():
     return sorted(_REGISTRY) + sorted(_SKLEARN)
 
 
+def with_saved_layout(part):
+    """A scikit-learn part just fitted, its fitted arrays laid out as :func:`load` gives them back.
+
+    BLAS may round a product in the last bits by its operands' memory layout, and ``load`` returns
+    every array contiguous (in C or Fortran order, as saved). A part that keeps a strided view
+    (``PCA.components_`` from a randomized or an ARPACK SVD, or from any SVD under scikit-learn
+    1.3) would compute otherwise than its loaded copy, and a loaded filter would not continue its
+    run bit for bit; so kbfilter calls this on each part it fits. Any other object is returned as
+    it is.
+
+    Parameters
+    ----------
+    part : object
+        A fitted transformer (changed in place: a strided fitted array becomes a contiguous copy,
+        equal in value).
+
+    Returns
+    -------
+    object
+        ``part``.
+    """
+    if _SKLEARN.get(type(part).__name__) is type(part):
+        for name, value in list(vars(part).items()):
+            if (name.endswith("_") and not name.startswith("_") and isinstance(value, np.ndarray)
+                    and not (value.flags.c_contiguous or value.flags.f_contiguous)):
+                setattr(part, name, np.ascontiguousarray(value))
+    return part
+
+
 def saved_before_fit(obj, fitted):
     """Whether a loaded ``obj`` was saved before fit: its declared field ``fitted`` is absent.
 

@@ -21,7 +21,7 @@ from ..features import GaussianBlur
 from ..kernel_approximation import NystromKernel, RandomFourierKernel
 from ..kernels import as_kernel, fitted_kernel
 from ..linalg import NumericalWarning
-from ..persistence import persistent
+from ..persistence import persistent, with_saved_layout
 from ..rules.bayes_rule import KernelBayesRule
 from .base import SharedModel
 from .grids import BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, LOCAL_BLUR_GRID, LOCAL_GRID, SCALABLE_BLUR_GRID
@@ -469,8 +469,7 @@ class ObservationSpace(SharedModel):
         if "image_shape" in features.get_params() and features.image_shape is None:
             features.set_params(image_shape=obs_shape)  # e.g. GaussianBlur
         try:
-            features.fit(Z, X)
-            mapped = features.transform(Z)
+            mapped = with_saved_layout(features.fit(Z, X)).transform(Z)
         except (ValueError, TypeError, IndexError) as exc:
             if type(features).__module__.partition(".")[0] == "kbfilter":
                 raise  # the library's own maps name their parameters

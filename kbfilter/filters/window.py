@@ -13,7 +13,7 @@ from .._validation import (check_covariance, check_int, check_positive, check_sa
                            check_sequences)
 from ..features import (check_layer_sizes, check_network, check_network_memory, check_positive_scales, exact_pca,
                         network_layers)
-from ..persistence import Persistent, persistent, saved_before_fit
+from ..persistence import Persistent, persistent, saved_before_fit, with_saved_layout
 from ..threads import limited_blas
 from .base import (TUNING_RECORD, Filter, SharedModel, check_loaded_estimates, check_tuning_record, no_control,
                    probe_loaded, tuning_record_holds)
@@ -161,7 +161,8 @@ class WindowRegressor(Persistent, Filter, BaseEstimator):
         self.n_features_in_ = X.shape[1]
         # the default PCA is seeded (a randomized SVD on wide images draws random numbers)
         default = exact_pca(30, Z, self.random_state)
-        space = ObservationSpace(obs_shape, clone(self.features if self.features is not None else default).fit(Z, X))
+        features = clone(self.features if self.features is not None else default).fit(Z, X)
+        space = ObservationSpace(obs_shape, with_saved_layout(features))
         mapped = [space.mapped(z) for z in zs]
         check_network_memory(self.window * mapped[0].shape[1], self.hidden_layer_sizes, X.shape[1], X.shape[0])
         inputs = np.vstack([self._windows(F) for F in mapped])

@@ -26,7 +26,7 @@ from .._warnings import warn_user
 from ..embedding import KernelMean
 from ..kernels import fitted_kernel
 from ..linalg import NumericalWarning, Woodbury, pivoted_cholesky, ridge_factor
-from ..persistence import Persistent, persistent, saved_before_fit
+from ..persistence import Persistent, persistent, saved_before_fit, with_saved_layout
 from ..threads import limited_blas
 from ._checks import prior_sample
 from .representations import (LOW_RANK_RTOL, DenseObservations, DenseStates, FeatureObservations, FeatureStates,
@@ -287,7 +287,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
             self.diagnostics_[event] += 1
         self.features_, self.kernel_z_, self.G_z_ = None, None, None
         if self.features is not None:
-            self.features_ = clone(self.features).fit(Z)
+            self.features_ = with_saved_layout(clone(self.features).fit(Z))
             self.Phi_ = np.asarray(self.features_.transform(Z), dtype=np.float64)
         else:
             self.kernel_z_ = kernel_z
