@@ -84,6 +84,9 @@ class WindowRegressor(Persistent, Filter, BaseEstimator):
 
     It learns no dynamics and no likelihood; it is what a practitioner would try first with a
     sequence of images and their states. Frames before the start are the first frame repeated.
+    It saves and loads without pickle (:meth:`save`, :meth:`load`) with the frames of its window,
+    so a loaded regressor continues its run bit for bit, and with its tuning record when
+    :func:`~kbfilter.tune_filter` returned it (given a ``param_grid``: it has no default one).
 
     Parameters
     ----------
@@ -111,9 +114,7 @@ class WindowRegressor(Persistent, Filter, BaseEstimator):
         The epochs the network trained for (at most ``max_iter``).
     frames : ndarray of shape (window, n_features) or None
         The features of the most recent frames, oldest first (None before the first frame of a
-        sequence). :meth:`save` keeps them, so a loaded regressor continues the run; and, when
-        :func:`~kbfilter.tune_filter` returned it (with a ``param_grid``: there is no default one),
-        its tuning record.
+        sequence).
 
     Examples
     --------
