@@ -22,7 +22,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
 from ._validation import (check_choice, check_int, check_matrix, check_memory, check_positive, check_same_length,
-                          check_saved_matrix, check_saved_vector)
+                          check_saved_matrix, check_saved_vector, check_training_magnitude)
 from .kernels import median_distance
 from .persistence import persistent, saved_before_fit, with_saved_layout
 
@@ -192,6 +192,16 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
         self.sampler_ = RBFSampler(gamma=1.0 / (2 * s * s), n_components=r, random_state=self.random_state).fit(Z)
         return self
 
+    def _after_load(self):
+        # a saved file is untrusted: the sampler must map an observation to finite features
+        if saved_before_fit(self, "sampler_"):
+            return
+        check_training_magnitude(check_positive(self.bandwidth_, "bandwidth_"), "bandwidth_")
+        self.n_features_in_ = self.sampler_.random_weights_.shape[0]  # derived, as fit sets it
+        row = self.transform(np.zeros((1, self.n_features_in_)))
+        if row.shape != (1, self.sampler_.random_weights_.shape[1]) or not np.all(np.isfinite(row)):
+            raise ValueError("sampler_: the loaded sampler does not map an observation to finite features")
+
     def transform(self, Z):
         """The features of each observation.
 
@@ -325,7 +335,7 @@ def exact_pca(n_components, data, random_state):
     return PCA(min(n_components, n, d), svd_solver="full" if d <= 1000 else "auto", random_state=random_state)
 
 
-@persistent("pca_", "input_scale_", "weights_", "biases_", holds={"pca_": "PCA"})
+@persistent("pca_", "input_scale_", "weights_", "biases_", "n_iter_", holds={"pca_": "PCA"})
 class LearnedFeatures(TransformerMixin, BaseEstimator):
     """Learned observation features (Xu et al. (2022) §3.3): an MLP's last hidden layer.
 
@@ -439,9 +449,11 @@ class LearnedFeatures(TransformerMixin, BaseEstimator):
             raise ValueError(f"pca_: makes {self.pca_.components_.shape[0]} components, where input_scale_ has "
                              f"{n_inputs}")
         check_network(self.weights_, self.biases_, n_inputs)
-        width = n_inputs if self.pca_ is None else self.pca_.components_.shape[1]
-        if not np.all(np.isfinite(self.transform(np.zeros((1, width))))):
+        self.n_features_in_ = n_inputs if self.pca_ is None else self.pca_.components_.shape[1]  # as fit sets it
+        if not np.all(np.isfinite(self.transform(np.zeros((1, self.n_features_in_))))):
             raise ValueError("the loaded feature map does not map an observation to finite features")
+        if hasattr(self, "n_iter_"):  # (a file saved before it was recorded has none)
+            check_int(self.n_iter_, "n_iter_")
 
     def transform(self, Z):
         """The features of each observation.

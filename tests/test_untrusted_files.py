@@ -600,6 +600,8 @@ FUZZ = '''
                            lambda cme: cme.predict_mean(X[:5])),
              "rule": (lambda: kb.KernelBayesRule().fit(X, Z), lambda rule: rule.posterior(None, Z[0]).weights),
              "learned motion": (lambda: kb.filters.LearnedMotion().fit(X), lambda m: m.mean_step(X[:5])),
+             "random features": (lambda: kb.features.RandomFourierFeatures(16).fit(Z),
+                                 lambda features: features.transform(Z[:5])),
              "learned features": (lambda: kb.features.LearnedFeatures(n_pca=None, hidden_layer_sizes=(6, 3),
                                                                       max_iter=20).fit(Z, X),
                                   lambda features: features.transform(Z[:5]))}
@@ -651,10 +653,10 @@ FUZZ = '''
 
 
 def test_mutated_saved_filters_load_to_a_value_error_or_a_filter_that_runs(tmp_path):
-    """A seeded fuzz of 1,800 mutations of saved filters (exact, Nystrom and local kernel Bayes
+    """A seeded fuzz of 1,950 mutations of saved filters (exact, Nystrom and local kernel Bayes
     filters, the Kernel Monte Carlo filter, the learned-motion filter, the nearest-neighbour
-    particle filter, the nearest image, the window regressor) and of four parts saved on their own
-    (a conditional embedding, a Bayes rule, a learned motion, learned features): wrong dtypes and shapes,
+    particle filter, the nearest image, the window regressor) and of five parts saved on their own
+    (a conditional embedding, a Bayes rule, a learned motion, random and learned features): wrong dtypes and shapes,
     NaN, 1e300, empty arrays and out-of-range indices in the arrays; strings, lists, missing
     references, None, negative, huge and NaN numbers and a misplaced class in the description. Each
     loads to a ValueError or to an object whose results are finite; no other exception, no crash,

@@ -1228,6 +1228,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         # a saved file is untrusted: its belief must fit its model, and one step must run, so that a
         # file that would fail at first use (a tampered value deep in the model) fails here instead
         n, d = self.model_.states.shape
+        self.n_features_in_ = d  # derived, as fit sets it
         for name in ("weights", "weights_prior"):
             _held_weights(check_vector(getattr(self, name, None), name, length=n), name)
         check_loaded_estimates(self, d)

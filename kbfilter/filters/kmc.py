@@ -408,7 +408,8 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, DrawsFromOwnGenerator, 
         if saved_before_fit(self, "model_"):  # fit checks the motion
             return
         check_motion(motion_of(self))
-        check_loaded_estimates(self, self.states_.shape[1])
+        self.n_features_in_ = self.states_.shape[1]  # derived, as fit sets it
+        check_loaded_estimates(self, self.n_features_in_)
         probe_loaded(self, self._probe)
 
     @staticmethod

@@ -275,6 +275,7 @@ class WindowRegressor(Persistent, Filter, BaseEstimator):
         if saved_before_fit(self, "model_"):
             return
         self.check_params()
+        check_int(self.n_iter_, "n_iter_")
         check_tuning_record(self)  # tune_filter tunes it with a grid given (it has no default one)
         dim_x = len(self.model_.target_mean)
         if self.n_features_in_ != dim_x:

@@ -306,6 +306,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
         # a saved file is untrusted: the fitted values must be ones fit could have produced
         states = check_saved_matrix(getattr(self, "states_", None), "states_")
         observations = check_saved_matrix(getattr(self, "observations_", None), "observations_")
+        self.n_features_in_ = states.shape[1]  # derived, as fit sets it
         n = self.n_train_
         if not (isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n == states.shape[0]
                 == observations.shape[0]):
