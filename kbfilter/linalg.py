@@ -70,6 +70,11 @@ class SPDFactor:
         self.jitter = check_positive(jitter, "jitter", allow_zero=True)
 
     @property
+    def order(self):
+        """The order ``n`` of the matrix it solves with: the rows a right-hand side must have."""
+        return self.factor.shape[0]
+
+    @property
     def event(self):
         """``None``, ``"jitter"`` or ``"lu"``: which fallback rule was used."""
         return "lu" if self.method == "lu" else ("jitter" if self.jitter > 0 else None)
@@ -299,6 +304,11 @@ class Woodbury:
                              f"got shape {self.L.shape}")
         #: the factor of ``c I_r + L^T L``
         self.inner = ridge_factor(self.L.T @ self.L, self.c, "Woodbury inner matrix")
+
+    @property
+    def order(self):
+        """The order ``n`` of the matrix it solves with: the rows a right-hand side must have."""
+        return self.L.shape[0]
 
     def solve(self, B):
         """Solve ``(L L^T + c I) X = B`` for ``B`` of shape (n,) or (n, k)."""

@@ -304,7 +304,10 @@ class _Decoder:
                 raise ValueError(f"{where}: {odd} are not fitted attributes of a {node['class']}")
             params = self._fields(node, "params", where)
             _check_jobs(params.get("n_jobs"), f"{where}.n_jobs")
-            return self._set(cls(**params), fitted)
+            part = self._set(cls(**params), fitted)
+            if fitted:  # (a part given as a parameter is saved unfitted)
+                _probe_part(part, where)
+            return part
         if kind == "object":
             cls, names, holds = _REGISTRY.get(node["class"], (None, (), {}))
             if cls is None:
@@ -439,6 +442,21 @@ def _check_jobs(n_jobs, where):
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs > cpus:
         raise ValueError(f"{where}: expected None or an integer up to this machine's {cpus} processors, got "
                          f"{n_jobs!r}")
+
+
+def _probe_part(part, where):
+    """A scikit-learn part from a file maps a row of zeros of its input width to one finite row.
+
+    Its parameters and fitted arrays are what ``transform`` reads: a kernel name it does not know,
+    a component count that is not a number or NaN frequencies fail here, where they would
+    otherwise load and fail at the part's first use, with whatever error scikit-learn raises."""
+    n = getattr(part, "n_features_in_", None)
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 < n < 2**31:
+        raise ValueError(f"{where}.n_features_in_: expected a positive integer, got {n!r}")
+    with np.errstate(all="ignore"):
+        row = np.asarray(part.transform(np.zeros((1, n))), dtype=np.float64)
+    if row.ndim != 2 or row.shape[0] != 1 or not np.all(np.isfinite(row)):
+        raise ValueError(f"{where}: the saved {type(part).__name__} does not map an input to one finite row")
 
 
 def _walk(root):

@@ -543,6 +543,49 @@ def test_a_saved_estimate_that_is_not_finite_is_refused_at_load(tmp_path):
         for field in ("x", "P")], result.stdout + result.stderr[-2000:]
 
 
+def test_a_saved_part_that_would_fail_at_first_use_is_refused_at_load(tmp_path):
+    """Found by mutating every saved class on its own: a Bayes rule whose prior factor has a row more
+    than it has training states, and scikit-learn parts saved on their own (a Nystroem kernel name
+    it does not know, NaN frequencies of an RBFSampler) loaded, and failed or gave NaN at first use."""
+    body = '''
+        from sklearn.kernel_approximation import Nystroem, RBFSampler
+        from kbfilter.kernel_approximation import NystromKernel
+
+        def tampered(obj, change):
+            arrays, meta = parts(save(obj, out + "/part.npz"))
+            change(arrays, meta)
+            return write(out + "/evil.npz", arrays, meta)
+
+        def extra_row(arrays, meta):
+            key = find(meta["root"], lambda n: n.get("class") == "Woodbury")["fields"]["L"]["key"]
+            arrays[key] = np.vstack([arrays[key], arrays[key][:1]])
+
+        def unknown_kernel(arrays, meta):
+            meta["root"]["params"]["kernel"] = "sigmoidal"
+
+        def nan_frequencies(arrays, meta):
+            key = meta["root"]["fitted"]["random_weights_"]["key"]
+            arrays[key] = np.full(arrays[key].shape, np.nan)
+
+        rule = kb.KernelBayesRule(kernel_x=NystromKernel(rank=10), kernel_z=NystromKernel(rank=10)).fit(X, Z)
+        for obj, change in [(rule, extra_row), (Nystroem(n_components=10, random_state=0).fit(Z), unknown_kernel),
+                            (RBFSampler(n_components=10, random_state=0).fit(Z), nan_frequencies)]:
+            try:
+                loaded = load(tampered(obj, change))
+                print("loaded", type(loaded).__name__)
+            except ValueError as exc:
+                print("refused", str(exc).split("damaged kbfilter file (")[-1])
+    '''
+    result = _run(body, tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("refused ValueError: prior_factor_: solves with a matrix of order 41, expected one row "
+                               "per training state (40)"), result.stdout
+    assert lines[1].startswith("refused KeyError: 'sigmoidal'"), result.stdout  # scikit-learn's, at the probe
+    assert lines[2].startswith("refused ValueError: RBFSampler: the saved RBFSampler does not map an input to one "
+                               "finite row"), result.stdout
+
+
 def test_members_the_description_does_not_name_are_never_read(tmp_path):
     """A compressed member that would inflate to 1 GiB, appended to a valid file, is not opened."""
     body = '''

@@ -125,6 +125,9 @@ class ControlledTransition(_SuccessorTransition):
         self.kernel_u = kernel_u
         self.factor = factor
         self.n_states = check_int(n_states, "n_states")
+        if np.shape(cross_gram)[1:] != (self.n_states,):
+            raise ValueError(f"cross_gram: expected a column per training state ({self.n_states}), got shape "
+                             f"{np.shape(cross_gram)}")
         self.successors = _checked_successors(successors, cross_gram, self.n_states)
 
     @classmethod
@@ -213,6 +216,9 @@ class LowRankControlledTransition(_SuccessorTransition):
         self.features = features
         self.factor = factor
         self.n_states = check_int(n_states, "n_states")
+        if np.ndim(state_cross) != 2 or np.shape(state_cross)[0] != self.n_states:
+            raise ValueError(f"state_cross: expected a row per training state ({self.n_states}), got shape "
+                             f"{np.shape(state_cross)}")
         self.successors = _checked_successors(successors, features, self.n_states)
         self.converged = bool(converged)
 

@@ -313,6 +313,9 @@ class KernelBayesRule(Persistent, BaseEstimator):
             raise ValueError(f"n_train_: expected the number of training states ({states.shape[0]}) and "
                              f"observations ({observations.shape[0]}), got {n!r}")
         check_positive(getattr(self, "reg_update_", None), "reg_update_")
+        if self.prior_factor_.order != n:
+            raise ValueError(f"prior_factor_: solves with a matrix of order {self.prior_factor_.order}, expected one "
+                             f"row per training state ({n})")
         solver = check_choice(getattr(self, "solver_", None), "solver_", ("features", "low_rank", "dense"))
         needed = {"features": ("Phi_",), "low_rank": ("G_z_", "obs_factor_"), "dense": ("G_z_",)}[solver]
         for name in ("G_z_", "Phi_", "obs_factor_"):
