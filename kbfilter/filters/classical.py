@@ -521,7 +521,7 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, Likelihood, Innovatio
     diagnostics : dict
         ``{"kept_prediction": n}``: how many updates kept the prediction because no particle gave
         the observation a finite likelihood (each is warned about too, but Python shows a warning
-        once per line by default; the count is the whole story).
+        once a line by default: the count says how often it happened).
 
     Examples
     --------
