@@ -237,8 +237,8 @@ def _fitted_attributes(obj):
                                                 for obj, f in cases])
 def test_a_loaded_object_has_every_fitted_attribute_of_the_saved_one(tmp_path, name, obj, compute):
     # n_features_in_ (scikit-learn's record of the width fit saw) was missing from a loaded kernel Bayes
-    # filter, Kernel Monte Carlo filter, Bayes rule and feature maps; the parts that are rebuilt
-    # from the training inputs when first used are (compute uses them)
+    # filter, Kernel Monte Carlo filter, Bayes rule and feature maps; compute runs first, because some
+    # parts are rebuilt from the training inputs when they are first used
     back = load(save(obj, tmp_path / "obj.npz"))
     compute(back)
     compute(obj)
