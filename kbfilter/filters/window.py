@@ -179,9 +179,10 @@ class WindowRegressor(Persistent, Filter, BaseEstimator):
                                max_iter=self.max_iter, random_state=self.random_state).fit(
                 inputs / input_scale, targets if X.shape[1] > 1 else targets[:, 0])
         self.n_iter_ = int(mlp.n_iter_)
-        layers = ([w.copy() for w in mlp.coefs_], [b.copy() for b in mlp.intercepts_], target.mean_, target.scale_)
-        residual = X - _regressed(inputs, input_scale, *layers)
-        self.model_ = WindowNetwork(space, input_scale, *layers, np.atleast_2d(np.cov(residual.T)))
+        # the layers, and the states' mean and scale that bring the network's answers back to their units
+        network = ([w.copy() for w in mlp.coefs_], [b.copy() for b in mlp.intercepts_], target.mean_, target.scale_)
+        residual = X - _regressed(inputs, input_scale, *network)
+        self.model_ = WindowNetwork(space, input_scale, *network, np.atleast_2d(np.cov(residual.T)))
         return self.reset()
 
     def check_params(self):

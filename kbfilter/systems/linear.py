@@ -239,8 +239,8 @@ class LinearGaussianSensor:
 
     def __init__(self, H, offset, R, prior_mean, prior_cov):
         # learned from training pairs, or read from a file (untrusted): values fit could have
-        # produced, whose squares do not overflow (a variance is a square: its root is bounded)
-        # contiguous, as load gives it back: BLAS may round a product otherwise by layout, and
+        # produced, whose squares do not overflow (a variance is a square: its root is bounded). H is
+        # held contiguous, as load gives it back: BLAS may round a product otherwise by layout, and
         # scikit-learn's fitted coefficients are a strided view
         self.H = np.ascontiguousarray(check_within_magnitude(check_matrix(H, "H", allow_1d=False), "H"))
         self.dim_z, dim_x = self.H.shape
