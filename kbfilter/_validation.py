@@ -128,6 +128,16 @@ def check_saved_vector(v, name, *, length=None):
     return check_within_magnitude(check_vector(v, name, length=length), name)
 
 
+def check_saved_values(values, name):
+    """Fitted values of any shape read from a file: a float64 ndarray, finite and within the
+    training bound (see :func:`check_saved_matrix`)."""
+    if not (isinstance(values, np.ndarray) and values.dtype == np.float64):
+        raise ValueError(f"{name}: expected a float64 array")
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"{name}: contains NaN or infinite values")
+    return check_within_magnitude(values, name)
+
+
 def check_samples(X, name, *, sample_shape=None, min_samples=1, finite=True):
     """Return samples of any shape (n, ...) flattened to (n, d), with the shape of one sample.
 

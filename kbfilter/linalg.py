@@ -69,6 +69,18 @@ class SPDFactor:
         self.pivots = pivots
         self.jitter = check_positive(jitter, "jitter", allow_zero=True)
 
+    def _after_load(self):
+        # a saved file is untrusted and a factor may be loaded on its own: the constructor checked
+        # the diagonal, and LAPACK's solve reads the rest (the factorisations leave the matrix's own
+        # finite entries in the triangle they do not use); checked in blocks of rows, as the factor
+        # of an exact filter is gigabytes
+        for start in range(0, self.order, 1024):
+            if not np.all(np.isfinite(self.factor[start : start + 1024])):
+                raise ValueError("factor: expected finite values")
+        # finite entries can still overflow in the substitutions
+        if not np.all(np.isfinite(self.solve(np.ones(self.order)))):
+            raise ValueError("factor: the loaded factor does not solve (its solve of a vector of ones is not finite)")
+
     @property
     def order(self):
         """The order ``n`` of the matrix it solves with: the rows a right-hand side must have."""

@@ -21,7 +21,7 @@ array([3., 6., 0.])
 import numpy as np
 import scipy.sparse as sp
 
-from ._validation import check_indices
+from ._validation import check_indices, check_saved_values
 from .persistence import persistent
 
 __all__ = ["Operator", "DenseOperator", "SparseOperator", "LowRankOperator"]
@@ -88,6 +88,16 @@ class Operator:
         """
         raise NotImplementedError
 
+    def _after_load(self):
+        # a saved file is untrusted, and an operator may be loaded on its own: what it holds would
+        # come out of every product
+        for name, values in self._held().items():
+            check_saved_values(values, name)
+
+    def _held(self):
+        """The arrays of values the operator holds, by name."""
+        raise NotImplementedError
+
     def _placement(self, rows, n_rows):
         """``rows`` checked as :meth:`placed` states: distinct indices in ``[0, n_rows)``, one a row."""
         return check_indices(rows, "rows", n_rows, length=self.shape[0], distinct=True)
@@ -112,6 +122,9 @@ class DenseOperator(Operator):
     def __init__(self, matrix):
         self.matrix = _two_dimensional(np.asarray(matrix, dtype=np.float64))
         self.shape = self.matrix.shape
+
+    def _held(self):
+        return {"matrix": self.matrix}
 
     def __matmul__(self, v):
         return self.matrix @ v
@@ -148,6 +161,9 @@ class SparseOperator(Operator):
             matrix = _two_dimensional(np.asarray(matrix, dtype=np.float64))
         self.matrix = sp.csr_matrix(matrix, dtype=np.float64)
         self.shape = self.matrix.shape
+
+    def _held(self):
+        return {"matrix": self.matrix.data}
 
     def __matmul__(self, v):
         return self.matrix @ v
@@ -204,6 +220,9 @@ class LowRankOperator(Operator):
             raise ValueError(f"left, right: expected two 2-D arrays with the same number of columns, got shapes "
                              f"{self.left.shape} and {self.right.shape}")
         self.shape = (self.left.shape[0], self.right.shape[0])
+
+    def _held(self):
+        return {"left": self.left, "right": self.right}
 
     def __matmul__(self, v):
         return self.left @ (self.right.T @ v)

@@ -273,6 +273,12 @@ def test_controlled_linear_gaussian_simulates_its_model():
         kb.systems.ControlledLinearGaussian(F=[[0.8]], B=[[1.0], [1.0]], H=[[1.0]], Q=[[0.05]], R=[[0.2]])
     with pytest.raises(ValueError, match="control_scale"):
         kb.systems.ControlledLinearGaussian(F=[[0.8]], B=[[1.0]], H=[[1.0]], Q=[[0.05]], R=[[0.2]], control_scale=0)
+    # squared into the controls' covariance: a scale that overflows it is refused, not an OverflowError later
+    with pytest.raises(ValueError, match="control_scale: expected a positive number at most 1e"):
+        kb.systems.ControlledLinearGaussian(F=[[0.8]], B=[[1.0]], H=[[1.0]], Q=[[0.05]], R=[[0.2]], control_scale=1e300)
+    with pytest.raises(ValueError, match=r"control_scale: the controls' covariance control_scale\^2 / 3 B B\^T"):
+        kb.systems.ControlledLinearGaussian(F=[[0.8]], B=[[1e100]], H=[[1.0]], Q=[[0.05]], R=[[0.2]],
+                                            control_scale=1e90)
 
 
 def test_kmc_with_a_known_control_approaches_the_kalman_filter():

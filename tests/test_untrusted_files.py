@@ -586,6 +586,86 @@ def test_a_saved_part_that_would_fail_at_first_use_is_refused_at_load(tmp_path):
                                "finite row"), result.stdout
 
 
+def test_negative_subsample_indices_never_reach_a_sparse_matrix(tmp_path):
+    """The random-subsample weights put their saved indices into a sparse matrix unchecked: negated,
+    they gave a weight matrix of negative row indices (1e263 from a product, heap corruption on
+    later work), and a loaded embedding predicted NaN. They are refused at load, on their own and
+    in their embedding."""
+    body = '''
+        cme = kb.ConditionalEmbedding(method="random", rank=10, random_state=0).fit(X, Z)
+        for holder in (cme.weights_, cme):
+            arrays, meta = parts(save(holder, out + "/part.npz"))
+            key = find(meta["root"], lambda n: n.get("class") == "SubsampleWeights")["fields"]["subsample_"]["key"]
+            arrays[key] = -arrays[key]
+            try:
+                loaded = load(write(out + "/evil.npz", arrays, meta))
+                W = loaded.weights(X[:3], X, cme.kernel_in_) if holder is cme.weights_ else loaded.weights(X[:3])
+                print("loaded", float((W.T @ Z).sum()))
+            except ValueError as exc:
+                print("refused", str(exc).split("damaged kbfilter file (")[-1])
+    '''
+    result = _run(body, tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines()[:2] == ["refused ValueError: subsample_: expected 10 increasing non-negative "
+                                              "indices (the training inputs drawn at fit, as many as factor_'s "
+                                              "order))"] * 2, result.stdout
+
+
+BLOCKS = '''
+    from kbfilter.filters.outliers import OutlierGate
+    from kbfilter.filters.particles import ParticleBelief
+    from kbfilter.linalg import spd_factor
+    from kbfilter.operators import DenseOperator, LowRankOperator, SparseOperator
+    U = rng.uniform(-1, 1, size=(40, 1))
+    blocks = {f"{m} weights": kb.ConditionalEmbedding(method=m, rank=10, n_neighbors=5, max_iter=30,
+                                                      random_state=0).fit(X, Z).weights_
+              for m in ("exact", "nystrom", "rff", "knn", "random", "icf", "sparse")}
+    blocks.update({
+        "feature weights": kb.ConditionalEmbedding(kernel_in=kb.NystromKernel(rank=10)).fit(X, Z).weights_,
+        "Cholesky factor": spd_factor(kb.GaussianKernel(1.0)(X) + 1e-3 * np.eye(40)),
+        "LU factor": spd_factor(-np.eye(3), warn=False),
+        "dense operator": DenseOperator(X @ X.T),
+        "sparse operator": SparseOperator(np.where(X @ X.T > 1, X @ X.T, 0.0)),
+        "low-rank operator": LowRankOperator(X, Z),
+        "particles": ParticleBelief(X[:10], np.arange(1.0, 11.0) / 55),
+        "outlier gate": OutlierGate.from_quantile(Z, 0.9),
+        "transition": kb.KernelBayesFilter().fit(X, Z).model_.transition,
+        "controlled transition": kb.KernelBayesFilter().fit(X, Z, controls=U).model_.transition,
+        "low-rank controlled transition": kb.KernelBayesFilter(approximation="nystrom", rank=10)
+                                            .fit(X, Z, controls=U).model_.transition})
+    for name, block in blocks.items():
+        arrays, meta = parts(save(block, out + "/block.npz"))
+        # scikit-learn's parts are probed at load (a NaN in them is refused there), and keep indices
+        # of their own that nothing reads
+        try:
+            part = find(meta["root"], lambda n: n.get("t") == "sklearn")
+            theirs = {v["key"] for v in part["fitted"].values() if isinstance(v, dict) and "key" in v}
+        except LookupError:
+            theirs = set()
+        for key, values in arrays.items():
+            if values.dtype.kind not in "fi" or not values.size or key in theirs:
+                continue
+            changed = dict(arrays)
+            changed[key] = np.full_like(values, np.nan if values.dtype.kind == "f" else -1)
+            try:
+                load(write(out + "/evil.npz", changed, meta))
+                print("loaded", name, key)
+            except ValueError:
+                pass
+'''
+
+
+def test_a_nan_or_a_negative_index_in_a_part_saved_on_its_own_is_refused_at_load(tmp_path):
+    """Each part of a filter checks what it holds when it is loaded, not only the filter that holds
+    it: a NaN in any float array, or -1 in any integer array, of the weights of every conditional
+    embedding method, the factors, the operators, a particle belief, an outlier gate and the learned
+    transitions, saved on their own, is refused at load. Before, most of them loaded, and gave NaN
+    (or, for the subsample's indices, corrupted memory) at first use."""
+    result = _run(BLOCKS, tmp_path)
+    assert result.returncode == 0, f"return code {result.returncode}: {result.stderr[-2000:]}"
+    assert "loaded" not in result.stdout.replace("loaded and used without error", ""), result.stdout
+
+
 def test_members_the_description_does_not_name_are_never_read(tmp_path):
     """A compressed member that would inflate to 1 GiB, appended to a valid file, is not opened."""
     body = '''

@@ -18,7 +18,7 @@ from numbers import Real
 import numpy as np
 from sklearn.neighbors import NearestNeighbors
 
-from .._validation import check_fraction, check_matrix
+from .._validation import check_fraction, check_matrix, check_within_magnitude
 from ..persistence import persistent
 
 __all__ = ["OutlierGate"]
@@ -52,6 +52,10 @@ class OutlierGate:
         # infinite is a gate that admits everything; NaN or a negative radius would admit nothing
         self.radius = _distance(radius, "radius")
         self._index = NearestNeighbors(n_neighbors=1).fit(self.observations)
+
+    def _after_load(self):
+        # a saved file is untrusted: distances to the observations must not overflow
+        check_within_magnitude(self.observations, "observations")
 
     @classmethod
     def from_quantile(cls, observations, quantile):

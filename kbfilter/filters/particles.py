@@ -8,7 +8,7 @@ nearest-neighbour particle filter and the Kernel Monte Carlo filter) holds its b
 import numpy as np
 from scipy.special import logsumexp
 
-from .._validation import check_covariance, check_matrix, check_rng, check_vector
+from .._validation import check_covariance, check_matrix, check_rng, check_vector, check_within_magnitude
 from .._warnings import warn_user
 from ..embedding import weighted_covariance
 from ..persistence import persistent
@@ -127,6 +127,10 @@ class ParticleBelief:
         self.particles = check_matrix(particles, "particles")
         n = len(self.particles)
         self.weights = np.full(n, 1.0 / n) if weights is None else check_particle_weights(weights, n=n)
+
+    def _after_load(self):
+        # a saved file is untrusted: the particles are squared into the covariance, which must not overflow
+        check_within_magnitude(self.particles, "particles")
 
     @classmethod
     def drawn_from(cls, states, n, rng):

@@ -35,6 +35,13 @@ class LearnedTransition(SharedModel):
         self.embedding = embedding
         self.operator = operator
 
+    def _after_load(self):
+        # a saved file is untrusted, and a transition may be loaded on its own: it maps weights over
+        # the training states to weights over the same states
+        if self.operator.shape[0] != self.operator.shape[1]:
+            raise ValueError(f"operator: expected a square operator (training states to training states), got "
+                             f"shape {self.operator.shape}")
+
     @property
     def fit_diagnostics(self):
         """Fallbacks taken while fitting the embedding, named ``transition_<kind>``."""

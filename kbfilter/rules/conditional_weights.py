@@ -14,10 +14,10 @@ from sklearn.base import BaseEstimator
 from sklearn.kernel_approximation import Nystroem, RBFSampler
 from sklearn.neighbors import NearestNeighbors
 
-from .._validation import check_int, check_positive, check_rng
+from .._validation import check_choice, check_indices, check_int, check_positive, check_rng, check_saved_matrix
 from ..linalg import Woodbury, batched_pivoted_cholesky, pivoted_cholesky, ridge_factor, spd_factor
 from ..operators import DenseOperator, LowRankOperator, SparseOperator
-from ..persistence import Persistent, persistent
+from ..persistence import Persistent, persistent, saved_before_fit
 from ..progress import progress_bar
 from .sparse_embedding import sparse_coefficients
 
@@ -174,7 +174,12 @@ class ConditionalWeights(Persistent, BaseEstimator):
         return 4096 if self.sparse else max(1, BLOCK_ENTRIES // n_train)
 
     def restore(self, A, kernel):
-        """Rebuild what is derived from the training inputs after a load (nothing by default).
+        """After a load, check the fitted fields against the training inputs and rebuild what is
+        derived from them.
+
+        A saved file is untrusted, and a method's weights may be loaded on their own: each method
+        checks its fields against each other when it is loaded, and here against the inputs its
+        holder keeps.
 
         Parameters
         ----------
@@ -183,6 +188,18 @@ class ConditionalWeights(Persistent, BaseEstimator):
         kernel : Kernel
             The fitted input kernel.
         """
+
+
+def _check_columns(Phi, count, what):
+    if Phi.shape[1] != count:
+        raise ValueError(f"features_: expected {what} ({count}) columns, got {Phi.shape[1]}")
+
+
+def _check_rows(value, name, n):
+    """A fitted array or factor has one row per training input."""
+    rows = value.order if hasattr(value, "order") else value.shape[0]
+    if rows != n:
+        raise ValueError(f"{name}: expected one row per training input ({n}), got {rows}")
 
 
 @weight_method("exact")
@@ -207,6 +224,9 @@ class ExactWeights(ConditionalWeights):
     def weights(self, Q, A, kernel):
         return self.factor_.solve(kernel(A, Q))
 
+    def restore(self, A, kernel):
+        _check_rows(self.factor_, "factor_", A.shape[0])
+
 
 class _FeatureWeights(ConditionalWeights):
     """``G_a = Phi Phi^T``: ``w = Phi (Phi^T Phi + n eps I)^{-1} phi(a)``, no n x n matrix."""
@@ -215,6 +235,17 @@ class _FeatureWeights(ConditionalWeights):
         self.features_ = Phi
         self.factor_ = _ridge_factor(Phi.T @ Phi, Phi.shape[0] * reg, "Phi^T Phi + n reg I", diagnostics)
         return self
+
+    def _after_load(self):
+        if saved_before_fit(self, "factor_"):
+            return
+        Phi = check_saved_matrix(getattr(self, "features_", None), "features_", allow_1d=False)
+        _check_columns(Phi, self.factor_.order, "factor_'s order")
+
+    def restore(self, A, kernel):
+        _check_rows(self.features_, "features_", A.shape[0])
+        # the features a query is mapped to must be the ones the training inputs were
+        _check_columns(self.features_, self._query_features(A[:1], kernel).shape[1], "a query's features")
 
     def _query_features(self, Q, kernel):
         raise NotImplementedError
@@ -265,14 +296,18 @@ class NystromWeights(_FeatureWeights):
         name, params = metric
         self.nystroem_ = Nystroem(kernel=name, kernel_params=params or None, n_components=rank,
                                   random_state=_seed(self.random_state))
-        self.restore(A, kernel_in)
+        self._measure_from(A, kernel_in)
         return self._fit_features(self.nystroem_.fit_transform(self._centred(A, kernel_in)), reg, diagnostics)
 
-    def restore(self, A, kernel):
+    def _measure_from(self, A, kernel):
         # scikit-learn measures distances from ||a||^2 + ||b||^2 - 2 a.b, which loses every digit for
         # points far from the origin: a radial kernel, which only sees differences, is handed the
         # points measured from the first training input (a linear kernel is not, as it sees the origin)
         self.origin_ = kernel.coordinates(A[:1])[0] if kernel.is_radial else 0.0
+
+    def restore(self, A, kernel):
+        self._measure_from(A, kernel)
+        super().restore(A, kernel)
 
     def _centred(self, X, kernel):
         return kernel.coordinates(X) - self.origin_
@@ -322,12 +357,24 @@ class LocalWeights(ConditionalWeights):
                 "kernel_in: method='knn' needs a radial kernel (Gaussian or Laplace), whose "
                 "similarity ranks neighbours like Euclidean distance"
             )
-        self.restore(A, kernel_in)
+        self._index(A, kernel_in)
         return self
 
-    def restore(self, A, kernel):
+    def _index(self, A, kernel):
         # the neighbour index is derived from the training inputs, so it is rebuilt, not saved
         self.neighbors_ = NearestNeighbors(n_neighbors=self.n_neighbors_).fit(kernel.coordinates(A))
+
+    def _after_load(self):
+        if saved_before_fit(self, "n_neighbors_"):
+            return
+        check_int(self.n_neighbors_, "n_neighbors_")
+        # the parameters each query's solve reads (fit took them checked from the embedding)
+        check_positive(self.reg, "reg")
+        check_choice(self.solver, "solver", ("auto", "dense"))
+
+    def restore(self, A, kernel):
+        check_int(self.n_neighbors_, "n_neighbors_", maximum=A.shape[0])
+        self._index(A, kernel)
 
     def local_weights(self, Q, A, kernel, return_distance=False):
         """Each query's neighbourhood and its weights on it (see
@@ -401,6 +448,19 @@ class SubsampleWeights(ConditionalWeights):
         self.factor_ = _ridge_factor(kernel_in(A[self.subsample_]), m * reg, "G_sub + m reg I", diagnostics)
         return self
 
+    def _after_load(self):
+        if saved_before_fit(self, "factor_"):
+            return
+        # the indices go into a sparse matrix unchecked: a negative one corrupts memory
+        sub, m = getattr(self, "subsample_", None), self.factor_.order
+        if not (isinstance(sub, np.ndarray) and sub.dtype.kind in "iu" and sub.shape == (m,) and sub[0] >= 0
+                and np.all(np.diff(sub) > 0)):
+            raise ValueError(f"subsample_: expected {m} increasing non-negative indices (the training inputs "
+                             f"drawn at fit, as many as factor_'s order)")
+
+    def restore(self, A, kernel):
+        check_indices(self.subsample_, "subsample_", A.shape[0])
+
     def weights(self, Q, A, kernel):
         sub = self.subsample_
         local = self.factor_.solve(kernel(A[sub], Q))  # (m, q)
@@ -426,6 +486,17 @@ class IncompleteCholeskyWeights(ConditionalWeights):
     def weights(self, Q, A, kernel):
         return self.woodbury_.solve(kernel(A, Q))
 
+    def _after_load(self):
+        if saved_before_fit(self, "woodbury_"):
+            return
+        L = check_saved_matrix(getattr(self, "L_", None), "L_", allow_1d=False)
+        check_indices(getattr(self, "pivots_", None), "pivots_", L.shape[0], length=L.shape[1], distinct=True)
+        if not np.array_equal(self.woodbury_.L, L):
+            raise ValueError("woodbury_: expected the solver of the factor L_")
+
+    def restore(self, A, kernel):
+        _check_rows(self.L_, "L_", A.shape[0])
+
 
 @weight_method("sparse")
 @persistent("coef_", "n_iter_")
@@ -450,6 +521,19 @@ class SparseWeights(ConditionalWeights):
             diagnostics["max_iter"] += 1
         self.coef_, self.n_iter_ = solution.coef, solution.n_iter
         return self
+
+    def _after_load(self):
+        if saved_before_fit(self, "coef_"):
+            return
+        M = self.coef_
+        if not (sp.issparse(M) and M.format == "csr" and M.shape[0] == M.shape[1] and M.dtype == np.float64):
+            raise ValueError("coef_: expected a square sparse matrix (CSR) of float64")
+        if M.nnz:  # (a large gamma may leave no coefficient)
+            check_saved_matrix(M.data, "coef_")
+        check_int(self.n_iter_, "n_iter_", minimum=0)
+
+    def restore(self, A, kernel):
+        _check_rows(self.coef_, "coef_", A.shape[0])
 
     def weights(self, Q, A, kernel):
         rows = np.flatnonzero(np.diff(self.coef_.indptr))  # the inputs M uses

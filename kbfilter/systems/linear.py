@@ -6,7 +6,7 @@ import numpy as np
 from scipy.linalg import solve_discrete_lyapunov
 from sklearn.linear_model import LinearRegression
 
-from .._validation import check_covariance, check_matrix, check_positive, check_rng, check_sequences, check_square, \
+from .._validation import check_covariance, check_matrix, check_model_scale, check_rng, check_sequences, check_square, \
     check_training_magnitude, check_vector, check_within_magnitude
 from ..linalg import psd_solve
 from ..persistence import persistent
@@ -150,7 +150,11 @@ class ControlledLinearGaussian(LinearGaussian):
         if self.B.shape[0] != self.dim_x:
             raise ValueError(f"B: expected {self.dim_x} rows (one per state coordinate), got shape {self.B.shape}")
         self.dim_u = self.B.shape[1]
-        self.control_scale = check_positive(control_scale, "control_scale")
+        self.control_scale = check_model_scale(control_scale, "control_scale")
+        with np.errstate(over="ignore"):
+            if not np.all(np.isfinite(self._driving_cov())):
+                raise ValueError(f"control_scale: the controls' covariance control_scale^2 / 3 B B^T overflows with "
+                                 f"control_scale={self.control_scale!r} and B up to {np.abs(self.B).max():.3g}")
 
     def _driving_cov(self):
         return self.Q + self.control_scale ** 2 / 3 * self.B @ self.B.T  # a uniform law's variance is (2c)^2 / 12
