@@ -611,6 +611,43 @@ def test_negative_subsample_indices_never_reach_a_sparse_matrix(tmp_path):
                                               "order))"] * 2, result.stdout
 
 
+def test_a_part_changed_against_the_rest_of_its_holder_is_refused_at_load(tmp_path):
+    """Found by mutating every saved class: a Nystroem part whose normalisation was scaled by 1e300
+    loaded in its conditional embedding, which then predicted 1e301 (finite, and meaningless); a
+    number written where a Bayes rule keeps its feature map (or nothing) loaded, and failed with an
+    AttributeError at the first posterior."""
+    body = '''
+        from kbfilter.kernel_approximation import NystromKernel
+
+        def tampered(obj, change):
+            arrays, meta = parts(save(obj, out + "/part.npz"))
+            change(arrays, meta)
+            return write(out + "/evil.npz", arrays, meta)
+
+        def scaled_normalisation(arrays, meta):
+            key = find(meta["root"], lambda n: n.get("class") == "Nystroem")["fitted"]["normalization_"]["key"]
+            arrays[key] = np.full_like(arrays[key], 1e300)
+
+        def number_for_features(arrays, meta):
+            meta["root"]["fields"]["features_"] = 7
+
+        rule = kb.KernelBayesRule(kernel_x=NystromKernel(rank=10), kernel_z=NystromKernel(rank=10)).fit(X, Z)
+        for obj, change in [(kb.ConditionalEmbedding(method="nystrom", rank=10).fit(X, Z), scaled_normalisation),
+                            (rule, number_for_features)]:
+            try:
+                loaded = load(tampered(obj, change))
+                print("loaded", type(loaded).__name__)
+            except ValueError as exc:
+                print("refused", str(exc).split("damaged kbfilter file (")[-1])
+    '''
+    result = _run(body, tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert lines[0] == ("refused ValueError: features_: the first training input's saved features are not the ones "
+                        "its map gives now (the map or the features were changed))"), result.stdout
+    assert lines[1] == "refused ValueError: features_: expected a fitted feature map or None, got 7)", result.stdout
+
+
 BLOCKS = '''
     from kbfilter.filters.outliers import OutlierGate
     from kbfilter.filters.particles import ParticleBelief

@@ -8,7 +8,7 @@ from collections import Counter
 from numbers import Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import (
@@ -327,6 +327,9 @@ class KernelBayesRule(Persistent, BaseEstimator):
             if shape != expected:
                 raise ValueError(f"{name}: expected one row per training pair ({n}) for the {solver!r} solver"
                                  f"{', and as many columns' if name == 'G_z_' else ''}, got shape {shape}")
+        # (a file may hold a plain value where a fitted feature map or nothing belongs)
+        if not (self.features_ is None or isinstance(self.features_, TransformerMixin)):
+            raise ValueError(f"features_: expected a fitted feature map or None, got {self.features_!r}")
         for name in ("obs_residual_", "obs_norm_"):
             value = getattr(self, name, None)
             if isinstance(value, bool) or not isinstance(value, Real) or not value >= 0:

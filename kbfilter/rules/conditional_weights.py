@@ -244,8 +244,13 @@ class _FeatureWeights(ConditionalWeights):
 
     def restore(self, A, kernel):
         _check_rows(self.features_, "features_", A.shape[0])
-        # the features a query is mapped to must be the ones the training inputs were
-        _check_columns(self.features_, self._query_features(A[:1], kernel).shape[1], "a query's features")
+        # a query goes through the map the training inputs went through at fit: the first one's
+        # features, mapped again, are the saved ones (to rounding)
+        first, saved = self._query_features(A[:1], kernel)[0], self.features_[0]
+        _check_columns(self.features_, first.shape[0], "a query's features")
+        if not np.allclose(first, saved, rtol=1e-6, atol=1e-9 * max(1.0, float(np.abs(saved).max()))):
+            raise ValueError("features_: the first training input's saved features are not the ones its map gives now "
+                             "(the map or the features were changed)")
 
     def _query_features(self, Q, kernel):
         raise NotImplementedError
