@@ -546,7 +546,10 @@ def test_a_saved_estimate_that_is_not_finite_is_refused_at_load(tmp_path):
 def test_a_saved_part_that_would_fail_at_first_use_is_refused_at_load(tmp_path):
     """Found by mutating every saved class on its own: a Bayes rule whose prior factor has a row more
     than it has training states, and scikit-learn parts saved on their own (a Nystroem kernel name
-    it does not know, NaN frequencies of an RBFSampler) loaded, and failed or gave NaN at first use."""
+    it does not know, NaN frequencies of an RBFSampler) loaded, and failed or gave NaN at first use;
+    so did a number written where a Bayes rule keeps its feature map (or nothing), with an
+    AttributeError, and a Nystroem part whose normalisation was scaled by 1e300 in a conditional
+    embedding, which then predicted 1e301 (finite, and meaningless)."""
     body = '''
         from sklearn.kernel_approximation import Nystroem, RBFSampler
         from kbfilter.kernel_approximation import NystromKernel
@@ -567,9 +570,18 @@ def test_a_saved_part_that_would_fail_at_first_use_is_refused_at_load(tmp_path):
             key = meta["root"]["fitted"]["random_weights_"]["key"]
             arrays[key] = np.full(arrays[key].shape, np.nan)
 
+        def number_for_features(arrays, meta):
+            meta["root"]["fields"]["features_"] = 7
+
+        def scaled_normalisation(arrays, meta):
+            key = find(meta["root"], lambda n: n.get("class") == "Nystroem")["fitted"]["normalization_"]["key"]
+            arrays[key] = np.full_like(arrays[key], 1e300)
+
         rule = kb.KernelBayesRule(kernel_x=NystromKernel(rank=10), kernel_z=NystromKernel(rank=10)).fit(X, Z)
         for obj, change in [(rule, extra_row), (Nystroem(n_components=10, random_state=0).fit(Z), unknown_kernel),
-                            (RBFSampler(n_components=10, random_state=0).fit(Z), nan_frequencies)]:
+                            (RBFSampler(n_components=10, random_state=0).fit(Z), nan_frequencies),
+                            (rule, number_for_features),
+                            (kb.ConditionalEmbedding(method="nystrom", rank=10).fit(X, Z), scaled_normalisation)]:
             try:
                 loaded = load(tampered(obj, change))
                 print("loaded", type(loaded).__name__)
@@ -584,6 +596,9 @@ def test_a_saved_part_that_would_fail_at_first_use_is_refused_at_load(tmp_path):
     assert lines[1].startswith("refused KeyError: 'sigmoidal'"), result.stdout  # scikit-learn's, at the probe
     assert lines[2].startswith("refused ValueError: RBFSampler: the saved RBFSampler does not map an input to one "
                                "finite row"), result.stdout
+    assert lines[3] == "refused ValueError: features_: expected a fitted feature map or None, got 7)", result.stdout
+    assert lines[4] == ("refused ValueError: features_: the first training input's saved features are not the ones "
+                        "its map gives now (the map or the features were changed))"), result.stdout
 
 
 def test_negative_subsample_indices_never_reach_a_sparse_matrix(tmp_path):
@@ -609,43 +624,6 @@ def test_negative_subsample_indices_never_reach_a_sparse_matrix(tmp_path):
     assert result.stdout.splitlines()[:2] == ["refused ValueError: subsample_: expected 10 increasing non-negative "
                                               "indices (the training inputs drawn at fit, as many as factor_'s "
                                               "order))"] * 2, result.stdout
-
-
-def test_a_part_changed_against_the_rest_of_its_holder_is_refused_at_load(tmp_path):
-    """Found by mutating every saved class: a Nystroem part whose normalisation was scaled by 1e300
-    loaded in its conditional embedding, which then predicted 1e301 (finite, and meaningless); a
-    number written where a Bayes rule keeps its feature map (or nothing) loaded, and failed with an
-    AttributeError at the first posterior."""
-    body = '''
-        from kbfilter.kernel_approximation import NystromKernel
-
-        def tampered(obj, change):
-            arrays, meta = parts(save(obj, out + "/part.npz"))
-            change(arrays, meta)
-            return write(out + "/evil.npz", arrays, meta)
-
-        def scaled_normalisation(arrays, meta):
-            key = find(meta["root"], lambda n: n.get("class") == "Nystroem")["fitted"]["normalization_"]["key"]
-            arrays[key] = np.full_like(arrays[key], 1e300)
-
-        def number_for_features(arrays, meta):
-            meta["root"]["fields"]["features_"] = 7
-
-        rule = kb.KernelBayesRule(kernel_x=NystromKernel(rank=10), kernel_z=NystromKernel(rank=10)).fit(X, Z)
-        for obj, change in [(kb.ConditionalEmbedding(method="nystrom", rank=10).fit(X, Z), scaled_normalisation),
-                            (rule, number_for_features)]:
-            try:
-                loaded = load(tampered(obj, change))
-                print("loaded", type(loaded).__name__)
-            except ValueError as exc:
-                print("refused", str(exc).split("damaged kbfilter file (")[-1])
-    '''
-    result = _run(body, tmp_path)
-    assert result.returncode == 0, result.stderr[-2000:]
-    lines = result.stdout.splitlines()
-    assert lines[0] == ("refused ValueError: features_: the first training input's saved features are not the ones "
-                        "its map gives now (the map or the features were changed))"), result.stdout
-    assert lines[1] == "refused ValueError: features_: expected a fitted feature map or None, got 7)", result.stdout
 
 
 BLOCKS = '''
