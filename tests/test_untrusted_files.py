@@ -309,6 +309,13 @@ CASES = {
         arrays[key] = arrays[key].astype(np.uint8)   # 0.025 each: all zero
         load(write(out + "/evil.npz", arrays, meta)).batch_filter(Z[:5])
     ''',
+    "learned motion steps that fit could not have stored (integers)": '''
+        track, path = learned_motion_file()
+        arrays, meta = parts(path)
+        key = find(meta["root"], lambda n: n.get("class") == "LearnedMotion")["fields"]["steps_"]["key"]
+        arrays[key] = arrays[key].astype(np.int64)
+        load(write(out + "/evil.npz", arrays, meta))
+    ''',
     "a Woodbury solver of an empty factor": '''
         path = kb.ConditionalEmbedding(method="icf", rank=5).fit(X, Z).save(out + "/cme.npz")
         arrays, meta = parts(path)

@@ -42,8 +42,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_choice, check_fraction, check_int, check_matrix, check_memory, check_observation, \
-    check_positive, check_rng, check_saved_matrix, check_sequences, check_state_samples, check_state_sequences, \
-    check_within_magnitude
+    check_positive, check_rng, check_saved_matrix, check_sequences, check_state_samples, check_state_sequences
 from ..embedding import weighted_covariance
 from ..linalg import psd_solve
 from ..persistence import Persistent, persistent, saved_before_fit
@@ -215,7 +214,7 @@ class LearnedMotion(Persistent, BaseEstimator):
         columns = _checked_columns(self.columns_, d, "columns_")
         arrays = {"steps_": d, "inputs_": len(columns), "offsets_": d, "coef_": d}
         for name, width in arrays.items():
-            check_within_magnitude(check_matrix(getattr(self, name), name, n_features=width, allow_1d=False), name)
+            check_saved_matrix(getattr(self, name, None), name, n_features=width, allow_1d=False)
         n = len(self.steps_)
         if not (len(self.inputs_) == len(self.offsets_) == n and len(self.coef_) == len(columns) + 1):
             raise ValueError("LearnedMotion: the saved steps, inputs, offsets and coefficients disagree")
