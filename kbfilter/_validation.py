@@ -294,8 +294,13 @@ def check_positive_values(values, name):
 
 def check_model_scale(value, name):
     """A positive constant of a model (a noise level, a speed, a step, an extent): it is squared
-    into covariances or sets the size of the states, so it is bounded as training values are."""
-    return check_positive(value, name, maximum=MAX_TRAINING_MAGNITUDE)
+    into covariances or sets the size of the states, so it is bounded as training values are, and
+    below by the inverse of that bound, as a covariance is inverted into a precision."""
+    value = check_positive(value, name, maximum=MAX_TRAINING_MAGNITUDE)
+    if value < 1 / MAX_TRAINING_MAGNITUDE:
+        raise ValueError(f"{name}: expected a positive number at least {1 / MAX_TRAINING_MAGNITUDE:g} (squared into a "
+                         f"covariance and inverted, a smaller one overflows the likelihoods), got {value!r}")
+    return value
 
 
 def check_fraction(value, name, *, below_one=False, what=""):

@@ -88,6 +88,14 @@ def test_the_learned_sensor_is_the_least_squares_fit_and_its_first_belief_the_ka
     np.testing.assert_allclose(cov, joint[:4, :4] - gain @ joint[4:, :4], rtol=1e-8, atol=1e-8)
     with pytest.raises(ValueError, match="exact linear function"):
         LinearGaussianSensor.fitted(train, [x[:, :2] for x in train])
+    # fixes in units where the noise is 1e-150: its precision would overflow, and the filter fail at its
+    # first step with a NaN prior, or at fit on the gate's precision, an argument the user never gave
+    tiny = [1e-150 * (x[:, :2] + np.random.default_rng(i).normal(size=(len(x), 2))) for i, x in enumerate(train)]
+    with pytest.raises(ValueError, match=r"^observations: the residuals of the linear fit spread by only \S+e-15[01] "):
+        LinearGaussianSensor.fitted(train, tiny)
+    with pytest.raises(ValueError, match=r"^sensor.observation_cov: its inverse overflows"):
+        kb.LearnedMotionFilter(kb.systems.LinearGaussianSensor(sensor.H, sensor.offset, 1e-310 * np.eye(2), mean, cov))\
+            .fit(train, tiny)
     with pytest.raises(ValueError, match="R: expected a positive definite"):
         LinearGaussianSensor(sensor.H, sensor.offset, -sensor.R, mean, cov)
 

@@ -400,6 +400,20 @@ def test_a_tracking_model_whose_covariances_would_overflow_is_refused_by_name(ma
     assert np.all(np.isfinite(cv.initial_belief(np.zeros(2))[1]))
 
 
+def test_a_noise_whose_precision_would_overflow_is_refused_by_name():
+    """A fix noise of 1e-200 was admitted, and the likelihood of every fix was NaN."""
+    for make, named in [(lambda: PositionFixes(noise=1e-200), "noise"),
+                        (lambda: RangeBearing(bearing_noise=1e-200), "bearing_noise"),
+                        (lambda: ConstantVelocity(accel=1e-101), "accel")]:
+        with pytest.raises(ValueError, match=f"^{named}: expected a positive number at least 1e-100"):
+            make()
+    # the smallest admitted noise still gives finite log-likelihoods, near the state and far from it
+    fixes = PositionFixes(noise=1e-100)
+    loglik = fixes.observation_loglik(np.zeros(2), np.array([[0.0, 0.0], [0.0, 1e-100], [5.0, 0.0]]))
+    assert np.isfinite(loglik).all() and loglik[2] < -1e200
+    assert loglik[0] - loglik[1] == pytest.approx(0.5)   # one standard deviation off
+
+
 def test_a_bad_rng_is_named_rng_where_the_argument_is_rng():
     # check_rng's default name is random_state, which these signatures do not have
     from kbfilter.filters.motion import LearnedMotion

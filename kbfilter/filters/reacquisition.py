@@ -73,7 +73,12 @@ class ChiSquareGate:
         probability = check_fraction(probability, "probability", below_one=True)
         R = check_square(noise_cov, name, "covariance")
         R = check_covariance(R, name, R.shape[0], definite=True)
-        precision = np.linalg.inv(R)
+        with np.errstate(over="ignore"):
+            precision = np.linalg.inv(R)
+        if not np.all(np.isfinite(precision)):
+            raise ValueError(f"{name}: its inverse overflows (a noise covariance as small as "
+                             f"{np.linalg.eigvalsh(R)[0]:.3g} along some direction); express the observations in other "
+                             f"units")
         return cls(float(chi2.ppf(probability, R.shape[0])), 0.5 * (precision + precision.T))
 
     @property

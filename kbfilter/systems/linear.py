@@ -6,8 +6,8 @@ import numpy as np
 from scipy.linalg import solve_discrete_lyapunov
 from sklearn.linear_model import LinearRegression
 
-from .._validation import check_covariance, check_matrix, check_model_scale, check_rng, check_sequences, check_square, \
-    check_training_magnitude, check_vector, check_within_magnitude
+from .._validation import MAX_TRAINING_MAGNITUDE, check_covariance, check_matrix, check_model_scale, check_rng, \
+    check_sequences, check_square, check_training_magnitude, check_vector, check_within_magnitude
 from ..linalg import psd_solve
 from ..persistence import persistent
 from .base import System, check_control, controlled_run, gaussian_loglik, one_observation
@@ -290,10 +290,19 @@ class LinearGaussianSensor:
         fit = LinearRegression().fit(X, Z)
         residuals = Z - fit.predict(X)
         R = residuals.T @ residuals / (len(X) - unknowns)
-        if np.linalg.eigvalsh(R)[0] <= 1e-12 * max(float(np.max(Z.var(axis=0))), np.finfo(float).tiny):
+        smallest = np.linalg.eigvalsh(R)[0]
+        if smallest <= 1e-12 * max(float(np.max(Z.var(axis=0))), np.finfo(float).tiny):
             raise ValueError("observations: they are an exact linear function of the states along some direction "
                              "(the residuals of the linear fit have no spread there), so no noise can be learned; "
                              "give the filter a sensor model")
+        # the mirror of the training bound: a noise whose variance is below its inverse square would
+        # have its precision, and the likelihoods, overflow
+        if smallest < MAX_TRAINING_MAGNITUDE ** -2:
+            raise ValueError(f"observations: the residuals of the linear fit spread by only {np.sqrt(smallest):.3g} "
+                             f"along some direction; a learned noise must spread by at least "
+                             f"{1 / MAX_TRAINING_MAGNITUDE:g} (as training values lie within "
+                             f"+-{MAX_TRAINING_MAGNITUDE:g}, so that neither squares nor their inverses overflow): "
+                             f"express the observations in other units")
         # the first belief keeps the states' variances but not their correlations: across a log
         # of tracks a position's correlation with a velocity says where the tracks happened to
         # go, and would send a track elsewhere off at a speed it never had
