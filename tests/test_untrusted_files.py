@@ -753,9 +753,16 @@ FUZZ = '''
     array_mutations = [lambda a: a.astype(np.uint8), lambda a: a.astype(np.complex128), lambda a: a.astype(bool),
                        lambda a: np.concatenate([a, a[:1]]) if a.ndim else a, lambda a: a.reshape(-1, 1),
                        lambda a: np.full(a.shape, np.nan), lambda a: np.full(a.shape, 1e300), lambda a: a[:0],
-                       lambda a: -a, lambda a: np.full(a.shape, 2**30, dtype=np.int64)]
+                       lambda a: -a, lambda a: np.full(a.shape, 2**30, dtype=np.int64),
+                       lambda a: a.T.copy(), lambda a: a[::-1].copy(), lambda a: np.full(a.shape, 1e-300),
+                       lambda a: np.zeros_like(a), lambda a: np.full(a.shape, 2**62, dtype=np.int64),
+                       lambda a: a.astype(np.float32), lambda a: a * 1e50 if a.dtype.kind == "f" else a + 1,
+                       lambda a: np.roll(a, 1, axis=0), lambda a: a.reshape(-1)]
     scalar_mutations = ["x", [1, 2], {"t": "array", "key": "nope"}, None, -1, 10**12, 1e300, True, 0, float("nan"),
-                        {"t": "object", "class": "RobotInRoom", "params": {}, "fields": {}}]
+                        {"t": "object", "class": "RobotInRoom", "params": {}, "fields": {}},
+                        {"t": "float", "v": "1e-300"}, {"t": "float", "v": "-0.0"}, {"t": "float", "v": "inf"},
+                        {"t": "float", "v": "-1e300"}, 2**63, -2**63, "1.0", {"t": "list", "items": []},
+                        {"t": "tuple", "items": [1, 2, 3]}, {"t": "array", "key": "a0"}, 1, 2, False]
 
     def leaves(node, trail=()):
         if isinstance(node, dict):
@@ -773,7 +780,7 @@ FUZZ = '''
         arrays, meta = parts(path)
         cases = [("array", k, i) for k in arrays for i in range(len(array_mutations))]
         cases += [("scalar", t, i) for t in leaves(meta) for i in range(len(scalar_mutations))]
-        for j in rng.choice(len(cases), size=min(len(cases), 150), replace=False):
+        for j in rng.choice(len(cases), size=min(len(cases), 300), replace=False):
             kind, where, i = cases[j]
             changed, described = dict(arrays), copy.deepcopy(meta)
             if kind == "array":
@@ -798,12 +805,14 @@ FUZZ = '''
 
 
 def test_mutated_saved_filters_load_to_a_value_error_or_a_filter_that_runs(tmp_path):
-    """A seeded fuzz of 1,950 mutations of saved filters (exact, Nystrom and local kernel Bayes
+    """A seeded fuzz of 3,900 mutations of saved filters (exact, Nystrom and local kernel Bayes
     filters, the Kernel Monte Carlo filter, the learned-motion filter, the nearest-neighbour
     particle filter, the nearest image, the window regressor) and of five parts saved on their own
-    (a conditional embedding, a Bayes rule, a learned motion, random and learned features): wrong dtypes and shapes,
-    NaN, 1e300, empty arrays and out-of-range indices in the arrays; strings, lists, missing
-    references, None, negative, huge and NaN numbers and a misplaced class in the description. Each
+    (a conditional embedding, a Bayes rule, a learned motion, random and learned features): wrong
+    dtypes and shapes (float32, transposed, flattened), NaN, 1e300, 1e-300, zeros, scaled, reversed
+    and rolled values, empty arrays and out-of-range indices in the arrays; strings, lists, tuples,
+    missing references and references to another array, None, booleans, negative, huge, tiny,
+    infinite and NaN numbers and a misplaced class in the description. Each
     loads to a ValueError or to an object whose results are finite; no other exception, no crash,
     peak memory under 2 GB."""
     result = _run(FUZZ, tmp_path)
