@@ -240,6 +240,31 @@ def test_query_dimension_checked():
         cme.predict_mean(np.zeros((3, 3)))
 
 
+def test_a_local_gram_that_is_not_numerically_spd_is_solved_by_the_jitter_rule_and_warned_about():
+    """Each training input three times and a regulariser of 1e-300: the neighbourhoods' Grams plus
+    the ridge are singular, the batched Cholesky fails, and each neighbourhood is solved by the
+    library's rule (the first jitter of the ladder that factors), which warns."""
+    from kbfilter.linalg import JITTER_LADDER, NumericalWarning
+
+    rng = np.random.default_rng(3)
+    A = np.repeat(rng.normal(size=(20, 2)), 3, axis=0)
+    B = A + 0.1 * rng.normal(size=A.shape)
+    Q = A[:5] + 0.01
+    cme = ConditionalEmbedding(GaussianKernel(1.0), reg=1e-300, method="knn", n_neighbors=6, solver="dense").fit(A, B)
+    with pytest.warns(NumericalWarning, match="local Gram: Cholesky failed; added jitter"):
+        idx, vals = cme.local_weights(Q)
+    kernel = cme.kernel_in_
+    for q, rows, w in zip(Q, idx, vals):
+        G = kernel(A[rows]) + 6 * 1e-300 * np.eye(6)
+        jitter = JITTER_LADDER[0] * np.mean(np.diag(G))   # duplicated points: the first rung factors
+        k = kernel(A[rows], q[None, :])[:, 0]
+        # the jittered system is ill-conditioned (1e10): its solution is checked by its residual
+        np.testing.assert_allclose((G + jitter * np.eye(6)) @ w, k, rtol=0, atol=1e-12 * np.abs(k).max())
+        # duplicated inputs share their weight equally
+        np.testing.assert_allclose(w[A[rows][:, 0] == A[rows][0, 0]], w[0], rtol=1e-6)
+    assert np.all(np.isfinite(cme.predict_mean(Q)))
+
+
 def test_low_rank_local_solve_equals_dense_local_solve():
     from kbfilter.linalg import batched_pivoted_cholesky
 

@@ -182,6 +182,26 @@ def test_feature_form_iw_converges_to_kernel_form():
     assert errors[2] < 0.02
 
 
+@pytest.mark.parametrize("observations", ["kernel", "features"])
+def test_a_zero_original_update_falls_back_to_ckme_regression_in_closed_form(observations):
+    """The original rule with a projected prior of zero (a prior far from every training state)
+    has the update 0, and takes its stated fallback, CKME regression ``(G_z + n delta I)^{-1} k_z(z)``:
+    the same weights whether the observations are kept as a Gram matrix or as explicit features."""
+    x, z, _ = gaussian_bayes_problem(120, 4)
+    n, delta = len(x), 1e-2
+    if observations == "kernel":
+        kbr = KernelBayesRule(method="original", kernel_z=GaussianKernel(0.6), reg_update=delta).fit(x, z)
+        G, k = kbr.kernel_z_(z), kbr.kernel_z_(z, [[0.7]])
+    else:
+        rff = RBFSampler(gamma=1.0, n_components=30, random_state=0)
+        kbr = KernelBayesRule(method="original", features=rff, reg_update=delta).fit(x, z)
+        Phi = kbr.features_.transform(z)   # the rule fitted a clone of the map it was given
+        G, k = Phi @ Phi.T, Phi @ kbr.features_.transform([[0.7]]).T
+    W, info = kbr.weights_from_projection(np.zeros(n), kbr.observation_vectors([[0.7]]))
+    assert set(info) == {"regression"}
+    np.testing.assert_allclose(W, np.linalg.solve(G + n * delta * np.eye(n), k), rtol=1e-8, atol=1e-12)
+
+
 def test_all_zero_ratio_falls_back_and_reports_it():
     x, z, _ = gaussian_bayes_problem(200, 7)
     far = KernelMean(np.full((10, 1), 50.0), kernel=GaussianKernel(1.0))

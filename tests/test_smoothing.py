@@ -707,6 +707,36 @@ def test_a_saved_filter_keeps_its_calibration_and_smooths_after_loading(tmp_path
     assert loaded.log_likelihood == pytest.approx(plain.log_likelihood)
 
 
+def test_the_backward_pass_rules_for_cancelling_and_vanishing_messages_give_their_closed_forms():
+    """The module's rules on three states and two steps, with the transition a diagonal matrix so
+    that each message is known in closed form: a message with no positive entry is reset to ones
+    (the step keeps the filter's belief), a product whose signed terms cancel takes its clipped
+    positive part, and one with no positive part keeps the filter's belief; each is counted."""
+    from kbfilter.filters.transitions import LearnedTransition
+
+    w = np.array([[0.6, 0.6, -0.2], [0.2, 0.3, 0.5]])   # signed, as learned weights may be
+    flat = np.zeros((3, 2))                               # the same density at every state
+
+    def smoothed(diagonal):
+        transition = LearnedTransition(None, DenseOperator(np.diag(diagonal)))
+        return kb.filters.smoothing.backward_pass(transition, w, flat)
+
+    # b_0 = A^T 1 = (0.1, 0, 1): w * b = (0.06, 0, -0.2) sums to -0.14, below 0.1 of its magnitudes
+    out, events = smoothed([0.1, 0.0, 1.0])
+    np.testing.assert_array_equal(out[0], [1.0, 0.0, 0.0])
+    assert events == {"smoother_clipped": 1}
+    # b_0 = (-1, -1, -1) has no positive entry: reset to ones, and w * 1 = w
+    out, events = smoothed([-1.0, -1.0, -1.0])
+    np.testing.assert_allclose(out[0], w[0])
+    assert events == {"smoother_collapsed": 1}
+    # b_0 = (0, 0, 1): w * b = (0, 0, -0.2) has no positive part: the filter's belief is kept
+    out, events = smoothed([0.0, 0.0, 1.0])
+    np.testing.assert_array_equal(out[0], w[0])
+    assert events == {"smoother_collapsed": 1}
+    # the last step is the filter's belief in every case
+    np.testing.assert_array_equal(out[1], w[1])
+
+
 def test_the_backward_pass_refuses_weights_and_densities_that_do_not_fit_together(ar1_filter):
     kbf, _, _ = ar1_filter
     n = kbf.n_train_
