@@ -1,4 +1,5 @@
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -243,7 +244,8 @@ def test_query_dimension_checked():
 def test_a_local_gram_that_is_not_numerically_spd_is_solved_by_the_jitter_rule_and_warned_about():
     """Each training input three times and a regulariser of 1e-300: the neighbourhoods' Grams plus
     the ridge are singular, the batched Cholesky fails, and each neighbourhood is solved by the
-    library's rule (the first jitter of the ladder that factors), which warns."""
+    library's rule (the first jitter of the ladder that factors), with one warning that counts
+    them (there had been one a neighbourhood)."""
     from kbfilter.linalg import JITTER_LADDER, NumericalWarning
 
     rng = np.random.default_rng(3)
@@ -251,8 +253,12 @@ def test_a_local_gram_that_is_not_numerically_spd_is_solved_by_the_jitter_rule_a
     B = A + 0.1 * rng.normal(size=A.shape)
     Q = A[:5] + 0.01
     cme = ConditionalEmbedding(GaussianKernel(1.0), reg=1e-300, method="knn", n_neighbors=6, solver="dense").fit(A, B)
-    with pytest.warns(NumericalWarning, match="local Gram: Cholesky failed; added jitter"):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         idx, vals = cme.local_weights(Q)
+    assert [(w.category, str(w.message)) for w in caught] == [
+        (NumericalWarning, "local Gram: Cholesky failed on 5 of 5 neighbourhoods, solved by the fallback rules of "
+                           "kbfilter.linalg.spd_factor (jitter 5)")]
     kernel = cme.kernel_in_
     for q, rows, w in zip(Q, idx, vals):
         G = kernel(A[rows]) + 6 * 1e-300 * np.eye(6)
@@ -262,7 +268,7 @@ def test_a_local_gram_that_is_not_numerically_spd_is_solved_by_the_jitter_rule_a
         np.testing.assert_allclose((G + jitter * np.eye(6)) @ w, k, rtol=0, atol=1e-12 * np.abs(k).max())
         # duplicated inputs share their weight equally
         np.testing.assert_allclose(w[A[rows][:, 0] == A[rows][0, 0]], w[0], rtol=1e-6)
-    with pytest.warns(NumericalWarning, match="local Gram"):
+    with pytest.warns(NumericalWarning, match="local Gram: Cholesky failed on 5 of 5"):
         assert np.all(np.isfinite(cme.predict_mean(Q)))
 
 

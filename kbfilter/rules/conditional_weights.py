@@ -8,6 +8,8 @@ kernel handed to it (the embedding owns those; they are saved once). So the embe
 branches on its method after ``fit``, and a saved embedding holds only its own method's fields.
 """
 
+from collections import Counter
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
@@ -15,7 +17,8 @@ from sklearn.kernel_approximation import Nystroem, RBFSampler
 from sklearn.neighbors import NearestNeighbors
 
 from .._validation import check_choice, check_indices, check_int, check_positive, check_rng, check_saved_matrix
-from ..linalg import Woodbury, batched_pivoted_cholesky, pivoted_cholesky, ridge_factor, spd_factor
+from .._warnings import warn_user
+from ..linalg import NumericalWarning, Woodbury, batched_pivoted_cholesky, pivoted_cholesky, ridge_factor, spd_factor
 from ..operators import DenseOperator, LowRankOperator, SparseOperator
 from ..persistence import Persistent, persistent, saved_before_fit
 from ..progress import progress_bar
@@ -583,24 +586,37 @@ def neighbourhood_weights(kernel, Q, A, idx, reg, low_rank=True):
     -------
     ndarray of shape (n_queries, m)
         The weights, row by row in the order of ``idx``.
+
+    Warns
+    -----
+    NumericalWarning
+        Once, with the counts, when some neighbourhoods' ``G_N + m reg I`` needed the library's
+        jitter or LU rule (:func:`~kbfilter.linalg.spd_factor`).
     """
     m = idx.shape[1]
     vals = np.empty(idx.shape)
+    events = Counter()
     # memory per query is O(m r) on the low-rank path; the dense path sub-chunks itself
     for rows in chunks(Q.shape[0], max(1, BLOCK_ENTRIES // (64 * m))):
         local = A[idx[rows]]
         kq = kernel.paired(local, Q[rows][:, None, :])
-        vals[rows] = _local_solve(kernel, local, kq, m * reg, low_rank=low_rank)
+        vals[rows] = _local_solve(kernel, local, kq, m * reg, events, low_rank=low_rank)
+    if events:
+        # one warning for the call, not one a neighbourhood (a transition at 10^5 states)
+        rules = ", ".join(f"{kind} {count:,}" for kind, count in sorted(events.items()))
+        warn_user(f"local Gram: Cholesky failed on {sum(events.values()):,} of {len(idx):,} neighbourhoods, solved by "
+                  f"the fallback rules of kbfilter.linalg.spd_factor ({rules})", NumericalWarning)
     return vals
 
 
-def _local_solve(kernel, local, kq, ridge, low_rank=True):
+def _local_solve(kernel, local, kq, ridge, events, low_rank=True):
     """Solve ``(G_N + ridge I) w = k_N(q)`` for a stack of neighbourhoods (algorithms §3, kNN).
 
     Neighbourhoods are small next to the bandwidth, so their Gram matrices are numerically of low
     rank: a batched pivoted Cholesky with residual trace <= 1e-12 * ridge, then Woodbury, gives the
     exact solution to ~1e-12 relative in O(m r^2) instead of O(m^3). Neighbourhoods whose Gram is
-    not of low rank (r > m/4) are solved by a dense batched Cholesky instead.
+    not of low rank (r > m/4) are solved by a dense batched Cholesky instead. The fallbacks a
+    neighbourhood needs are counted in ``events``.
     """
     q, m = kq.shape
     out = np.empty((q, m))
@@ -624,6 +640,8 @@ def _local_solve(kernel, local, kq, ridge, low_rank=True):
             out[sel] = _batched_cho_solve(np.linalg.cholesky(G), kq[sel])
         except np.linalg.LinAlgError:
             # one of the local systems is not numerically SPD: solve them one by one with the
-            # library's jitter/LU rule (which warns)
-            out[sel] = [spd_factor(g, name="local Gram").solve(k) for g, k in zip(G, kq[sel])]
+            # library's jitter/LU rule, counted (the caller warns once)
+            factors = [spd_factor(g, name="local Gram", warn=False) for g in G]
+            out[sel] = [f.solve(k) for f, k in zip(factors, kq[sel])]
+            events.update(f.event for f in factors if f.event is not None)
     return out
