@@ -24,7 +24,7 @@ from .persistence import persistent
 from .progress import progress_bar
 
 __all__ = ["NumericalWarning", "SPDFactor", "spd_factor", "ridge_factor", "solve_spd", "psd_solve", "Woodbury",
-           "pivoted_cholesky", "batched_pivoted_cholesky", "column_entries"]
+           "check_order", "pivoted_cholesky", "batched_pivoted_cholesky", "column_entries"]
 
 JITTER_LADDER = (1e-10, 1e-8, 1e-6, 1e-4, 1e-2)
 
@@ -333,6 +333,25 @@ class Woodbury:
 
 #: :func:`pivoted_cholesky` checks the machine's memory each time its factor grows by this many columns
 MEMORY_CHECK_COLUMNS = 64
+
+
+def check_order(factor, n, name, what):
+    """Refuse a factor (:class:`SPDFactor` or :class:`Woodbury`) read from a file that does not solve
+    with a matrix of order ``n``, naming it ``name``; ``what`` says what its rows stand for.
+
+    Parameters
+    ----------
+    factor : SPDFactor or Woodbury
+        The factor.
+    n : int
+        The order expected.
+    name : str
+        What the message calls the factor.
+    what : str
+        What the expected order is, e.g. ``"one row per training state"``.
+    """
+    if factor.order != n:
+        raise ValueError(f"{name}: solves with a matrix of order {factor.order}, expected {what} ({n})")
 
 
 def pivoted_cholesky(diag, column, max_rank, tol=1e-12, trace_tol=None, name="max_rank"):

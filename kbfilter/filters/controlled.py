@@ -18,7 +18,7 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 from .._validation import check_indices, check_int, check_saved_matrix, check_step_control
-from ..linalg import pivoted_cholesky, ridge_factor
+from ..linalg import check_order, pivoted_cholesky, ridge_factor
 from ..persistence import persistent
 
 __all__ = ["ControlledTransition", "LowRankControlledTransition"]
@@ -81,11 +81,6 @@ class _SuccessorTransition:
         if u is None:
             raise ValueError(f"u: this filter was fitted with controls; expected a control of shape ({self.dim_u},)")
         return check_step_control(u, self.dim_u)
-
-
-def _check_order(factor, order, what):
-    if factor.order != order:
-        raise ValueError(f"factor: expected the factor of {what} (order {order}), got order {factor.order}")
 
 
 def _checked_successors(successors, per_pair, n_states):
@@ -168,10 +163,9 @@ class ControlledTransition(_SuccessorTransition):
         # reads must be finite and of the size the others give it
         n = len(self.successors)
         check_saved_matrix(self.cross_gram, "cross_gram", allow_1d=False)
-        check_saved_matrix(self.controls, "controls", allow_1d=False, min_samples=n)
-        if len(self.controls) != n:
+        if len(check_saved_matrix(self.controls, "controls", allow_1d=False)) != n:
             raise ValueError(f"controls: expected one control a logged pair ({n}), got {len(self.controls)}")
-        _check_order(self.factor, n, "the logged pairs' Gram matrix")
+        check_order(self.factor, n, "factor", "one row per logged pair")
 
     @property
     def dim_u(self):
@@ -291,12 +285,12 @@ class LowRankControlledTransition(_SuccessorTransition):
         # as ControlledTransition's; the landmark factor also goes to a triangular solve unchecked
         r = check_saved_matrix(self.features, "features", allow_1d=False).shape[1]
         check_saved_matrix(self.state_cross, "state_cross", allow_1d=False, n_features=r)
-        check_saved_matrix(self.landmark_controls, "landmark_controls", allow_1d=False, min_samples=r)
+        check_saved_matrix(self.landmark_controls, "landmark_controls", allow_1d=False)
         R = check_saved_matrix(self.landmark_factor, "landmark_factor", allow_1d=False, n_features=r)
         if len(self.landmark_controls) != r or R.shape != (r, r) or np.any(np.triu(R, 1)) or not np.all(np.diag(R) > 0):
             raise ValueError(f"landmark_factor, landmark_controls: expected the {r} x {r} lower-triangular factor of "
                              f"the {r} landmark pairs, with a positive diagonal, and their {r} controls")
-        _check_order(self.factor, r, "the features' inner product")
+        check_order(self.factor, r, "factor", "one row per landmark pair")
 
     @property
     def rank(self):

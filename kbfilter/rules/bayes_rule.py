@@ -25,7 +25,7 @@ from .._validation import (
 from .._warnings import warn_user
 from ..embedding import KernelMean
 from ..kernels import fitted_kernel
-from ..linalg import NumericalWarning, Woodbury, pivoted_cholesky, ridge_factor
+from ..linalg import NumericalWarning, Woodbury, check_order, pivoted_cholesky, ridge_factor
 from ..persistence import Persistent, persistent, saved_before_fit, with_saved_layout
 from ..threads import limited_blas
 from ._checks import prior_sample
@@ -313,9 +313,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
             raise ValueError(f"n_train_: expected the number of training states ({states.shape[0]}) and "
                              f"observations ({observations.shape[0]}), got {n!r}")
         check_positive(getattr(self, "reg_update_", None), "reg_update_")
-        if self.prior_factor_.order != n:
-            raise ValueError(f"prior_factor_: solves with a matrix of order {self.prior_factor_.order}, expected one "
-                             f"row per training state ({n})")
+        check_order(self.prior_factor_, n, "prior_factor_", "one row per training state")
         solver = check_choice(getattr(self, "solver_", None), "solver_", ("features", "low_rank", "dense"))
         needed = {"features": ("Phi_",), "low_rank": ("G_z_", "obs_factor_"), "dense": ("G_z_",)}[solver]
         for name in ("G_z_", "Phi_", "obs_factor_"):

@@ -18,7 +18,8 @@ from sklearn.neighbors import NearestNeighbors
 
 from .._validation import check_choice, check_indices, check_int, check_positive, check_rng, check_saved_matrix
 from .._warnings import warn_user
-from ..linalg import NumericalWarning, Woodbury, batched_pivoted_cholesky, pivoted_cholesky, ridge_factor, spd_factor
+from ..linalg import (NumericalWarning, Woodbury, batched_pivoted_cholesky, check_order, pivoted_cholesky,
+                      ridge_factor, spd_factor)
 from ..operators import DenseOperator, LowRankOperator, SparseOperator
 from ..persistence import Persistent, persistent, saved_before_fit
 from ..progress import progress_bar
@@ -199,10 +200,9 @@ def _check_columns(Phi, count, what):
 
 
 def _check_rows(value, name, n):
-    """A fitted array or factor has one row per training input."""
-    rows = value.order if hasattr(value, "order") else value.shape[0]
-    if rows != n:
-        raise ValueError(f"{name}: expected one row per training input ({n}), got {rows}")
+    """A fitted array has one row per training input."""
+    if value.shape[0] != n:
+        raise ValueError(f"{name}: expected one row per training input ({n}), got {value.shape[0]}")
 
 
 @weight_method("exact")
@@ -228,7 +228,7 @@ class ExactWeights(ConditionalWeights):
         return self.factor_.solve(kernel(A, Q))
 
     def restore(self, A, kernel):
-        _check_rows(self.factor_, "factor_", A.shape[0])
+        check_order(self.factor_, A.shape[0], "factor_", "one row per training input")
 
 
 class _FeatureWeights(ConditionalWeights):
