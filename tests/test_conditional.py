@@ -259,6 +259,7 @@ def test_a_local_gram_that_is_not_numerically_spd_is_solved_by_the_jitter_rule_a
     assert [(w.category, str(w.message)) for w in caught] == [
         (NumericalWarning, "local Gram: Cholesky failed on 5 of 5 neighbourhoods, solved by the fallback rules of "
                            "kbfilter.linalg.spd_factor (jitter 5)")]
+    assert cme.diagnostics_ == {"jitter": 5}  # counted where the solves happen, at the queries
     kernel = cme.kernel_in_
     for q, rows, w in zip(Q, idx, vals):
         G = kernel(A[rows]) + 6 * 1e-300 * np.eye(6)
@@ -270,6 +271,7 @@ def test_a_local_gram_that_is_not_numerically_spd_is_solved_by_the_jitter_rule_a
         np.testing.assert_allclose(w[A[rows][:, 0] == A[rows][0, 0]], w[0], rtol=1e-6)
     with pytest.warns(NumericalWarning, match="local Gram: Cholesky failed on 5 of 5"):
         assert np.all(np.isfinite(cme.predict_mean(Q)))
+    assert cme.diagnostics_ == {"jitter": 10}
 
 
 def test_low_rank_local_solve_equals_dense_local_solve():

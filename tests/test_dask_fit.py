@@ -54,6 +54,20 @@ def test_a_dask_log_fits_the_filter_memory_fits(client, log, params, atol):
     assert np.allclose(chunked.batch_filter(test_obs)[0], in_memory.batch_filter(test_obs)[0], rtol=0, atol=atol)
 
 
+
+def test_a_dask_fit_counts_the_fallbacks_of_its_local_solves_as_the_memory_fit_does(client):
+    # every state three times and a negligible regulariser: each neighbourhood needs the jitter rule
+    rng = np.random.default_rng(1)
+    states = np.repeat(rng.normal(size=(100, 2)), 3, axis=0)
+    obs = states + 0.1 * rng.normal(size=states.shape)
+    params = {"approximation": "local", "reg_transition": 1e-300, "n_neighbors": 6}
+    with pytest.warns(kb.NumericalWarning, match="Cholesky failed"):
+        in_memory = kb.KernelBayesFilter(**params).fit(states, obs)
+        chunked = kb.KernelBayesFilter(**params).fit(da.from_array(states, chunks=(100, 2)),
+                                                     da.from_array(obs, chunks=(100, 2)))
+    assert in_memory.diagnostics["transition_jitter"] + in_memory.diagnostics["transition_lu"] == 300
+    assert chunked.diagnostics == in_memory.diagnostics
+
 def test_the_workers_never_hold_the_log(client):
     """A log of 2 x 10^5 steps with 220-dimensional observations (355 MB, 338 MiB) on workers limited
     to 400 MiB each, their own interpreter included: a worker that held the log would pass its limit
@@ -91,6 +105,23 @@ def test_a_slow_reader_finds_few_results_waiting(client, bounded):
     else:
         assert waiting[0] > window
 
+
+
+@pytest.mark.parametrize("bounded", [True, False])
+def test_a_task_given_twice_is_computed_once_and_yielded_at_both_places(client, bounded):
+    """One array given as the states and the observations has the same chunk tasks twice: releasing
+    the result of one had cancelled the other (FutureCancelledError)."""
+    tasks = [dask.delayed(np.full)(3, i, dask_key_name=f"twice-{bounded}-{i}") for i in range(5)]
+    got = sorted((i, float(value[0])) for i, value in completed(tasks + tasks[::-1], bounded=bounded))
+    assert got == [(i, float(i % 5 if i < 5 else 9 - i)) for i in range(10)]
+
+
+def test_one_dask_array_as_states_and_observations_fits_as_in_memory(client, log):
+    (states, _), (test_states, _) = log
+    in_memory = kb.KernelBayesFilter(approximation="local").fit(states, states)
+    chunked_states = da.from_array(states, chunks=(1000, 2))
+    chunked = kb.KernelBayesFilter(approximation="local").fit(chunked_states, chunked_states)
+    assert np.allclose(chunked.batch_filter(test_states)[0], in_memory.batch_filter(test_states)[0], rtol=0, atol=1e-10)
 
 def test_a_dask_log_is_checked_on_the_workers(client, log):
     (states, obs), _ = log

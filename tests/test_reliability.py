@@ -283,6 +283,22 @@ def test_failed_cholesky_gets_jitter_and_is_counted():
     assert np.all(np.isfinite(kbr.posterior(None, z[0]).weights))
 
 
+
+@pytest.mark.parametrize("params", [{"approximation": "local"}, {"transition": "knn"},
+                                    {"approximation": "nystrom", "transition": "knn"}])
+def test_local_grams_that_needed_the_jitter_rule_are_counted_in_the_filters_diagnostics(params):
+    """Every state three times and a negligible transition regulariser: each neighbourhood's Gram is
+    singular, so the localized transition solves every one of the 120 by the jitter rule; the
+    filter counts them as the warning does (the counts had been lost to the filter)."""
+    rng = np.random.default_rng(1)
+    x = np.repeat(rng.normal(size=(40, 2)), 3, axis=0)
+    z = x + 0.1 * rng.normal(size=x.shape)
+    with pytest.warns(NumericalWarning, match="Cholesky failed on 120 of 120 neighbourhoods"):
+        kbf = KernelBayesFilter(reg_transition=1e-300, n_neighbors=6, **params).fit(x, z)
+    assert kbf.diagnostics["transition_jitter"] + kbf.diagnostics["transition_lu"] == 120
+    assert kbf.reset().diagnostics == kbf.diagnostics  # counted at fit: a reset keeps them
+    assert np.all(np.isfinite(kbf.batch_filter(z[:20])[0]))
+
 def _far_update(data):
     (states, obs), _ = data
     kbf = KernelBayesFilter(kernel_z=GaussianKernel(0.05), reg_prior=1e-3, reg_update=1e-3).fit(states, obs)

@@ -106,7 +106,8 @@ def completed(tasks, bounded=False):
     Parameters
     ----------
     tasks : list of dask.delayed.Delayed
-        The tasks.
+        The tasks; the same task given twice (as the chunks of one array given as both the states
+        and the observations are) is computed once and yielded at both positions.
     bounded : bool, default=False
         On a client, keep at most twice the cluster's worker threads of tasks in flight, the next
         submitted as one finishes: the workers then hold the intermediate results of a bounded number
@@ -126,24 +127,27 @@ def completed(tasks, bounded=False):
         return
     from distributed import as_completed
 
-    window = 2 * max(1, sum(client.nthreads().values())) if bounded else len(tasks)
-    waiting = iter(enumerate(tasks))
-    position = {}
+    # one future a key: the scheduler knows a task by its key, so releasing the future of one of
+    # two equal tasks had cancelled the other
+    positions = {}
+    for i, task in enumerate(tasks):
+        positions.setdefault(task.key, (task, []))[1].append(i)
+    window = 2 * max(1, sum(client.nthreads().values())) if bounded else len(positions)
+    waiting = iter(positions.values())
     running = as_completed()
 
     def submit(n):
-        pending = list(itertools.islice(waiting, n))
-        for (i, _), future in zip(pending, client.compute([task for _, task in pending])):
-            position[future.key] = i
+        pending = [task for task, _ in itertools.islice(waiting, n)]
+        for future in client.compute(pending):
             running.add(future)
 
     submit(window)
     for future in running:
         result = future.result()
-        i = position.pop(future.key)
         future.release()
         submit(1)
-        yield i, result
+        for i in positions[future.key][1]:
+            yield i, result
 
 
 def scattered(x, chunks):

@@ -165,16 +165,20 @@ def chunked_transition(X, kernel_x, n_neighbors, reg):
         parts[i] = part
     for message, category in dict.fromkeys(w for _, caught in parts for w in caught):
         warn_user(message, category)
-    successors, weights, reach = (np.concatenate(column) for column in zip(*(rows for rows, _ in parts)))
-    return successors, weights, reach, Counter()
+    successors, weights, reach, found = zip(*(rows for rows, _ in parts))
+    diagnostics = sum(found, Counter())
+    return (*(np.concatenate(column) for column in (successors, weights, reach)),
+            Counter({f"transition_{k}": v for k, v in diagnostics.items()}))
 
 
 def _transition_rows(Q, nearest, kernel_x, reg):
-    # one chunk's rows of A^T from its neighbourhoods (run on a worker)
+    # one chunk's rows of A^T from its neighbourhoods, and the fallbacks they took (run on a worker)
     dist, rows, inputs = nearest
     q, m = rows.shape
-    weights = neighbourhood_weights(kernel_x, Q, inputs.reshape(q * m, -1), np.arange(q * m).reshape(q, m), reg)
-    return rows + 1, weights, dist[:, -1]
+    found = Counter()
+    weights = neighbourhood_weights(kernel_x, Q, inputs.reshape(q * m, -1), np.arange(q * m).reshape(q, m), reg,
+                                    diagnostics=found)
+    return rows + 1, weights, dist[:, -1], found
 
 
 def _rows(successors, weights, T):

@@ -133,7 +133,9 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
     diagnostics_ : collections.Counter
         Fallbacks taken while fitting: ``"jitter"`` or ``"lu"`` when the regularised Gram matrix
         could not be factored by plain Cholesky (each also warned about); ``"max_iter"`` when the
-        sparse method's FISTA ran out of iterations (warned about too).
+        sparse method's FISTA ran out of iterations (warned about too). The localized method
+        (``knn``) solves its systems when it answers queries, and counts there the neighbourhoods
+        that needed ``"jitter"`` or ``"lu"``.
     coef_ : scipy.sparse.csr_matrix of shape (n, n)
         ``sparse``: the coefficients ``M``; ``coef_.nnz`` counts the parameters kept.
     n_iter_ : int
@@ -287,10 +289,10 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         """
         check_is_fitted(self, "kernel_in_")
         Q = check_matrix(Q, "Q", n_features=self.A_.shape[1])
-        return self.weights_.operator(Q, self.A_, self.kernel_in_)
+        return self.weights_.operator(Q, self.A_, self.kernel_in_, self.diagnostics_)
 
     def _weights(self, Q):
-        return self.weights_.weights(Q, self.A_, self.kernel_in_)
+        return self.weights_.weights(Q, self.A_, self.kernel_in_, self.diagnostics_)
 
     def local_weights(self, Q, return_distance=False):
         """The localized method's weights, neighbourhood by neighbourhood (``method='knn'`` only).
@@ -317,7 +319,8 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
             raise ValueError(f"local_weights: only the localized method (method='knn') has neighbourhoods; this "
                              f"embedding's method is {self.method!r}")
         Q = check_matrix(Q, "Q", n_features=self.A_.shape[1])
-        return self.weights_.local_weights(Q, self.A_, self.kernel_in_, return_distance=return_distance)
+        return self.weights_.local_weights(Q, self.A_, self.kernel_in_, return_distance=return_distance,
+                                           diagnostics=self.diagnostics_)
 
     # -- predictions -------------------------------------------------------------------------------
     def _query_chunk(self):

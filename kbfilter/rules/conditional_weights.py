@@ -127,7 +127,7 @@ class ConditionalWeights(Persistent, BaseEstimator):
         """
         return self
 
-    def weights(self, Q, A, kernel):
+    def weights(self, Q, A, kernel, diagnostics=None):
         """The weight matrix of the queries.
 
         Parameters
@@ -138,6 +138,9 @@ class ConditionalWeights(Persistent, BaseEstimator):
             The training inputs.
         kernel : Kernel
             The fitted input kernel.
+        diagnostics : collections.Counter or None
+            Where fallbacks taken while answering are counted (the localized method solves its
+            systems here, not at fit); None counts nothing.
 
         Returns
         -------
@@ -146,12 +149,12 @@ class ConditionalWeights(Persistent, BaseEstimator):
         """
         raise NotImplementedError
 
-    def operator(self, Q, A, kernel):
+    def operator(self, Q, A, kernel, diagnostics=None):
         """The weight matrix of :meth:`weights` as an operator (low rank where it is).
 
         Parameters
         ----------
-        Q, A, kernel
+        Q, A, kernel, diagnostics
             As for :meth:`weights`.
 
         Returns
@@ -159,7 +162,7 @@ class ConditionalWeights(Persistent, BaseEstimator):
         Operator
             Of shape (n, q).
         """
-        W = self.weights(Q, A, kernel)
+        W = self.weights(Q, A, kernel, diagnostics)
         return SparseOperator(W) if sp.issparse(W) else DenseOperator(W)
 
     def query_chunk(self, n_train):
@@ -224,7 +227,7 @@ class ExactWeights(ConditionalWeights):
         self.factor_ = _ridge_factor(kernel_in(A), A.shape[0] * reg, "G_a + n reg I", diagnostics)
         return self
 
-    def weights(self, Q, A, kernel):
+    def weights(self, Q, A, kernel, diagnostics=None):
         return self.factor_.solve(kernel(A, Q))
 
     def restore(self, A, kernel):
@@ -262,10 +265,10 @@ class _FeatureWeights(ConditionalWeights):
         # (Phi^T Phi + n eps I)^{-1} phi(Q)^T: the weights are Phi times these
         return self.factor_.solve(self._query_features(Q, kernel).T)
 
-    def weights(self, Q, A, kernel):
+    def weights(self, Q, A, kernel, diagnostics=None):
         return self.features_ @ self._coefficients(Q, kernel)
 
-    def operator(self, Q, A, kernel):
+    def operator(self, Q, A, kernel, diagnostics=None):
         return LowRankOperator(self.features_, self._coefficients(Q, kernel).T)
 
 
@@ -384,13 +387,13 @@ class LocalWeights(ConditionalWeights):
         check_int(self.n_neighbors_, "n_neighbors_", maximum=A.shape[0])
         self._index(A, kernel)
 
-    def local_weights(self, Q, A, kernel, return_distance=False):
+    def local_weights(self, Q, A, kernel, return_distance=False, diagnostics=None):
         """Each query's neighbourhood and its weights on it (see
         :meth:`~kbfilter.ConditionalEmbedding.local_weights`).
 
         Parameters
         ----------
-        Q, A, kernel
+        Q, A, kernel, diagnostics
             As for :meth:`weights`.
         return_distance : bool, default=False
             Also return each query's distance to its farthest neighbour.
@@ -406,13 +409,14 @@ class LocalWeights(ConditionalWeights):
             for rows in chunks(Q.shape[0], QUERY_BLOCK):
                 found = self.neighbors_.kneighbors(kernel.coordinates(Q[rows]), return_distance=return_distance)
                 dist, idx = found if return_distance else (None, found)
-                vals = neighbourhood_weights(kernel, Q[rows], A, idx, self.reg, low_rank=self.solver == "auto")
+                vals = neighbourhood_weights(kernel, Q[rows], A, idx, self.reg, low_rank=self.solver == "auto",
+                                             diagnostics=diagnostics)
                 parts.append((idx, vals, dist[:, -1]) if return_distance else (idx, vals))
                 bar.update(len(idx))
         return tuple(np.concatenate(column) for column in zip(*parts))
 
-    def weights(self, Q, A, kernel):
-        idx, vals = self.local_weights(Q, A, kernel)
+    def weights(self, Q, A, kernel, diagnostics=None):
+        idx, vals = self.local_weights(Q, A, kernel, diagnostics=diagnostics)
         q, m = idx.shape
         return sp.csc_matrix((vals.ravel(), idx.ravel(), np.arange(0, q * m + 1, m)), shape=(A.shape[0], q))
 
@@ -422,7 +426,7 @@ class LocalWeights(ConditionalWeights):
 class NadarayaWatsonWeights(ConditionalWeights):
     """``nw``: Nadaraya-Watson, ``w = k_a(a) / sum_i k_a(a_i, a)``; nothing to fit."""
 
-    def weights(self, Q, A, kernel):
+    def weights(self, Q, A, kernel, diagnostics=None):
         K = kernel(A, Q)
         total = K.sum(axis=0)
         # A query far from every training input has all similarities underflow to 0: fall back
@@ -469,7 +473,7 @@ class SubsampleWeights(ConditionalWeights):
     def restore(self, A, kernel):
         check_indices(self.subsample_, "subsample_", A.shape[0])
 
-    def weights(self, Q, A, kernel):
+    def weights(self, Q, A, kernel, diagnostics=None):
         sub = self.subsample_
         local = self.factor_.solve(kernel(A[sub], Q))  # (m, q)
         m, q = local.shape
@@ -491,7 +495,7 @@ class IncompleteCholeskyWeights(ConditionalWeights):
         self.woodbury_ = Woodbury(self.L_, A.shape[0] * reg)
         return self
 
-    def weights(self, Q, A, kernel):
+    def weights(self, Q, A, kernel, diagnostics=None):
         return self.woodbury_.solve(kernel(A, Q))
 
     def _after_load(self):
@@ -543,7 +547,7 @@ class SparseWeights(ConditionalWeights):
     def restore(self, A, kernel):
         _check_rows(self.coef_, "coef_", A.shape[0])
 
-    def weights(self, Q, A, kernel):
+    def weights(self, Q, A, kernel, diagnostics=None):
         rows = np.flatnonzero(np.diff(self.coef_.indptr))  # the inputs M uses
         if rows.size == 0:
             return np.zeros((A.shape[0], Q.shape[0]))
@@ -563,7 +567,7 @@ def _batched_cho_solve(L, b):
     return x
 
 
-def neighbourhood_weights(kernel, Q, A, idx, reg, low_rank=True):
+def neighbourhood_weights(kernel, Q, A, idx, reg, low_rank=True, diagnostics=None):
     """The localized embedding's weights of each query on its own neighbourhood (algorithms §3, kNN):
     ``(G_N + m reg I)^{-1} k_N(q)`` with ``N`` the ``m`` training inputs ``A[idx[q]]``.
 
@@ -581,6 +585,8 @@ def neighbourhood_weights(kernel, Q, A, idx, reg, low_rank=True):
         The regulariser (``m reg`` is added to the diagonal).
     low_rank : bool, default=True
         Solve numerically low-rank neighbourhoods through their pivoted Cholesky factor.
+    diagnostics : collections.Counter or None, default=None
+        Where the neighbourhoods that needed a fallback rule are counted, by rule.
 
     Returns
     -------
@@ -602,6 +608,8 @@ def neighbourhood_weights(kernel, Q, A, idx, reg, low_rank=True):
         kq = kernel.paired(local, Q[rows][:, None, :])
         vals[rows] = _local_solve(kernel, local, kq, m * reg, events, low_rank=low_rank)
     if events:
+        if diagnostics is not None:
+            diagnostics.update(events)
         # one warning for the call, not one a neighbourhood (a transition at 10^5 states)
         rules = ", ".join(f"{kind} {count:,}" for kind, count in sorted(events.items()))
         warn_user(f"local Gram: Cholesky failed on {sum(events.values()):,} of {len(idx):,} neighbourhoods, solved by "
