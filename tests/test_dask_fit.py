@@ -68,6 +68,49 @@ def test_a_dask_fit_counts_the_fallbacks_of_its_local_solves_as_the_memory_fit_d
     assert in_memory.diagnostics["transition_jitter"] + in_memory.diagnostics["transition_lu"] == 300
     assert chunked.diagnostics == in_memory.diagnostics
 
+
+def test_a_log_in_chunks_of_one_row_fits_as_in_memory_in_few_tasks():
+    """Every pass over a log runs a task a chunk and the neighbour search one for each pair of
+    chunks: 200 chunks of one row had run 42,738 tasks (39 s); small chunks are merged first."""
+    from dask.callbacks import Callback
+
+    class Count(Callback):
+        tasks = 0
+
+        def _pretask(self, key, dsk, state):
+            Count.tasks += 1
+
+    states, obs = kb.systems.Oscillation().simulate(200, rng=0)
+    in_memory = kb.KernelBayesFilter(approximation="local").fit(states, obs)
+    with dask.config.set(scheduler="sync"), Count():
+        chunked = kb.KernelBayesFilter(approximation="local").fit(da.from_array(states, chunks=(1, 2)),
+                                                                  da.from_array(obs, chunks=(1, 2)))
+    assert 0 < Count.tasks < 1000
+    assert np.allclose(chunked.batch_filter(obs[:50])[0], in_memory.batch_filter(obs[:50])[0], rtol=0, atol=1e-12)
+
+
+def test_merged_chunks_stay_within_the_bound_and_keep_large_ones():
+    from kbfilter.filters.chunked import CHUNK_BYTES, merged_chunks
+
+    rows = CHUNK_BYTES // 64
+    assert merged_chunks((1,) * (3 * rows), 64) == (rows,) * 3
+    assert merged_chunks((rows - 1, 1, 1, 5 * rows, 2, 3), 64) == (rows, 1, 5 * rows, 5)
+    assert merged_chunks((7,), 10 * CHUNK_BYTES) == (7,)
+
+
+def test_scalar_states_and_observations_as_1d_dask_arrays_fit_as_in_memory():
+    rng = np.random.default_rng(0)
+    states = np.cumsum(rng.normal(size=300)) * 0.1
+    obs = states + 0.1 * rng.normal(size=300)
+    in_memory = kb.KernelBayesFilter(approximation="local").fit(states, obs)
+    with dask.config.set(scheduler="sync"):
+        chunked = kb.KernelBayesFilter(approximation="local").fit(da.from_array(states, chunks=70),
+                                                                  da.from_array(obs, chunks=70))
+    assert np.allclose(chunked.batch_filter(obs[:50])[0], in_memory.batch_filter(obs[:50])[0], rtol=0, atol=1e-12)
+    chunked.predict()
+    chunked.update(0.3)  # a scalar observation, as the in-memory filter takes it
+    assert chunked.x.shape == (1,)
+
 def test_the_workers_never_hold_the_log(client):
     """A log of 2 x 10^5 steps with 220-dimensional observations (355 MB, 338 MiB) on workers limited
     to 400 MiB each, their own interpreter included: a worker that held the log would pass its limit
@@ -84,6 +127,18 @@ def test_the_workers_never_hold_the_log(client):
     kbf.update(np.zeros(dim_z))
     assert np.all(np.isfinite(kbf.x))
 
+
+
+def test_the_search_holds_the_neighbours_of_the_chunks_given_not_of_merged_ones(client):
+    """A log of 2 x 10^5 two-dimensional steps (6.4 MB) in chunks of 10^4 rows: small enough for the
+    checks to join all of it in one chunk, but the neighbour search of one chunk of 2 x 10^5 rows
+    holds 320 MB of neighbour lists, twice over while it merges them: past a worker's limit."""
+    T = 200_000
+    rng = da.random.RandomState(1)
+    states = rng.standard_normal((T, 2), chunks=(10_000, 2)).cumsum(axis=0) * 0.01
+    obs = states + 0.1 * rng.standard_normal((T, 2), chunks=(10_000, 2))
+    kbf = kb.KernelBayesFilter(approximation="local").fit(states, obs)
+    assert kbf.n_train_ == T
 
 @pytest.mark.parametrize("bounded", [True, False])
 def test_a_slow_reader_finds_few_results_waiting(client, bounded):
@@ -129,6 +184,10 @@ def test_a_dask_log_is_checked_on_the_workers(client, log):
     bad[1234, 0] = np.nan
     with pytest.raises(ValueError, match=r"^states: contains NaN or infinite values \(the first at row 1234: nan\)$"):
         kb.KernelBayesFilter(approximation="local").fit(da.from_array(bad, chunks=500), da.from_array(obs, chunks=500))
+    kept = da.from_array(states[:, 0], chunks=500) > -1e9
+    with pytest.raises(ValueError, match=r"states: the dask array's chunk sizes are unknown .*compute_chunk_sizes\(\)"):
+        kb.KernelBayesFilter(approximation="local").fit(da.from_array(states, chunks=500)[kept],
+                                                        da.from_array(obs, chunks=500)[kept])
     with pytest.raises(ValueError, match="both as dask arrays"):
         kb.KernelBayesFilter(approximation="local").fit(da.from_array(states, chunks=500), obs)
     with pytest.raises(ValueError, match="same length"):

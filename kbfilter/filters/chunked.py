@@ -8,8 +8,9 @@ the median heuristic reads (:func:`~kbfilter.kernels.median_rows`), and each sta
 predecessors. The last is exact: each row chunk's neighbours are searched block after block of the
 states (sent to the workers once: they are a few columns), each task holding the chunk, one block
 and the neighbours found so far, and a few such chains run at a time, so no worker ever holds more
-than a few chunks and the result is the in-memory search's. Results leave the workers as they
-finish (:func:`completed`).
+than a few chunks and the result is the in-memory search's. Small row chunks are merged first
+(:func:`merged_chunks`): every pass over the log runs a task a chunk, and the search one for each
+pair of chunks. Results leave the workers as they finish (:func:`completed`).
 
 dask is imported on first use: it is needed only for logs given as dask arrays
 (``pip install "kbfilter[cluster]"``).
@@ -41,26 +42,82 @@ def is_dask_array(x):
     return type(x).__module__.split(".")[0] == "dask" and hasattr(x, "chunks") and hasattr(x, "to_delayed")
 
 
+#: the bytes of a row chunk of the log (states and observations) that :func:`checked_log` merges small
+#: chunks up to, and of one task's neighbours (``q x m`` distances and rows, ``q x m x dim_x``
+#: inputs) that :func:`search_chunks` does: every chunk is a task of each pass over the log, and the
+#: neighbour search runs one for each pair of chunks (a log in chunks of one row had hundreds of
+#: thousands of tasks at T = 600)
+CHUNK_BYTES = 2**24
+
+
+def merged_chunks(chunks, row_bytes):
+    """Consecutive row chunks merged while a merged chunk stays within :data:`CHUNK_BYTES` (a chunk
+    larger than that stays as it is: its size was the caller's choice).
+
+    Parameters
+    ----------
+    chunks : tuple of int
+        The row chunks.
+    row_bytes : int
+        The bytes a row stands for.
+
+    Returns
+    -------
+    tuple of int
+        Row chunks covering the same rows, no more of them than given.
+    """
+    rows = max(1, CHUNK_BYTES // row_bytes)
+    merged = []
+    for size in chunks:
+        if merged and merged[-1] + size <= rows:
+            merged[-1] += size
+        else:
+            merged.append(size)
+    return tuple(merged)
+
+
+def search_chunks(chunks, dim_x, m):
+    """The row chunks of the nearest-predecessor search (:func:`nearest_predecessors`): the log's
+    as given, merged while a chunk's neighbours stay within :data:`CHUNK_BYTES`.
+
+    Parameters
+    ----------
+    chunks : tuple of int
+        The log's row chunks as given (before :func:`checked_log` merged them for the log's bound).
+    dim_x : int
+        The state's dimension.
+    m : int
+        Neighbourhood size.
+
+    Returns
+    -------
+    tuple of int
+        Row chunks covering the same rows.
+    """
+    return merged_chunks(chunks, 8 * m * (dim_x + 2))
+
+
 def checked_log(states, observations):
     """One training sequence given as dask arrays, checked on the workers.
 
     Parameters
     ----------
-    states : dask.array.Array of shape (T, dim_x)
+    states : dask.array.Array of shape (T, dim_x) or (T,)
         The states.
-    observations : dask.array.Array of shape (T, dim_z)
-        Their observations (vectors).
+    observations : dask.array.Array of shape (T, dim_z) or (T,)
+        Their observations (vectors, or scalars as a 1-D array).
 
     Returns
     -------
     X, Z : dask.array.Array
-        Float64, chunked by rows alike, each row chunk holding all the columns.
+        Float64, chunked by rows alike (small chunks merged: :func:`merged_chunks`), each row chunk
+        holding all the columns.
 
     Raises
     ------
     ValueError
-        Naming the argument: not both dask arrays, not 2-D, of different lengths, or holding NaN,
-        inf or values beyond the training bound.
+        Naming the argument: not both dask arrays, of unknown chunk sizes, not 1-D or 2-D, of different
+        lengths, or holding NaN, inf or values beyond the training bound.
     """
     import dask
     import dask.array as da
@@ -69,15 +126,21 @@ def checked_log(states, observations):
         raise ValueError("states and observations: a log given as dask arrays needs both as dask arrays "
                          f"(got {type(states).__name__} and {type(observations).__name__})")
     for name, arr in (("states", states), ("observations", observations)):
-        if arr.ndim != 2:
-            raise ValueError(f"{name}: expected a 2-D dask array (T, columns), got shape {arr.shape}")
+        if np.isnan(arr.shape).any():
+            raise ValueError(f"{name}: the dask array's chunk sizes are unknown (as after indexing it with a dask "
+                             f"array); call {name}.compute_chunk_sizes() first")
+        if arr.ndim not in (1, 2):
+            raise ValueError(f"{name}: expected a dask array of shape (T,) or (T, columns), got shape {arr.shape}")
         if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
             raise ValueError(f"{name}: expected real numbers, got dtype {arr.dtype}")
     if states.shape[0] != observations.shape[0]:
         raise ValueError(f"states and observations: expected the same length, got {states.shape[0]} and "
                          f"{observations.shape[0]}")
-    X = states.astype(np.float64).rechunk({1: -1})
-    Z = observations.astype(np.float64).rechunk({0: X.chunks[0], 1: -1})
+    # a 1-D array is a column, as in memory (scalar states or observations)
+    states, observations = (arr if arr.ndim == 2 else arr[:, None] for arr in (states, observations))
+    rows = merged_chunks(states.chunks[0], 8 * (states.shape[1] + observations.shape[1]))
+    X = states.astype(np.float64).rechunk({0: rows, 1: -1})
+    Z = observations.astype(np.float64).rechunk({0: rows, 1: -1})
     finite_x, finite_z, largest_x, largest_z = dask.compute(
         da.isfinite(X).all(), da.isfinite(Z).all(), abs(X).max(), abs(Z).max())
     for name, arr, finite, largest in (("states", X, finite_x, largest_x), ("observations", Z, finite_z, largest_z)):

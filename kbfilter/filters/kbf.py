@@ -25,7 +25,7 @@ from ..rules.conditional import ConditionalEmbedding
 from ..threads import limited_blas
 from .base import (OUTSIDE_MARGIN, TUNING_RECORD, LearnedFilter, SharedModel, TrainingBox, check_loaded_estimates,
                    check_param_names, probe_loaded, report_outlying_states, stacked_predecessors, tuning_record_holds)
-from .chunked import checked_log, gathered, is_dask_array, scattered, summary_fitted_kernel
+from .chunked import checked_log, gathered, is_dask_array, scattered, search_chunks, summary_fitted_kernel
 from .compression import kept_transitions
 from .controlled import ControlledTransition, LowRankControlledTransition
 from .likelihood import PredictiveLikelihood
@@ -661,8 +661,8 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         states : array-like of shape (T, dim_x), or a list of such arrays
             The hidden states of the training trajectories. A ``dask.array`` (with
             ``observations`` one too) is one sequence fitted on the workers where its chunks are,
-            with ``approximation`` ``"local"`` or ``"auto"``, vector observations and no controls
-            (:mod:`kbfilter.filters.chunked`).
+            with ``approximation`` ``"local"`` or ``"auto"``, vector (or scalar) observations and no
+            controls (:mod:`kbfilter.filters.chunked`).
         observations : array-like of shape (T, dim_z) or (T, rows, columns[, channels]), or a list
             The observation at each training state (vectors or images), one list entry per state
             sequence.
@@ -866,9 +866,11 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         # a fitted local filter keeps every training pair: those arrays (and only those) come here, in one
         # graph (states and observations may come from the same tasks), before the transition, whose
         # search reads the states once per row chunk from the workers
-        chunks = X.chunks[0]
+        n_neighbors = self._neighbours(local=True)
+        # from the chunks given: those of the checks may be larger than a search task should hold
+        chunks = search_chunks(states.chunks[0], X.shape[1], min(n_neighbors, T - 1))
         X, Z = gathered(X, Z)
-        transition = chunked_transition(scattered(X, chunks), kernels[0], self._neighbours(local=True), reg_transition)
+        transition = chunked_transition(scattered(X, chunks), kernels[0], n_neighbors, reg_transition)
         found = report_outlying_states("KernelBayesFilter", X)
         self.model_ = self._local_model(settings, space, X, Z, np.arange(T - 1), kernels, reg_transition, found,
                                         transition)
