@@ -150,6 +150,28 @@ def test_a_spreadsheets_csv_reads_and_a_cell_that_is_no_number_is_named(tmp_path
         load_tracks_csv(_write(tmp_path / "times.csv", rows), time="t")
 
 
+
+def test_a_column_of_seconds_with_a_date_time_in_it_is_refused_not_read_as_years(tmp_path):
+    # numpy reads "10" as the year 10: the seconds had become dates two thousand years before the one
+    rows = [(t, "e", 50.0 + 1e-4 * t, 0.0) for t in range(0, 400, 10)]
+    rows[2] = ("2020-01-01T00:00:20Z", *rows[2][1:])
+    with pytest.raises(ValueError, match=r"^t: expected numbers \(seconds\) or ISO 8601 date-times, not both: report 1 "
+                                         r"is '0', report 3 '2020-01-01T00:00:20Z'$"):
+        load_tracks_csv(_write(tmp_path / "mixed.csv", rows), time="t")
+    # NaN in a column of date-times is a missing time, as it is in a column of seconds
+    rows = [(f"2016-01-12T13:{s // 60:02d}:{s % 60:02d}", "e", 50.0 + 1e-6 * s, 0.0) for s in range(0, 400, 10)]
+    rows[5] = ("NaN", *rows[5][1:])
+    tracks = load_tracks_csv(_write(tmp_path / "dates.csv", rows), time="t", min_length=3)
+    assert tracks.dropped["no_time"] == 1 and tracks.times[0][-1] == 390.0
+
+
+def test_a_file_separated_by_semicolons_is_named_as_such(tmp_path):
+    path = tmp_path / "semi.csv"
+    path.write_text("time;id;lat;lon\n0;a;50.0;0.0\n")
+    with pytest.raises(ValueError, match=r"semi.csv has no column 'time' \(it has time;id;lat;lon\); its fields look "
+                                         r"separated by ';', and the loader reads commas$"):
+        load_tracks_csv(path)
+
 def test_arguments_the_loader_cannot_use_are_refused_by_name(tmp_path):
     origin = (50.0, 0.0)
     times = np.arange(0, 300, 10.0)

@@ -262,13 +262,22 @@ def _seconds(values, name, path):
         return _numbers(values, name, path)
     except ValueError:
         pass
-    given = [v.strip() for v in values]
+    # a cell NaN (or infinite) is a missing time, as in a column of seconds
+    numbers = [_as_number(v) for v in values]
+    given = ["" if x is not None and not np.isfinite(x) else v.strip() for v, x in zip(values, numbers)]
     try:
         stamps = _date_times(given)
     except ValueError:
         first = next((i for i, v in enumerate(given) if not _is_date_time(v)), 0)
         raise ValueError(f"{name}: expected numbers (seconds) or ISO 8601 date-times, got {values[first]!r} "
                          f"(report {first + 1})") from None
+    # numpy reads a bare number as a year ("10" is the year 10): a column of seconds with one
+    # date-time in it would be read as dates two thousand years before it
+    number = next((i for i, (v, x) in enumerate(zip(given, numbers)) if v and x is not None), None)
+    if number is not None:
+        other = next(i for i, (v, x) in enumerate(zip(given, numbers)) if v and x is None)
+        raise ValueError(f"{name}: expected numbers (seconds) or ISO 8601 date-times, not both: report {number + 1} "
+                         f"is {values[number]!r}, report {other + 1} {values[other]!r}")
     seconds = np.full(len(stamps), np.nan)
     known = ~np.isnat(stamps)
     if np.any(known):
@@ -293,6 +302,14 @@ def _is_date_time(value):
     except ValueError:
         return False
     return True
+
+
+def _as_number(value):
+    """``float(value)``, or None for a cell that is no number."""
+    try:
+        return float(value)
+    except ValueError:
+        return None
 
 
 def _numbers(values, name, path):
@@ -322,7 +339,10 @@ def _read_columns(path, columns):
             header = next(reader, [])
             missing = [c for c in columns if c not in header]
             if missing:
-                raise ValueError(f"path: {path} has no column {missing[0]!r} (it has {', '.join(header)})")
+                # a file separated by another character reads as one column named by the whole header
+                other = [sep for sep in ";\t|" if len(header) == 1 and sep in header[0]]
+                hint = f"; its fields look separated by {other[0]!r}, and the loader reads commas" if other else ""
+                raise ValueError(f"path: {path} has no column {missing[0]!r} (it has {', '.join(header)}){hint}")
             # a name that appears twice is read from its last column, as csv.DictReader reads it
             where = [len(header) - 1 - header[::-1].index(c) for c in columns]
             needed = max(where) + 1
@@ -387,10 +407,11 @@ def load_tracks_csv(path, time="time", vehicle="id", lat="lat", lon="lon", step=
     Parameters
     ----------
     path : str or path-like
-        The CSV file, with a header row.
+        The CSV file (comma-separated, UTF-8), with a header row.
     time, vehicle, lat, lon : str
         The columns of the report time (seconds, or ISO 8601 date-times: in UTC, or with an offset
-        such as ``Z`` or ``+01:00``, which is applied), the vehicle's
+        such as ``Z`` or ``+01:00``, which is applied; not both in one column; an empty or NaN cell
+        is a report without a time), the vehicle's
         identifier, and its latitude and longitude in degrees.
     step : float, default=10.0
         Seconds between resampled rows. A step that would resample the recording into more than
