@@ -91,8 +91,11 @@ def _normalised_squares(values, estimates, covs, names):
             c = np.linalg.cholesky(0.5 * (covs[t] + covs[t].T))
         except np.linalg.LinAlgError:
             raise UndefinedStatistic(f"{cov_name}[{t}]: expected a positive definite covariance") from None
-        y = np.linalg.solve(c, errors[t])
-        out[t] = y @ y
+        with np.errstate(over="ignore"):
+            # beyond float64 (an error of 1e200 with a variance of 1e-200) the value is inf: the
+            # filter was certain of a wrong answer
+            y = np.linalg.solve(c, errors[t])
+            out[t] = y @ y
     return out
 
 
@@ -114,7 +117,8 @@ def nees(truth, means, covs):
     -------
     ndarray of shape (n_steps,)
         One value a step (filterpy's ``stats.NEES(truth, means, covs)``); each is chi-squared
-        with ``dim_x`` degrees of freedom for a consistent filter.
+        with ``dim_x`` degrees of freedom for a consistent filter. A value beyond float64's range
+        is ``inf``.
 
     Raises
     ------

@@ -514,6 +514,11 @@ def test_nees_and_nis_are_filterpys():
     nudged = covs.copy()
     nudged[:, 0, 1] *= 1 + 1e-12
     np.testing.assert_allclose(kb.stats.nees(truth, means, nudged), NEES(truth, means, covs), rtol=1e-9)
+    # beyond float64 (an error of 1e200 with a variance of 1e-200) the value is inf, without numpy's
+    # overflow warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert kb.stats.nees(np.zeros(2), np.full(2, 1e200), 1e-200 * np.eye(2)).tolist() == [np.inf]
 
 
 def test_the_chi2_band_holds_the_mean_of_chi2_draws_95_percent_of_the_time():
