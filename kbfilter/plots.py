@@ -74,7 +74,8 @@ def plot_mse_box(mse_by_method, ax=None):
     Parameters
     ----------
     mse_by_method : dict of str to sequence of float
-        Each method's MSE in every run (a number for one run; NaN for a run that failed).
+        Each method's MSE in every run (a number for one run; NaN for a run that failed). A run
+        whose MSE is NaN or infinite is left out of its box and counted under the method's name.
     ax : matplotlib.axes.Axes, optional
         Where to draw; a new figure when None.
 
@@ -85,7 +86,7 @@ def plot_mse_box(mse_by_method, ax=None):
     """
     if not isinstance(mse_by_method, Mapping) or not mse_by_method:
         raise ValueError(f"mse_by_method: expected a dict of method names and per-run MSEs, got {mse_by_method!r:.80}")
-    # a number is one run's MSE; NaN, a run that failed, is left out of its box
+    # a number is one run's MSE
     runs = {name: check_matrix(np.atleast_1d(values), f"mse_by_method[{name!r}]", finite=False).ravel()
             for name, values in mse_by_method.items()}
     for name, values in runs.items():
@@ -93,9 +94,13 @@ def plot_mse_box(mse_by_method, ax=None):
             raise ValueError(f"mse_by_method[{name!r}]: expected mean squared errors (>= 0), got {values.min():g}")
     ax = _axes(ax)
     names = list(runs)
-    boxes = ax.boxplot([runs[n][~np.isnan(runs[n])] for n in names], showmeans=True)
+    # a failed run (NaN) or a diverged one (inf) has no place on the axis: counted in the label instead
+    kept = [runs[n][np.isfinite(runs[n])] for n in names]
+    boxes = ax.boxplot(kept, showmeans=True)
     ax.legend([boxes["medians"][0], boxes["means"][0]], ["median", "mean"], fontsize=7, framealpha=0.6)
-    ax.set_xticks(range(1, len(names) + 1), names, rotation=20)
+    labels = [n if len(k) == len(runs[n]) else f"{n}\n({len(runs[n]) - len(k)} of {len(runs[n])} not finite)"
+              for n, k in zip(names, kept)]
+    ax.set_xticks(range(1, len(names) + 1), labels, rotation=20)
     ax.set_yscale("log")
     ax.set_ylabel("test MSE")
     ax.grid(True, axis="y", which="both", alpha=0.3)
@@ -148,7 +153,8 @@ def plot_trajectory(states, estimates, steps=100, axes=None):
         axes = list(axes.ravel())
     t = np.arange(len(states))
     phase = states.shape[1] >= 2
-    errors = {name: np.sum((est - states) ** 2, axis=1) for name, est in shown.items()}
+    with np.errstate(over="ignore"):  # an estimate beyond 1e154 has an infinite squared error, shown as inf
+        errors = {name: np.sum((est - states) ** 2, axis=1) for name, est in shown.items()}
     for k, (name, ax) in enumerate(zip(names, axes)):
         est = shown[name]
         ax.plot(*((states[:, 0], states[:, 1]) if phase else (t, states[:, 0])), color="0.6", lw=2,
@@ -163,9 +169,12 @@ def plot_trajectory(states, estimates, steps=100, axes=None):
     # the first panel says which line is the truth (its paths cross the estimate's too often to tell)
     axes[0].legend(fontsize=6, loc="upper right", framealpha=0.6)
     ax = axes[len(names)]
+    running = {name: np.cumsum(errors[name]) / (t + 1) for name in names}
     for k, name in enumerate(names):
-        ax.plot(t, np.cumsum(errors[name]) / (t + 1), color=f"C{k}", label=name)
-    ax.set_yscale("log")
+        ax.plot(t, running[name], color=f"C{k}", label=name)
+    # (errors zero or infinite have nothing to draw on a log scale)
+    if any(np.any((r > 0) & np.isfinite(r)) for r in running.values()):
+        ax.set_yscale("log")
     ax.set_title("running mean squared error", fontsize=9)
     ax.set_xlabel("test step", fontsize=8)
     ax.tick_params(labelsize=7)
@@ -423,6 +432,12 @@ def save_figure(ax, path):
             raise ValueError(f"path: the folder {str(folder)!r} does not exist; make it first")
         if Path(path).is_dir():
             raise ValueError(f"path: {str(path)!r} is a folder; expected a file name (e.g. in it)")
+        # checked before the layout and the drawing: matplotlib names no argument when it refuses a format
+        formats = fig.canvas.get_supported_filetypes()
+        suffix = Path(path).suffix[1:].lower()
+        if suffix and suffix not in formats:
+            raise ValueError(f"path: expected a file name ending in an image format matplotlib writes "
+                             f"({', '.join(sorted(formats))}), got {str(path)!r}")
     import matplotlib.pyplot as plt
 
     # closed whether or not the write succeeds, so that a failed save does not leave it open

@@ -1,6 +1,7 @@
 """The figure helpers: what they draw, and arguments that do not fit refused by name before a figure is made."""
 
 import io
+import warnings
 
 import matplotlib
 
@@ -28,13 +29,24 @@ def test_the_trajectory_panels_draw_each_method_and_title_its_mse():
     plt.close("all")
 
 
-def test_the_mse_boxes_take_one_run_as_a_number_and_leave_failed_runs_out():
-    ax = plot_mse_box({"kbf": 0.05, "ekf": [0.06, np.nan, 0.08]})
+def test_the_trajectory_errors_of_perfect_or_overflowing_estimates_are_drawn_without_warnings():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's overflow, and matplotlib's log scale of nothing positive
+        ax = plot_trajectory(STATES, {"exact": STATES, "huge": STATES + 1e300})
+    assert ax.get_title().startswith("exact: MSE 0 ") and ax.figure.axes[1].get_title().startswith("huge: MSE inf ")
+    plt.close("all")
+
+
+def test_the_mse_boxes_take_one_run_as_a_number_and_leave_failed_runs_out_counted():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an infinite MSE had numpy warn from inside matplotlib's quartiles
+        ax = plot_mse_box({"kbf": 0.05, "ekf": [0.06, np.nan, 0.08], "ukf": [np.inf, 0.1, 0.3]})
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["median", "mean"]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["kbf", "ekf"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["kbf", "ekf\n(1 of 3 not finite)",
+                                                              "ukf\n(1 of 3 not finite)"]
     # each box's mean, the one marker it draws
     means = [line.get_ydata()[0] for line in ax.get_lines() if len(line.get_xdata()) == 1]
-    assert means == pytest.approx([0.05, 0.07])
+    assert means == pytest.approx([0.05, 0.07, 0.2])
     plt.close("all")
 
 
@@ -111,8 +123,21 @@ def test_a_figure_is_saved_where_asked_and_a_destination_that_cannot_be_is_refus
     other = plot_mse_box({"a": [1.0, 2.0]})
     save_figure(other, buffer)
     assert buffer.getvalue()[:4] == b"\x89PNG"
+    # a format matplotlib does not write is named by the argument before drawing (matplotlib's own
+    # error named none), and the figure stays open to be saved again
+    unsaved = plot_mse_box({"a": [1.0, 2.0]})
+    with pytest.raises(ValueError, match=r"^path: expected a file name ending in an image format matplotlib writes "
+                                         r"\(.*png.*\), got '.*box.nope'$"):
+        save_figure(unsaved, tmp_path / "box.nope")
+    assert unsaved.figure.number in plt.get_fignums() and not (tmp_path / "box.nope").exists()
+    plt.close(unsaved.figure)
+
+    class Full(io.BytesIO):
+        def write(self, data):
+            raise OSError("no space left on device")
+
     # a write that fails still closes the figure
     failing = plot_mse_box({"a": [1.0, 2.0]})
-    with pytest.raises(ValueError, match="Format 'nope' is not supported"):
-        save_figure(failing, tmp_path / "box.nope")
+    with pytest.raises(OSError, match="no space left"):
+        save_figure(failing, Full())
     assert failing.figure.number not in plt.get_fignums()
