@@ -116,6 +116,25 @@ def test_a_nearly_noise_free_sensor_after_a_wide_prior_keeps_the_ukf_running():
     np.testing.assert_allclose(smoothed, ExtendedKalman(system).smooth(obs)[0], atol=1e-3)
 
 
+
+@pytest.mark.parametrize("params, fix_noise, found", [
+    # the velocity's variance 1e240 against the position's 1e1: no jittered P of float64 has a Cholesky factor
+    ({"step": 4.3e26, "accel": 1.1e45, "speed": 0.39}, 6.2, "the covariance P has eigenvalues from .* to .*"),
+    # the prediction's P overflows (filterpy then drew sigma points from inf: scipy's "array must not
+    # contain infs or NaNs")
+    ({"step": 8.4e63, "accel": 52.8, "speed": 3.0e60}, 2.0e-84, "the covariance P overflowed")])
+def test_a_model_beyond_float64_stops_the_ukf_with_a_message_that_says_so(params, fix_noise, found):
+    system = kb.systems.ConstantVelocity(sensor=kb.systems.PositionFixes(noise=fix_noise), **params)
+    _, obs = system.simulate(20, rng=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kb.NumericalWarning)  # the jitter rule's, tried first
+        with pytest.raises(np.linalg.LinAlgError, match=f"^UnscentedKalman: no sigma points can be drawn: {found}, "
+                                                        f"even after the jitter rule; .* ExtendedKalman and "
+                                                        f"ParticleFilter take no square root of P"):
+            UnscentedKalman(system).batch_filter(obs)
+        # as the message says: the EKF's algebra runs
+        assert np.all(np.isfinite(ExtendedKalman(system).batch_filter(obs)[1]))
+
 def test_a_component_certain_and_seen_without_noise_is_conditioned_through_the_pseudo_inverse():
     # the second component has no process noise, so it stays at 0, and it is observed without noise:
     # the innovation covariance is singular (numpy's "Singular matrix" before, from the first belief

@@ -226,6 +226,21 @@ def _pseudo_inverse_used(owner, diagnostics, matrix):
               f"conditioned through its pseudo-inverse", NumericalWarning)
 
 
+#: what the unscented filter says when not even its jitter rule gives a covariance it can draw
+#: sigma points from: the model's scales are beyond float64, where the EKF's algebra may still run
+_BEYOND_FLOAT64 = ("UnscentedKalman: no sigma points can be drawn: {what}, even after the jitter rule; the system's "
+                   "scales (its step, noise and speeds) differ by more than float64 resolves. ExtendedKalman and "
+                   "ParticleFilter take no square root of P and may still run")
+
+
+def _spread(P):
+    """What stops a Cholesky factor of ``P``, in words."""
+    if not np.all(np.isfinite(P)):
+        return "the covariance P overflowed"
+    w = np.linalg.eigvalsh(0.5 * (P + P.T))
+    return f"the covariance P has eigenvalues from {w[0]:.3g} to {w[-1]:.3g}"
+
+
 def _is_positive_definite(P):
     try:
         cholesky(P)
@@ -391,8 +406,11 @@ class UnscentedKalman(_GaussianFilter):
     (after an update by a noise-free sensor the covariance is round-off), and if that is not
     enough (the round-off of an update whose prior was far wider), its eigenvalues are raised to
     1e-9 times the largest. Each time it warns, and ``diagnostics`` counts it; :meth:`smooth`
-    applies the same rule to a filtered covariance it draws sigma points from. A singular
-    innovation covariance is inverted through its pseudo-inverse, as in :class:`ExtendedKalman`.
+    applies the same rule to a filtered covariance it draws sigma points from. A covariance that
+    overflows, or whose variances differ by more than float64 resolves even after the rule (a
+    model whose step, noise and speeds span hundreds of orders of magnitude), stops the filter with
+    a ``LinAlgError`` that says so. A singular innovation covariance is inverted through its
+    pseudo-inverse, as in :class:`ExtendedKalman`.
 
     Parameters
     ----------
@@ -433,6 +451,7 @@ class UnscentedKalman(_GaussianFilter):
         if not 0 < spread < np.inf:  # the weights divide by it
             raise ValueError(f"alpha: expected alpha^2 (dim_x + kappa) to be a positive finite number, got {spread!r} "
                              f"with alpha={alpha!r}")
+        self._sigma_spread = spread
         points = MerweScaledSigmaPoints(system.dim_x, alpha=alpha, beta=beta, kappa=kappa)
         self.kf = UnscentedKalmanFilter(dim_x=system.dim_x, dim_z=system.dim_z, dt=1.0, points=points,
                                         fx=_Transition(system), hx=_Observation(system),
@@ -443,6 +462,10 @@ class UnscentedKalman(_GaussianFilter):
 
     def _jittered(self, P):
         """``P`` symmetrised, with the jitter the class states (counted and warned)."""
+        with np.errstate(over="ignore"):
+            # the sigma points are drawn from a square root of spread * P, which must not overflow either
+            if not np.all(np.isfinite(self._sigma_spread * P)):
+                raise LinAlgError(_BEYOND_FLOAT64.format(what="the covariance P overflowed"))
         P = 0.5 * (P + P.T)
         # the larger of its own scale and that of the process noise: after an update by a
         # noise-free sensor P is round-off, whose scale no jitter fixes
@@ -461,10 +484,25 @@ class UnscentedKalman(_GaussianFilter):
 
     def _predict(self, u):
         try:
-            self.kf.predict(u=u)
-        except (LinAlgError, np.linalg.LinAlgError):
+            self._predict_once(u)
+        except LinAlgError:
             self.kf.P = self._jittered(self.kf.P)
+            try:
+                self._predict_once(u)
+            except LinAlgError:
+                raise LinAlgError(_BEYOND_FLOAT64.format(what=_spread(self.kf.P))) from None
+
+    def _predict_once(self, u):
+        try:
             self.kf.predict(u=u)
+        except LinAlgError:
+            raise
+        except ValueError:
+            # filterpy draws the prior's sigma points again from the predicted P: scipy refuses one that
+            # overflowed with its own ValueError (a model's own errors leave P finite, and pass on)
+            if np.all(np.isfinite(self.kf.P)):
+                raise
+            raise LinAlgError(_BEYOND_FLOAT64.format(what="the covariance P overflowed")) from None
 
     def _update(self, z, R):
         self.kf.update(z, R=R)  # filterpy: update(None) keeps the prior as the posterior
@@ -475,7 +513,11 @@ class UnscentedKalman(_GaussianFilter):
         except LinAlgError:
             # a filtered covariance the sigma points cannot be drawn from: the forward pass's rule
             covs = np.array([P if _is_positive_definite(P) else self._jittered(P) for P in covs])
-            xs, Ps, _ = self.kf.rts_smoother(means, covs)
+            try:
+                xs, Ps, _ = self.kf.rts_smoother(means, covs)
+            except LinAlgError:
+                raise LinAlgError(_BEYOND_FLOAT64.format(what="a filtered covariance's eigenvalues span more than "
+                                                              "float64 resolves")) from None
         return xs, Ps
 
 
