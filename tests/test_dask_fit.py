@@ -2,6 +2,7 @@
 on a cluster whose workers could not hold the log."""
 
 import time
+import warnings
 
 import dask
 import dask.array as da
@@ -55,16 +56,23 @@ def test_a_dask_log_fits_the_filter_memory_fits(client, log, params, atol):
 
 
 
-def test_a_dask_fit_counts_the_fallbacks_of_its_local_solves_as_the_memory_fit_does(client):
+def test_a_dask_fit_counts_the_fallbacks_of_its_local_solves_as_the_memory_fit_does(client, monkeypatch):
     # every state three times and a negligible regulariser: each neighbourhood needs the jitter rule
     rng = np.random.default_rng(1)
     states = np.repeat(rng.normal(size=(100, 2)), 3, axis=0)
     obs = states + 0.1 * rng.normal(size=states.shape)
     params = {"approximation": "local", "reg_transition": 1e-300, "n_neighbors": 6}
-    with pytest.warns(kb.NumericalWarning, match="Cholesky failed"):
+    with pytest.warns(kb.NumericalWarning, match="Cholesky failed on 300 of 300"):
         in_memory = kb.KernelBayesFilter(**params).fit(states, obs)
-        chunked = kb.KernelBayesFilter(**params).fit(da.from_array(states, chunks=(100, 2)),
-                                                     da.from_array(obs, chunks=(100, 2)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        # six chunks of 50 rows, kept apart (no merging): each had warned with its own count
+        monkeypatch.setattr(kb.filters.chunked, "CHUNK_BYTES", 1)
+        chunked = kb.KernelBayesFilter(**params).fit(da.from_array(states, chunks=(50, 2)),
+                                                     da.from_array(obs, chunks=(50, 2)))
+    assert [str(w.message) for w in caught if "local Gram" in str(w.message)] == [
+        "local Gram: Cholesky failed on 300 of 300 neighbourhoods, solved by the fallback rules of "
+        f"kbfilter.linalg.spd_factor (jitter {in_memory.diagnostics['transition_jitter']})"]
     assert in_memory.diagnostics["transition_jitter"] + in_memory.diagnostics["transition_lu"] == 300
     assert chunked.diagnostics == in_memory.diagnostics
 

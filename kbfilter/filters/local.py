@@ -39,7 +39,7 @@ from ..operators import SparseOperator
 from ..persistence import persistent
 from ..rules.bayes_rule import posterior_from_projection
 from ..rules.conditional import ConditionalEmbedding
-from ..rules.conditional_weights import neighbourhood_weights
+from ..rules.conditional_weights import neighbourhood_weights, warn_local_fallbacks
 from ..rules.representations import DenseObservations, factor_recorded
 from .base import SharedModel, TrainingBox, no_control
 from .chunked import completed, nearest_predecessors, recorded
@@ -167,6 +167,7 @@ def chunked_transition(X, kernel_x, n_neighbors, reg):
         warn_user(message, category)
     successors, weights, reach, found = zip(*(rows for rows, _ in parts))
     diagnostics = sum(found, Counter())
+    warn_local_fallbacks(diagnostics, X.shape[0])  # one warning for all the chunks' neighbourhoods
     return (*(np.concatenate(column) for column in (successors, weights, reach)),
             Counter({f"transition_{k}": v for k, v in diagnostics.items()}))
 
@@ -177,7 +178,7 @@ def _transition_rows(Q, nearest, kernel_x, reg):
     q, m = rows.shape
     found = Counter()
     weights = neighbourhood_weights(kernel_x, Q, inputs.reshape(q * m, -1), np.arange(q * m).reshape(q, m), reg,
-                                    diagnostics=found)
+                                    diagnostics=found, warn=False)
     return rows + 1, weights, dist[:, -1], found
 
 

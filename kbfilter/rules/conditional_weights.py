@@ -25,7 +25,8 @@ from ..persistence import Persistent, persistent, saved_before_fit
 from ..progress import progress_bar
 from .sparse_embedding import sparse_coefficients
 
-__all__ = ["WEIGHT_METHODS", "weight_method", "ConditionalWeights", "neighbourhood_weights", "QUERY_BLOCK"]
+__all__ = ["WEIGHT_METHODS", "weight_method", "ConditionalWeights", "neighbourhood_weights", "warn_local_fallbacks",
+           "QUERY_BLOCK"]
 
 #: method name -> the class that computes its weights
 WEIGHT_METHODS = {}
@@ -567,7 +568,24 @@ def _batched_cho_solve(L, b):
     return x
 
 
-def neighbourhood_weights(kernel, Q, A, idx, reg, low_rank=True, diagnostics=None):
+def warn_local_fallbacks(events, total):
+    """One warning for the neighbourhoods of a call that needed a fallback rule, with their counts.
+
+    Parameters
+    ----------
+    events : collections.Counter
+        The neighbourhoods that needed each rule.
+    total : int
+        The neighbourhoods solved.
+    """
+    if events:
+        # one warning for the call, not one a neighbourhood (a transition at 10^5 states)
+        rules = ", ".join(f"{kind} {count:,}" for kind, count in sorted(events.items()))
+        warn_user(f"local Gram: Cholesky failed on {sum(events.values()):,} of {total:,} neighbourhoods, solved by "
+                  f"the fallback rules of kbfilter.linalg.spd_factor ({rules})", NumericalWarning)
+
+
+def neighbourhood_weights(kernel, Q, A, idx, reg, low_rank=True, diagnostics=None, warn=True):
     """The localized embedding's weights of each query on its own neighbourhood (algorithms §3, kNN):
     ``(G_N + m reg I)^{-1} k_N(q)`` with ``N`` the ``m`` training inputs ``A[idx[q]]``.
 
@@ -587,6 +605,9 @@ def neighbourhood_weights(kernel, Q, A, idx, reg, low_rank=True, diagnostics=Non
         Solve numerically low-rank neighbourhoods through their pivoted Cholesky factor.
     diagnostics : collections.Counter or None, default=None
         Where the neighbourhoods that needed a fallback rule are counted, by rule.
+    warn : bool, default=True
+        Warn about them (:func:`warn_local_fallbacks`); a caller that solves the neighbourhoods in
+        parts warns once for all of them instead.
 
     Returns
     -------
@@ -607,13 +628,10 @@ def neighbourhood_weights(kernel, Q, A, idx, reg, low_rank=True, diagnostics=Non
         local = A[idx[rows]]
         kq = kernel.paired(local, Q[rows][:, None, :])
         vals[rows] = _local_solve(kernel, local, kq, m * reg, events, low_rank=low_rank)
-    if events:
-        if diagnostics is not None:
-            diagnostics.update(events)
-        # one warning for the call, not one a neighbourhood (a transition at 10^5 states)
-        rules = ", ".join(f"{kind} {count:,}" for kind, count in sorted(events.items()))
-        warn_user(f"local Gram: Cholesky failed on {sum(events.values()):,} of {len(idx):,} neighbourhoods, solved by "
-                  f"the fallback rules of kbfilter.linalg.spd_factor ({rules})", NumericalWarning)
+    if diagnostics is not None:
+        diagnostics.update(events)
+    if warn:
+        warn_local_fallbacks(events, len(idx))
     return vals
 
 
