@@ -274,6 +274,11 @@ def test_the_motion_model_under_its_old_name_still_works_and_warns(rotation):
     np.testing.assert_array_equal(new.batch_filter(obs)[0], old.batch_filter(obs)[0])
     with pytest.raises(ValueError, match="motion: given twice"):
         NearestNeighbourParticleFilter(system, transition=system).fit(X, Z)
+    # a method name under the old name is named as given (it was "motion: ... got str")
+    for cls in (kb.KernelMonteCarloFilter, NearestNeighbourParticleFilter):
+        with pytest.raises(ValueError, match=r"^transition: the deprecated name of motion, .* got 'knn'; a learned "
+                                             r"transition \('exact', 'knn'\) is KernelBayesFilter's$"):
+            cls(transition="knn").fit(X, Z)
 
 
 def test_the_gaussian_filters_refuse_impossible_covariances_and_runs(rotation):

@@ -58,6 +58,11 @@ def motion_of(filt, warn=False):
         return filt.motion
     if filt.motion is not None:
         raise ValueError("motion: given twice, as motion and as the deprecated transition; pass motion only")
+    if not (callable(getattr(filt.transition, "sample_transition", None)) or callable(filt.transition)):
+        # named as given: transition="knn" reads as the kernel Bayes filter's learned transition
+        raise ValueError(f"transition: the deprecated name of motion, which takes a motion model (a system with "
+                         f"sample_transition or a callable), got {filt.transition!r:.60}; a learned transition "
+                         f"('exact', 'knn') is KernelBayesFilter's")
     if warn:
         warn_user(f"{type(filt).__name__}(transition=...) is deprecated and will be removed; pass the motion model "
                   f"as motion=... (or first)", FutureWarning)
