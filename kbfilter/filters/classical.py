@@ -233,7 +233,7 @@ _BEYOND_FLOAT64 = ("UnscentedKalman: no sigma points can be drawn: {what}, even 
                    "ParticleFilter take no square root of P and may still run")
 
 
-def _spread(P):
+def _eigenvalue_spread(P):
     """What stops a Cholesky factor of ``P``, in words."""
     if not np.all(np.isfinite(P)):
         return "the covariance P overflowed"
@@ -490,7 +490,7 @@ class UnscentedKalman(_GaussianFilter):
             try:
                 self._predict_once(u)
             except LinAlgError:
-                raise LinAlgError(_BEYOND_FLOAT64.format(what=_spread(self.kf.P))) from None
+                raise LinAlgError(_BEYOND_FLOAT64.format(what=_eigenvalue_spread(self.kf.P))) from None
 
     def _predict_once(self, u):
         try:
