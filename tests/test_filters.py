@@ -974,6 +974,62 @@ def test_gaussian_filters_take_a_known_control_and_equal_the_kalman_filter():
     assert np.mean((means - exact) ** 2) < 0.01 * np.mean((np.array(exact) - states) ** 2)
 
 
+
+class _Unicycle(kb.systems.System):
+    """Position and heading, moved by a control (speed, turn rate); its position fixed."""
+
+    dim_x, dim_z, dim_u, obs_shape = 3, 2, 2, (2,)
+    process_cov = np.diag([0.05, 0.05, 0.02]) ** 2
+    observation_cov = 0.25 * np.eye(2)
+
+    def transition_mean(self, X, u=None):
+        speed, turn = np.broadcast_to(u, (len(X), 2)).T
+        return np.column_stack([X[:, 0] + speed * np.cos(X[:, 2]), X[:, 1] + speed * np.sin(X[:, 2]), X[:, 2] + turn])
+
+    def observe_mean(self, X):
+        return X[:, :2]
+
+
+def test_the_ekf_linearises_a_controlled_transition_under_its_control():
+    """A unicycle's heading moves its position by the speed it is given: the EKF's Jacobian must be
+    taken under the step's control (it was taken without one, and the prediction's covariance
+    never carried the heading's uncertainty into the position)."""
+    system = _Unicycle()
+    x0, P0, u = np.array([1.0, 2.0, 0.3]), np.diag([0.2, 0.1, 0.05]), np.array([1.5, 0.1])
+    ekf = ExtendedKalman(system).initialize(x0, P0)
+    ekf.predict(u)
+    speed, heading = u[0], x0[2]
+    F = np.array([[1.0, 0.0, -speed * np.sin(heading)], [0.0, 1.0, speed * np.cos(heading)], [0.0, 0.0, 1.0]])
+    np.testing.assert_allclose(ekf.x, system.transition_mean(x0[None], u)[0], atol=1e-12)
+    np.testing.assert_allclose(ekf.P, F @ P0 @ F.T + system.process_cov, atol=1e-8)
+    # a closed-form Jacobian written without the control is called without it; one that is no
+    # (dim_x, dim_x) array of finite values is named
+    class Constant(_Unicycle):
+        def transition_jacobian(self, x):
+            return np.eye(3)
+
+    ekf = ExtendedKalman(Constant()).initialize(x0, P0)
+    ekf.predict(u)
+    np.testing.assert_allclose(ekf.P, P0 + system.process_cov, atol=1e-12)
+
+    class Flat(_Unicycle):
+        def transition_jacobian(self, x, u=None):
+            return np.ones(3)
+
+    with pytest.raises(ValueError, match=r"^Flat.transition_jacobian: expected a finite array of shape \(3, 3\), got "
+                                         r"shape \(3,\)$"):
+        ExtendedKalman(Flat()).initialize(x0, P0).predict(u)
+
+
+def test_a_noise_covariance_written_as_a_method_is_named():
+    class Methods(_Unicycle):
+        def process_cov(self):
+            return np.eye(3)
+
+    with pytest.raises(ValueError, match=r"^Methods.process_cov: expected a \(3, 3\) array \(a class attribute, one set "
+                                         r"in __init__, or a property\), got a method$"):
+        ExtendedKalman(Methods())
+
 def test_batch_filter_continues_from_the_current_belief_and_reset_starts_afresh():
     states, obs = kb.systems.Rotation().simulate(300, rng=0)
     kbf = kb.KernelBayesFilter().fit(states[:250], obs[:250])

@@ -167,8 +167,43 @@ def test_the_rts_smoothers_of_the_baselines_are_filterpys_on_a_linear_system():
     assert _mse(rts, truth) < _mse(filtered, truth)
     controlled = ControlledLinearGaussian(F=[[0.9]], B=[[1.0]], H=np.eye(1), Q=0.05 * np.eye(1), R=0.5 * np.eye(1))
     _, cus, czs = controlled.simulate(20, rng=0)
-    with pytest.raises(ValueError, match="us: ExtendedKalman.smooth"):
-        ExtendedKalman(controlled).smooth(czs, cus)
+    with pytest.raises(ValueError, match="us: UnscentedKalman.smooth moves its sigma points .* without a control"):
+        UnscentedKalman(controlled).smooth(czs, cus)
+
+
+def test_the_ekf_smoother_with_controls_is_the_posterior_mean_of_the_whole_run():
+    """On a controlled linear-Gaussian system the smoothed means are the mean of the states given
+    every observation, computed here from the joint Gaussian of the run (the EKF's smoother had
+    refused controls)."""
+    F, B, H, Q, R = np.array([[0.9, 0.2], [0.0, 0.8]]), np.array([[1.0], [0.5]]), np.array([[1.0, 0.0]]), \
+        0.05 * np.eye(2), np.array([[0.3]])
+    system = ControlledLinearGaussian(F=F, B=B, H=H, Q=Q, R=R)
+    _, us, zs = system.simulate(15, rng=2)
+    m0, P0 = np.array([0.5, -0.2]), np.diag([0.4, 0.2])
+    means, covs = ExtendedKalman(system).initialize(m0, P0).smooth(zs, us)
+    # the prior of (x_0 .. x_T-1): x_t = F x_t-1 + B u_t + w_t from x_-1 ~ N(m0, P0)
+    T, d = len(zs), 2
+    mean = np.zeros(T * d)
+    A = np.zeros((T * d, d + T * d))  # the run's deviation from its mean, a linear map of (x_-1, w_0 .. w_T-1)
+    shift = m0
+    for t in range(T):
+        shift = F @ shift + B @ us[t]
+        mean[t * d:(t + 1) * d] = shift
+        A[t * d:(t + 1) * d, :d] = np.linalg.matrix_power(F, t + 1)
+        for k in range(t + 1):
+            A[t * d:(t + 1) * d, d + k * d:d + (k + 1) * d] = np.linalg.matrix_power(F, t - k)
+    noise = np.zeros((d + T * d, d + T * d))
+    noise[:d, :d] = P0
+    for k in range(T):
+        noise[d + k * d:d + (k + 1) * d, d + k * d:d + (k + 1) * d] = Q
+    cov = A @ noise @ A.T
+    Hs = np.kron(np.eye(T), H)
+    gain = cov @ Hs.T @ np.linalg.inv(Hs @ cov @ Hs.T + np.kron(np.eye(T), R))
+    posterior = mean + gain @ (zs.ravel() - Hs @ mean)
+    posterior_cov = cov - gain @ Hs @ cov
+    np.testing.assert_allclose(means, posterior.reshape(T, d), atol=1e-10)
+    np.testing.assert_allclose(covs, [posterior_cov[t * d:(t + 1) * d, t * d:(t + 1) * d] for t in range(T)],
+                               atol=1e-10)
 
 
 def test_the_particle_smoother_approaches_the_rts_smoother_on_a_linear_gaussian_system():

@@ -28,7 +28,8 @@ from .._validation import (
 from .._warnings import warn_user
 from ..linalg import NumericalWarning, psd_solve
 from ..systems import System
-from ..systems.base import initial_belief_of, model_covariance, observation_mean_of, transition_mean_given
+from ..systems.base import (initial_belief_of, model_covariance, observation_mean_of, transition_jacobian_given,
+                            transition_mean_given)
 from .base import Filter, checked_controls, motion_control_dimension, sample_next, system_control
 from .likelihood import Innovation, KnownInnovation, Likelihood, SensorInnovation
 from .particles import MAX_PARTICLES, HoldsParticles, ParticleBelief, ParticleWeightsAlias, check_particle_weights
@@ -106,6 +107,9 @@ class _GaussianFilter(_StartsFromFirstObservation):
     which sets the belief), the model's ``Q`` and ``R``, and the last update's gain ``K``,
     residual ``y``, innovation covariance ``S`` and ``log_likelihood``."""
 
+    #: whether :meth:`smooth`'s backward pass takes the controls
+    _smooths_controls = False
+
     def _start(self, system):
         self.system = _check_system(system)
         self._observed = False
@@ -176,16 +180,18 @@ class _GaussianFilter(_StartsFromFirstObservation):
         """Rauch-Tung-Striebel smoothing: the belief at every step of a run given the whole run.
 
         Runs :meth:`batch_filter` over ``zs`` (the filter is left where it leaves it), then the
-        backward pass: the EKF's through the transition's Jacobian at each filtered mean,
-        the UKF's through sigma points (filterpy's ``UnscentedKalmanFilter.rts_smoother``). For a
-        linear-Gaussian system the EKF's is the exact RTS smoother.
+        backward pass: the EKF's through the transition's Jacobian at each filtered mean (under
+        the step's control, for a controlled system), the UKF's through sigma points (filterpy's
+        ``UnscentedKalmanFilter.rts_smoother``). For a linear-Gaussian system the EKF's is the
+        exact RTS smoother.
 
         Parameters
         ----------
         zs : iterable of array-like or None
             The observations; None is a missing measurement.
-        us : None
-            Controls are refused: the backward pass linearises the uncontrolled transition.
+        us : iterable of array-like, optional
+            The controls, as :meth:`batch_filter` takes them (the EKF's; filterpy's unscented
+            smoother moves its sigma points without a control, so the UKF refuses them).
 
         Returns
         -------
@@ -194,11 +200,13 @@ class _GaussianFilter(_StartsFromFirstObservation):
         covs : ndarray of shape (n_steps, dim_x, dim_x)
             Their covariances.
         """
-        if us is not None or getattr(self.system, "dim_u", None) is not None:
-            raise ValueError(f"us: {type(self).__name__}.smooth linearises the uncontrolled transition; "
-                             f"a controlled system is not supported")
-        means, covs, means_p, covs_p = self.batch_filter(zs)
-        return self._backward(means, covs, means_p, covs_p)
+        if not self._smooths_controls and (us is not None or getattr(self.system, "dim_u", None) is not None):
+            raise ValueError(f"us: {type(self).__name__}.smooth moves its sigma points through the transition "
+                             f"without a control (filterpy's smoother); a controlled system is smoothed by "
+                             f"ExtendedKalman or ParticleFilter")
+        zs, us = self._checked_run(zs, us)
+        means, covs, means_p, covs_p = self.batch_filter(zs, us)
+        return self._backward(means, covs, means_p, covs_p, us)
 
     x = _belief_part("x", lambda self, v: check_vector(v, "x", length=self.system.dim_x),
                      "Current state estimate, shape (dim_x,); assigning it sets the belief's mean.")
@@ -372,7 +380,7 @@ class ExtendedKalman(_GaussianFilter):
         self.diagnostics = {"pseudo_inverse": 0}
 
     def _predict(self, u):
-        self.kf.F = self.system.transition_jacobian(self.kf.x)
+        self.kf.F = transition_jacobian_given(self.system, self.kf.x, u)
         self.kf.predict(u=u)
 
     def _update(self, z, R):
@@ -383,10 +391,13 @@ class ExtendedKalman(_GaussianFilter):
                           residual=self.system.observation_residual):
             _pseudo_inverse_used("ExtendedKalman", self.diagnostics, "the innovation covariance S")
 
-    def _backward(self, means, covs, means_p, covs_p):
+    _smooths_controls = True
+
+    def _backward(self, means, covs, means_p, covs_p, us=None):
         xs, Ps = means.copy(), covs.copy()
         for t in range(len(means) - 2, -1, -1):
-            F = self.system.transition_jacobian(means[t])
+            # us[t + 1] moved the system from step t to step t + 1
+            F = transition_jacobian_given(self.system, means[t], None if us is None else us[t + 1])
             # the smoother gain P F^T P_prior^{-1}, by a solve with the symmetric predicted covariance
             C, singular = psd_solve(covs_p[t + 1], F @ covs[t])
             C = C.T
@@ -507,7 +518,7 @@ class UnscentedKalman(_GaussianFilter):
     def _update(self, z, R):
         self.kf.update(z, R=R)  # filterpy: update(None) keeps the prior as the posterior
 
-    def _backward(self, means, covs, means_p, covs_p):
+    def _backward(self, means, covs, means_p, covs_p, us=None):
         try:
             xs, Ps, _ = self.kf.rts_smoother(means, covs)
         except LinAlgError:

@@ -292,7 +292,17 @@ def model_covariance(system, name, dim):
     ndarray of shape (dim, dim)
         The covariance.
     """
-    cov = np.asarray(getattr(system, name), dtype=np.float64)
+    given = getattr(system, name, None)
+    if given is None or callable(given):
+        # a method (def process_cov(self)) had numpy fail to read it as a number, with a TypeError
+        got = "nothing" if given is None else "a method"
+        raise ValueError(f"{type(system).__name__}.{name}: expected a ({dim}, {dim}) array (a class attribute, one set "
+                         f"in __init__, or a property), got {got}")
+    try:
+        cov = np.asarray(given, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{type(system).__name__}.{name}: expected a ({dim}, {dim}) array of numbers, got "
+                         f"{type(given).__name__}") from None
     if cov.shape != (dim, dim):
         raise ValueError(f"{type(system).__name__}.{name}: expected an array of shape ({dim}, {dim}), "
                          f"got shape {cov.shape}")
@@ -363,6 +373,52 @@ def transition_mean_given(system, X, u=None):
     """
     mean = system.transition_mean(X) if u is None else system.transition_mean(X, u)
     return model_values(mean, system, "transition_mean", X.shape[0], system.dim_x)
+
+
+def transition_jacobian_given(system, x, u=None):
+    """``system.transition_jacobian(x)``, or ``(x, u)`` for a control and a Jacobian that takes one
+    (one written as ``transition_jacobian(self, x)`` declares that it does not depend on the
+    control), checked to be a finite ``(dim_x, dim_x)`` array.
+
+    Parameters
+    ----------
+    system : System
+        The system.
+    x : ndarray of shape (dim_x,)
+        The state.
+    u : array-like or None
+        The control.
+
+    Returns
+    -------
+    ndarray of shape (dim_x, dim_x)
+        ``df/dx`` at ``x`` (under ``u``).
+    """
+    method = system.transition_jacobian
+    # a method's function, whose first parameter is self; or a function set on the instance
+    function = getattr(method, "__func__", method)
+    takes = u is not None and _takes_control(function, 2 if function is not method else 1)
+    F = method(x, u) if takes else method(x)
+    F = np.asarray(F, dtype=np.float64)
+    d = system.dim_x
+    if F.shape != (d, d) or not np.all(np.isfinite(F)):
+        raise ValueError(f"{type(system).__name__}.transition_jacobian: expected a finite array of shape ({d}, {d}), "
+                         f"got {'shape ' + str(F.shape) if F.shape != (d, d) else 'NaN or infinite values'}")
+    return F
+
+
+@lru_cache(maxsize=64)
+def _takes_control(function, positional):
+    """Whether ``function`` takes more than ``positional`` arguments (self and the state, or the
+    state alone): a control after the state."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):  # no signature to read (a builtin): the state alone
+        return False
+    named = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(named) > positional or any(p.kind is p.VAR_POSITIONAL for p in params)
 
 
 def check_simulation_memory(system, T, dim_u=0):
@@ -521,23 +577,28 @@ class System:
         """
         raise self._missing("transition_mean", "its transition mean f(x)")
 
-    def transition_jacobian(self, x):
+    def transition_jacobian(self, x, u=None):
         """The Jacobian of ``f`` at one state ``x`` (dim_x,), for the extended Kalman filter.
 
         By default central finite differences of :meth:`transition_mean`
-        (:func:`finite_difference_jacobian`); a system with a closed form overrides it.
+        (:func:`finite_difference_jacobian`); a system with a closed form overrides it. A
+        controlled system's Jacobian depends on the control (a unicycle's heading moves its
+        position by the speed it is given): the filter passes it as ``u`` to an override that takes
+        one.
 
         Parameters
         ----------
         x : ndarray of shape (dim_x,)
             The state.
+        u : ndarray of shape (dim_u,) or None
+            The control of the step, for a controlled system.
 
         Returns
         -------
         ndarray of shape (dim_x, dim_x)
             ``df/dx`` at ``x``.
         """
-        return finite_difference_jacobian(lambda X: transition_mean_given(self, X), x)
+        return finite_difference_jacobian(lambda X: transition_mean_given(self, X, u), x)
 
     def observe_mean(self, X):
         """``h(x)`` for each row of ``X``: the mean observation.
