@@ -1020,6 +1020,14 @@ def test_the_ekf_linearises_a_controlled_transition_under_its_control():
                                          r"shape \(3,\)$"):
         ExtendedKalman(Flat()).initialize(x0, P0).predict(u)
 
+    class Blind(_Unicycle):
+        def observation_jacobian(self, x):
+            return np.full((2, 3), np.nan)
+
+    with pytest.raises(ValueError, match=r"^Blind.observation_jacobian: expected a finite array of shape \(2, 3\), "
+                                         r"got NaN or infinite values$"):
+        ExtendedKalman(Blind()).initialize(x0, P0).update([1.0, 2.0])
+
 
 def test_a_noise_covariance_written_as_a_method_is_named():
     class Methods(_Unicycle):

@@ -327,6 +327,23 @@ class _Observation:
         return observation_mean_of(self.system, x[None, :])[0]
 
 
+class _ObservationJacobian:
+    """``dh/dx`` of a system at one state, checked to be a finite ``(dim_z, dim_x)`` array (see
+    :class:`_Transition`)."""
+
+    def __init__(self, system):
+        self.system = system
+
+    def __call__(self, x):
+        system = self.system
+        H = np.asarray(system.observation_jacobian(x), dtype=np.float64)
+        shape = (system.dim_z, system.dim_x)
+        if H.shape != shape or not np.all(np.isfinite(H)):
+            raise ValueError(f"{type(system).__name__}.observation_jacobian: expected a finite array of shape {shape}, "
+                             f"got {'shape ' + str(H.shape) if H.shape != shape else 'NaN or infinite values'}")
+        return H
+
+
 class ExtendedKalman(_GaussianFilter):
     """Extended Kalman filter with the true model (filterpy ``ExtendedKalmanFilter``).
 
@@ -387,7 +404,7 @@ class ExtendedKalman(_GaussianFilter):
         if z is None:
             self.kf.x_post, self.kf.P_post = self.kf.x.copy(), self.kf.P.copy()
             return
-        if self.kf.update(z, self.system.observation_jacobian, _Observation(self.system), R=R,
+        if self.kf.update(z, _ObservationJacobian(self.system), _Observation(self.system), R=R,
                           residual=self.system.observation_residual):
             _pseudo_inverse_used("ExtendedKalman", self.diagnostics, "the innovation covariance S")
 
