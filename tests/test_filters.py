@@ -1029,6 +1029,33 @@ def test_the_ekf_linearises_a_controlled_transition_under_its_control():
         ExtendedKalman(Blind()).initialize(x0, P0).update([1.0, 2.0])
 
 
+
+def test_a_controlled_system_of_ones_own_is_simulated_by_a_policy_and_filtered_with_its_controls():
+    class Driven(_Unicycle):
+        def initial_state(self, rng):
+            return np.zeros(3)
+
+    system = Driven()
+    # System.simulate drives no control: it had handed the model u=None (a TypeError inside it)
+    with pytest.raises(ValueError, match=r"^Driven.simulate: a controlled system \(dim_u = 2\) is driven by controls; "
+                                         r"simulate it with kbfilter.systems.controlled_run"):
+        system.simulate(10, rng=0)
+    turn = lambda x, rng: np.array([0.5, 0.1 * np.sign(np.sin(x[2]) + 0.5)])  # noqa: E731
+    states, controls, obs = kb.systems.controlled_run(system, 80, 0, 5, turn)
+    again = kb.systems.controlled_run(system, 80, 0, 5, turn)
+    assert all(np.array_equal(a, b) for a, b in zip((states, controls, obs), again))
+    assert states.shape == (80, 3) and controls.shape == (80, 2) and obs.shape == (80, 2)
+    # each control is the policy's at the state before it
+    np.testing.assert_array_equal(controls[1:], [turn(x, None) for x in states[:-1]])
+    ekf = ExtendedKalman(system).initialize(states[0], 0.01 * np.eye(3))
+    means = ekf.batch_filter(obs[1:], us=controls[1:])[0]
+    assert np.mean(np.sum((means[:, :2] - states[1:, :2]) ** 2, axis=1)) < 0.5 * np.mean(
+        np.sum((obs[1:] - states[1:, :2]) ** 2, axis=1))
+    # a policy's control of the wrong length would have broadcast into the model
+    with pytest.raises(ValueError, match=r"^policy\(x, rng\) at step 0: expected a control of shape \(2,\), got "
+                                         r"shape \(1,\)$"):
+        kb.systems.controlled_run(system, 5, 0, 0, lambda x, rng: np.array([0.5]))
+
 def test_a_noise_covariance_written_as_a_method_is_named():
     class Methods(_Unicycle):
         def process_cov(self):

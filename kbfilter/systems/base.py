@@ -5,7 +5,7 @@ from functools import lru_cache
 import numpy as np
 
 from .._validation import check_array, check_bool, check_covariance, check_int, check_matrix, check_memory, \
-    check_observation, check_rng, check_vector
+    check_observation, check_rng, check_step_control, check_vector
 
 
 def pixel_loglik(z, renders, pixel_noise):
@@ -469,8 +469,12 @@ def controlled_run(system, T, rng, burn_in, policy, return_latent=False):
     check_simulation_memory(system, T, system.dim_u)
     x = system.initial_state(rng)
     states, controls = np.empty((T, system.dim_x)), np.empty((T, system.dim_u))
+    if not callable(policy):
+        raise ValueError(f"policy: expected a callable policy(x, rng) giving each step's control, got "
+                         f"{type(policy).__name__}")
     for t in range(burn_in + T):
-        u = policy(x, rng)
+        # checked a step at a time: a control of the wrong length would broadcast into the model
+        u = check_step_control(policy(x, rng), system.dim_u, f"policy(x, rng) at step {t}")
         x = system.sample_transition(x, rng, u)[0]
         if t >= burn_in:
             states[t - burn_in], controls[t - burn_in] = x, u
@@ -795,6 +799,11 @@ class System:
         latent : ndarray
             Only with ``return_latent`` (see :meth:`sample_observation`).
         """
+        if getattr(self, "dim_u", None) is not None:
+            # its transition needs a control a step, which only the caller knows how to choose
+            raise ValueError(f"{type(self).__name__}.simulate: a controlled system (dim_u = {self.dim_u}) is driven by "
+                             f"controls; simulate it with kbfilter.systems.controlled_run(system, T, rng, burn_in, "
+                             f"policy), policy(x, rng) giving each step's control, or override simulate")
         T = check_int(T, "T")
         burn_in = check_int(burn_in, "burn_in", minimum=0)
         rng = check_rng(rng, "rng")
