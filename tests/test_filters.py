@@ -1041,8 +1041,8 @@ def test_a_controlled_system_of_ones_own_is_simulated_by_a_policy_and_filtered_w
                                          r"simulate it with kbfilter.systems.controlled_run"):
         system.simulate(10, rng=0)
     turn = lambda x, rng: np.array([0.5, 0.1 * np.sign(np.sin(x[2]) + 0.5)])  # noqa: E731
-    states, controls, obs = kb.systems.controlled_run(system, 80, 0, 5, turn)
-    again = kb.systems.controlled_run(system, 80, 0, 5, turn)
+    states, controls, obs = kb.systems.controlled_run(system, 80, turn, rng=0, burn_in=5)
+    again = kb.systems.controlled_run(system, 80, turn, rng=0, burn_in=5)
     assert all(np.array_equal(a, b) for a, b in zip((states, controls, obs), again))
     assert states.shape == (80, 3) and controls.shape == (80, 2) and obs.shape == (80, 2)
     # each control is the policy's at the state before it
@@ -1054,7 +1054,7 @@ def test_a_controlled_system_of_ones_own_is_simulated_by_a_policy_and_filtered_w
     # a policy's control of the wrong length would have broadcast into the model
     with pytest.raises(ValueError, match=r"^policy\(x, rng\) at step 0: expected a control of shape \(2,\), got "
                                          r"shape \(1,\)$"):
-        kb.systems.controlled_run(system, 5, 0, 0, lambda x, rng: np.array([0.5]))
+        kb.systems.controlled_run(system, 5, lambda x, rng: np.array([0.5]))
 
 def test_a_noise_covariance_written_as_a_method_is_named():
     class Methods(_Unicycle):

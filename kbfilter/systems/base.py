@@ -431,7 +431,7 @@ def check_simulation_memory(system, T, dim_u=0):
                  f"{T:,} steps of {type(system).__name__} ({dim_z:,} observed values a step)")
 
 
-def controlled_run(system, T, rng, burn_in, policy, return_latent=False):
+def controlled_run(system, T, policy, rng=None, burn_in=0, return_latent=False):
     """A run of a controlled ``system`` driven by ``policy(x, rng) -> u`` from its initial state.
 
     Parameters
@@ -440,12 +440,13 @@ def controlled_run(system, T, rng, burn_in, policy, return_latent=False):
         With ``dim_u``, ``initial_state``, ``sample_transition(X, rng, u)`` and ``sample_observation``.
     T : int
         The number of steps returned.
+    policy : callable
+        ``policy(x, rng)``: the control to apply in state ``x`` (shape ``(dim_u,)``, checked each
+        step).
     rng : int, numpy.random.Generator or None
         Seed or generator.
-    burn_in : int
+    burn_in : int, default=0
         Steps driven and discarded first.
-    policy : callable
-        The control to apply in state ``x``.
     return_latent : bool, default=False
         Refused when true: a controlled run has no latent variables, and its three arrays (the
         controls second) are not the ``(states, observations, latent)`` of an uncontrolled
@@ -802,8 +803,8 @@ class System:
         if getattr(self, "dim_u", None) is not None:
             # its transition needs a control a step, which only the caller knows how to choose
             raise ValueError(f"{type(self).__name__}.simulate: a controlled system (dim_u = {self.dim_u}) is driven by "
-                             f"controls; simulate it with kbfilter.systems.controlled_run(system, T, rng, burn_in, "
-                             f"policy), policy(x, rng) giving each step's control, or override simulate")
+                             f"controls; simulate it with kbfilter.systems.controlled_run(system, T, policy, rng), "
+                             f"policy(x, rng) giving each step's control, or override simulate")
         T = check_int(T, "T")
         burn_in = check_int(burn_in, "burn_in", minimum=0)
         rng = check_rng(rng, "rng")

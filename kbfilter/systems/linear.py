@@ -203,7 +203,7 @@ class ControlledLinearGaussian(LinearGaussian):
             The observations (last: a learned filter takes them as ``fit(states, observations,
             controls=controls)``).
         """
-        return controlled_run(self, T, rng, burn_in, self._random_control, return_latent)
+        return controlled_run(self, T, self._random_control, rng, burn_in, return_latent)
 
     def _random_control(self, x, rng):
         return rng.uniform(-self.control_scale, self.control_scale, size=self.dim_u)

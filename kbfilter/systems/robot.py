@@ -424,7 +424,7 @@ class RobotInRoom(System):
             The camera's images (last: a learned filter takes them as ``fit(states, images,
             controls=controls)``).
         """
-        return controlled_run(self, T, rng, burn_in, self.explore, return_latent)
+        return controlled_run(self, T, self.explore, rng, burn_in, return_latent)
 
     def errors(self, estimates, states):
         """Position and heading errors, reported separately (the heading is an angle: wrapped).
