@@ -1051,6 +1051,12 @@ def test_a_controlled_system_of_ones_own_is_simulated_by_a_policy_and_filtered_w
     means = ekf.batch_filter(obs[1:], us=controls[1:])[0]
     assert np.mean(np.sum((means[:, :2] - states[1:, :2]) ** 2, axis=1)) < 0.5 * np.mean(
         np.sum((obs[1:] - states[1:, :2]) ** 2, axis=1))
+    # a step without its control is refused for every filter of the model (None had gone into the
+    # model's arithmetic: "unsupported operand type(s) for *: 'NoneType' and 'float'")
+    for filt in (ExtendedKalman(system), UnscentedKalman(system), ParticleFilter(system, n_particles=20, rng=0)):
+        with pytest.raises(ValueError, match=r"^u: Driven's motion needs a control of shape \(2,\) at every step; "
+                                             r"got None$"):
+            filt.initialize(states[0], 0.01 * np.eye(3)).predict()
     # a policy's control of the wrong length would have broadcast into the model
     with pytest.raises(ValueError, match=r"^policy\(x, rng\) at step 0: expected a control of shape \(2,\), got "
                                          r"shape \(1,\)$"):

@@ -72,9 +72,10 @@ def motion_of(filt, warn=False):
 def system_control(system, u):
     """The control ``u`` for one step of ``system``, checked before any work.
 
-    A system without controls (no ``dim_u``) refuses one; for a controlled system a given control
-    must be finite and of shape ``(dim_u,)`` (a number for a one-dimensional control), and None is
-    left to the system, which says what it needs.
+    A system without controls (no ``dim_u``) refuses one; a controlled system needs one, finite and
+    of shape ``(dim_u,)`` (a number for a one-dimensional control), as :meth:`batch_filter` needs one
+    a step (None had been handed to the system's model, where one written without a check failed
+    with whatever its arithmetic raised).
 
     Parameters
     ----------
@@ -86,14 +87,17 @@ def system_control(system, u):
     Returns
     -------
     ndarray of shape (dim_u,) or None
-        The control as a float array, or None.
+        The control as a float array, or None for a system without controls.
     """
     dim_u = getattr(system, "dim_u", None)
     if dim_u is None:
         if u is not None:
             raise ValueError(f"u: {type(system).__name__} takes no control input; expected None")
         return None
-    return None if u is None else check_step_control(u, dim_u)
+    if u is None:
+        raise ValueError(f"u: {type(system).__name__}'s motion needs a control of shape ({dim_u},) at every step; "
+                         f"got None")
+    return check_step_control(u, dim_u)
 
 
 def check_model_states(model, X, name, observe=False):
