@@ -119,6 +119,7 @@ def test_scalar_states_and_observations_as_1d_dask_arrays_fit_as_in_memory():
     chunked.update(0.3)  # a scalar observation, as the in-memory filter takes it
     assert chunked.x.shape == (1,)
 
+
 def test_the_workers_never_hold_the_log(client):
     """A log of 2 x 10^5 steps with 220-dimensional observations (355 MB, 338 MiB) on workers limited
     to 400 MiB each, their own interpreter included: a worker that held the log would pass its limit
@@ -147,6 +148,7 @@ def test_the_search_holds_the_neighbours_of_the_chunks_given_not_of_merged_ones(
     obs = states + 0.1 * rng.standard_normal((T, 2), chunks=(10_000, 2))
     kbf = kb.KernelBayesFilter(approximation="local").fit(states, obs)
     assert kbf.n_train_ == T
+
 
 @pytest.mark.parametrize("bounded", [True, False])
 def test_a_slow_reader_finds_few_results_waiting(client, bounded):
@@ -185,6 +187,7 @@ def test_one_dask_array_as_states_and_observations_fits_as_in_memory(client, log
     chunked_states = da.from_array(states, chunks=(1000, 2))
     chunked = kb.KernelBayesFilter(approximation="local").fit(chunked_states, chunked_states)
     assert np.allclose(chunked.batch_filter(test_states)[0], in_memory.batch_filter(test_states)[0], rtol=0, atol=1e-10)
+
 
 def test_a_dask_log_is_checked_on_the_workers(client, log):
     (states, obs), _ = log

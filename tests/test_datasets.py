@@ -172,6 +172,7 @@ def test_a_file_separated_by_semicolons_is_named_as_such(tmp_path):
                                          r"separated by ';', and the loader reads commas$"):
         load_tracks_csv(path)
 
+
 def test_arguments_the_loader_cannot_use_are_refused_by_name(tmp_path):
     origin = (50.0, 0.0)
     times = np.arange(0, 300, 10.0)

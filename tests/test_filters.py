@@ -138,6 +138,7 @@ def test_a_model_beyond_float64_stops_the_ukf_with_a_message_that_says_so(params
         # as the message says: the EKF's algebra runs
         assert np.all(np.isfinite(ExtendedKalman(system).batch_filter(obs)[1]))
 
+
 def test_a_component_certain_and_seen_without_noise_is_conditioned_through_the_pseudo_inverse():
     # the second component has no process noise, so it stays at 0, and it is observed without noise:
     # the innovation covariance is singular (numpy's "Singular matrix" before, from the first belief
@@ -1062,14 +1063,16 @@ def test_a_controlled_system_of_ones_own_is_simulated_by_a_policy_and_filtered_w
                                          r"shape \(1,\)$"):
         kb.systems.controlled_run(system, 5, lambda x, rng: np.array([0.5]))
 
+
 def test_a_noise_covariance_written_as_a_method_is_named():
     class Methods(_Unicycle):
         def process_cov(self):
             return np.eye(3)
 
-    with pytest.raises(ValueError, match=r"^Methods.process_cov: expected a \(3, 3\) array \(a class attribute, one set "
-                                         r"in __init__, or a property\), got a method$"):
+    with pytest.raises(ValueError, match=r"^Methods.process_cov: expected a \(3, 3\) array \(a class attribute, "
+                                         r"one set in __init__, or a property\), got a method$"):
         ExtendedKalman(Methods())
+
 
 def test_batch_filter_continues_from_the_current_belief_and_reset_starts_afresh():
     states, obs = kb.systems.Rotation().simulate(300, rng=0)

@@ -299,6 +299,7 @@ def test_local_grams_that_needed_the_jitter_rule_are_counted_in_the_filters_diag
     assert kbf.reset().diagnostics == kbf.diagnostics  # counted at fit: a reset keeps them
     assert np.all(np.isfinite(kbf.batch_filter(z[:20])[0]))
 
+
 def _far_update(data):
     (states, obs), _ = data
     kbf = KernelBayesFilter(kernel_z=GaussianKernel(0.05), reg_prior=1e-3, reg_update=1e-3).fit(states, obs)
