@@ -73,9 +73,9 @@ def system_control(system, u):
     """The control ``u`` for one step of ``system``, checked before any work.
 
     A system without controls (no ``dim_u``) refuses one; a controlled system needs one, finite and
-    of shape ``(dim_u,)`` (a number for a one-dimensional control), as :meth:`batch_filter` needs one
-    a step (None had been handed to the system's model, where one written without a check failed
-    with whatever its arithmetic raised).
+    of shape ``(dim_u,)`` (a number for a one-dimensional control), as ``batch_filter`` needs one a
+    step: a model written without a check of its own would fail on None with whatever its
+    arithmetic raised.
 
     Parameters
     ----------
