@@ -55,7 +55,6 @@ def test_a_dask_log_fits_the_filter_memory_fits(client, log, params, atol):
     assert np.allclose(chunked.batch_filter(test_obs)[0], in_memory.batch_filter(test_obs)[0], rtol=0, atol=atol)
 
 
-
 def test_a_dask_fit_counts_the_fallbacks_of_its_local_solves_as_the_memory_fit_does(client, monkeypatch):
     # every state three times and a negligible regulariser: each neighbourhood needs the jitter rule
     rng = np.random.default_rng(1)
@@ -137,7 +136,6 @@ def test_the_workers_never_hold_the_log(client):
     assert np.all(np.isfinite(kbf.x))
 
 
-
 def test_the_search_holds_the_neighbours_of_the_chunks_given_not_of_merged_ones(client):
     """A log of 2 x 10^5 two-dimensional steps (6.4 MB) in chunks of 10^4 rows: small enough for the
     checks to join all of it in one chunk, but the neighbour search of one chunk of 2 x 10^5 rows
@@ -169,7 +167,6 @@ def test_a_slow_reader_finds_few_results_waiting(client, bounded):
         assert max(waiting) <= window
     else:
         assert waiting[0] > window
-
 
 
 @pytest.mark.parametrize("bounded", [True, False])

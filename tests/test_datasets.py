@@ -150,7 +150,6 @@ def test_a_spreadsheets_csv_reads_and_a_cell_that_is_no_number_is_named(tmp_path
         load_tracks_csv(_write(tmp_path / "times.csv", rows), time="t")
 
 
-
 def test_a_column_of_seconds_with_a_date_time_in_it_is_refused_not_read_as_years(tmp_path):
     # numpy reads "10" as the year 10: the seconds had become dates two thousand years before the one
     rows = [(t, "e", 50.0 + 1e-4 * t, 0.0) for t in range(0, 400, 10)]

@@ -116,7 +116,6 @@ def test_a_nearly_noise_free_sensor_after_a_wide_prior_keeps_the_ukf_running():
     np.testing.assert_allclose(smoothed, ExtendedKalman(system).smooth(obs)[0], atol=1e-3)
 
 
-
 @pytest.mark.parametrize("params, fix_noise, found", [
     # the velocity's variance 1e240 against the position's 1e1: no jittered P of float64 has a Cholesky factor
     ({"step": 4.3e26, "accel": 1.1e45, "speed": 0.39}, 6.2, "the covariance P has eigenvalues from .* to .*"),
@@ -975,7 +974,6 @@ def test_gaussian_filters_take_a_known_control_and_equal_the_kalman_filter():
     assert np.mean((means - exact) ** 2) < 0.01 * np.mean((np.array(exact) - states) ** 2)
 
 
-
 class _Unicycle(kb.systems.System):
     """Position and heading, moved by a control (speed, turn rate); its position fixed."""
 
@@ -1028,7 +1026,6 @@ def test_the_ekf_linearises_a_controlled_transition_under_its_control():
     with pytest.raises(ValueError, match=r"^Blind.observation_jacobian: expected a finite array of shape \(2, 3\), "
                                          r"got NaN or infinite values$"):
         ExtendedKalman(Blind()).initialize(x0, P0).update([1.0, 2.0])
-
 
 
 def test_a_controlled_system_of_ones_own_is_simulated_by_a_policy_and_filtered_with_its_controls():

@@ -283,7 +283,6 @@ def test_failed_cholesky_gets_jitter_and_is_counted():
     assert np.all(np.isfinite(kbr.posterior(None, z[0]).weights))
 
 
-
 @pytest.mark.parametrize("params", [{"approximation": "local"}, {"transition": "knn"},
                                     {"approximation": "nystrom", "transition": "knn"}])
 def test_local_grams_that_needed_the_jitter_rule_are_counted_in_the_filters_diagnostics(params):
