@@ -6,7 +6,8 @@ import pytest
 import scipy.sparse as sp
 from sklearn.kernel_ridge import KernelRidge
 
-from kbfilter import ConditionalEmbedding, GaussianKernel, LaplaceKernel, LinearKernel, loo_loss, select_conditional_embedding
+from kbfilter import (ConditionalEmbedding, GaussianKernel, LaplaceKernel, LinearKernel, NumericalWarning, loo_loss,
+                      select_conditional_embedding)
 from kbfilter.closed_forms import gaussian_conditional, rkhs_error_to_gaussian
 
 
@@ -87,8 +88,13 @@ def test_nadaraya_watson_weights_are_normalised_similarities():
     np.testing.assert_allclose(W.sum(axis=0), 1.0)
     K = GaussianKernel(0.5)(A, Q)
     np.testing.assert_allclose(W, K / K.sum(axis=0))
-    far = cme.predict_mean([[1e3, 1e3]])  # every similarity underflows: nearest output is used
-    assert np.all(np.isfinite(far))
+    # every similarity underflows: the nearest training input's output is used, counted and warned about
+    # (it had been neither)
+    with pytest.warns(NumericalWarning, match=r"^Nadaraya-Watson: every similarity underflowed to 0 for 1 of 2 queries"):
+        far = cme.predict_mean([[1e3, 1e3], [0.0, 0.0]])
+    nearest = np.argmin(np.sum((A - 1e3) ** 2, axis=1))
+    np.testing.assert_allclose(far[0], B[nearest])
+    assert cme.diagnostics_["nearest_input"] == 1
 
 
 def gaussian_model(seed):
@@ -246,7 +252,7 @@ def test_a_local_gram_that_is_not_numerically_spd_is_solved_by_the_jitter_rule_a
     the ridge are singular, the batched Cholesky fails, and each neighbourhood is solved by the
     library's rule (the first jitter of the ladder that factors), with one warning that counts
     them (there had been one a neighbourhood)."""
-    from kbfilter.linalg import JITTER_LADDER, NumericalWarning
+    from kbfilter.linalg import JITTER_LADDER
 
     rng = np.random.default_rng(3)
     A = np.repeat(rng.normal(size=(20, 2)), 3, axis=0)

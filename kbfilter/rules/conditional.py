@@ -135,7 +135,9 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
         could not be factored by plain Cholesky (each also warned about); ``"max_iter"`` when the
         sparse method's FISTA ran out of iterations (warned about too). The localized method
         (``knn``) solves its systems when it answers queries, and counts there the neighbourhoods
-        that needed ``"jitter"`` or ``"lu"``.
+        that needed ``"jitter"`` or ``"lu"``; Nadaraya-Watson (``nw``) counts as ``"nearest_input"``
+        the queries far enough from every training input that all their similarities underflow
+        (each takes its nearest training input's output; warned about).
     coef_ : scipy.sparse.csr_matrix of shape (n, n)
         ``sparse``: the coefficients ``M``; ``coef_.nnz`` counts the parameters kept.
     n_iter_ : int

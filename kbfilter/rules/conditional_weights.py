@@ -431,9 +431,16 @@ class NadarayaWatsonWeights(ConditionalWeights):
         K = kernel(A, Q)
         total = K.sum(axis=0)
         # A query far from every training input has all similarities underflow to 0: fall back
-        # to the nearest training input's output instead of dividing by zero.
+        # to the nearest training input's output instead of dividing by zero (counted, and warned
+        # once a call).
         empty = ~(total > 0)
         if np.any(empty):
+            count = int(np.count_nonzero(empty))
+            if diagnostics is not None:
+                diagnostics["nearest_input"] += count
+            warn_user(f"Nadaraya-Watson: every similarity underflowed to 0 for {count:,} of {len(empty):,} queries "
+                      f"(far from all training inputs); each takes its nearest training input's output",
+                      NumericalWarning)
             coords = kernel.coordinates
             nearest = NearestNeighbors(n_neighbors=1).fit(coords(A)).kneighbors(coords(Q[empty]),
                                                                                  return_distance=False)
