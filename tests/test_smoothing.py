@@ -165,22 +165,17 @@ def test_the_rts_smoothers_of_the_baselines_are_filterpys_on_a_linear_system():
         np.testing.assert_allclose(means, rts, atol=1e-10)
         np.testing.assert_allclose(covs, rts_covs, atol=1e-10)
     assert _mse(rts, truth) < _mse(filtered, truth)
-    controlled = ControlledLinearGaussian(F=[[0.9]], B=[[1.0]], H=np.eye(1), Q=0.05 * np.eye(1), R=0.5 * np.eye(1))
-    _, cus, czs = controlled.simulate(20, rng=0)
-    with pytest.raises(ValueError, match="us: UnscentedKalman.smooth moves its sigma points .* without a control"):
-        UnscentedKalman(controlled).smooth(czs, cus)
 
 
-def test_the_ekf_smoother_with_controls_is_the_posterior_mean_of_the_whole_run():
+def test_the_rts_smoothers_with_controls_are_the_posterior_mean_of_the_whole_run():
     """On a controlled linear-Gaussian system the smoothed means are the mean of the states given
-    every observation, computed here from the joint Gaussian of the run (the EKF's smoother had
-    refused controls)."""
+    every observation, computed here from the joint Gaussian of the run (both smoothers had refused
+    controls; filterpy's unscented one moves its sigma points without them)."""
     F, B, H, Q, R = np.array([[0.9, 0.2], [0.0, 0.8]]), np.array([[1.0], [0.5]]), np.array([[1.0, 0.0]]), \
         0.05 * np.eye(2), np.array([[0.3]])
     system = ControlledLinearGaussian(F=F, B=B, H=H, Q=Q, R=R)
     _, us, zs = system.simulate(15, rng=2)
     m0, P0 = np.array([0.5, -0.2]), np.diag([0.4, 0.2])
-    means, covs = ExtendedKalman(system).initialize(m0, P0).smooth(zs, us)
     # the prior of (x_0 .. x_T-1): x_t = F x_t-1 + B u_t + w_t from x_-1 ~ N(m0, P0)
     T, d = len(zs), 2
     mean = np.zeros(T * d)
@@ -201,9 +196,17 @@ def test_the_ekf_smoother_with_controls_is_the_posterior_mean_of_the_whole_run()
     gain = cov @ Hs.T @ np.linalg.inv(Hs @ cov @ Hs.T + np.kron(np.eye(T), R))
     posterior = mean + gain @ (zs.ravel() - Hs @ mean)
     posterior_cov = cov - gain @ Hs @ cov
-    np.testing.assert_allclose(means, posterior.reshape(T, d), atol=1e-10)
-    np.testing.assert_allclose(covs, [posterior_cov[t * d:(t + 1) * d, t * d:(t + 1) * d] for t in range(T)],
-                               atol=1e-10)
+    after = []
+    for cls in (ExtendedKalman, UnscentedKalman):
+        filt = cls(system).initialize(m0, P0)
+        means, covs = filt.smooth(zs, us)
+        np.testing.assert_allclose(means, posterior.reshape(T, d), atol=1e-10, err_msg=cls.__name__)
+        np.testing.assert_allclose(covs, [posterior_cov[t * d:(t + 1) * d, t * d:(t + 1) * d] for t in range(T)],
+                                   atol=1e-10, err_msg=cls.__name__)
+        filt.predict(us[0])  # the filter goes on from the end of the run, with its own transition
+        after.append((filt.x, filt.P))
+    np.testing.assert_allclose(after[1][0], after[0][0], atol=1e-10)
+    np.testing.assert_allclose(after[1][1], after[0][1], atol=1e-10)
 
 
 def test_the_particle_smoother_approaches_the_rts_smoother_on_a_linear_gaussian_system():

@@ -3,8 +3,8 @@
 Its transition depends on the control, so the model takes it (``transition_mean(X, u)``) and
 declares ``dim_u``; :func:`kbfilter.systems.controlled_run` simulates it under a policy, and every
 filter takes the controls as ``batch_filter(zs, us)``. The extended Kalman filter linearises the
-transition under each step's control (from finite differences here: no Jacobian is written), and
-smooths with the controls too. (A learned filter takes controls as well: see "Known controls".)
+transition under each step's control (from finite differences here: no Jacobian is written); the
+smoothers take the controls too. (A learned filter takes controls as well: see "Known controls".)
 """
 
 import numpy as np
@@ -51,5 +51,6 @@ for name, filt in [("extended Kalman", kb.filters.ExtendedKalman(system)),
                    ("particle filter", kb.filters.ParticleFilter(system, n_particles=2000, rng=0))]:
     means = filt.initialize(start, start_cov).batch_filter(fixes[1:], us=controls[1:])[0]
     print(f"{name + ':':27s} RMSE {rmse(means, states[1:]):.3f} m")
-smoothed = kb.filters.ExtendedKalman(system).initialize(start, start_cov).smooth(fixes[1:], us=controls[1:])[0]
-print(f"extended Kalman, smoothed:  RMSE {rmse(smoothed, states[1:]):.3f} m")
+for name, cls in [("extended", kb.filters.ExtendedKalman), ("unscented", kb.filters.UnscentedKalman)]:
+    smoothed = cls(system).initialize(start, start_cov).smooth(fixes[1:], us=controls[1:])[0]
+    print(f"{name + ' Kalman, smoothed:':27s} RMSE {rmse(smoothed, states[1:]):.3f} m")

@@ -107,9 +107,6 @@ class _GaussianFilter(_StartsFromFirstObservation):
     which sets the belief), the model's ``Q`` and ``R``, and the last update's gain ``K``,
     residual ``y``, innovation covariance ``S`` and ``log_likelihood``."""
 
-    #: whether :meth:`smooth`'s backward pass takes the controls
-    _smooths_controls = False
-
     def _start(self, system):
         self.system = _check_system(system)
         self._observed = False
@@ -180,18 +177,17 @@ class _GaussianFilter(_StartsFromFirstObservation):
         """Rauch-Tung-Striebel smoothing: the belief at every step of a run given the whole run.
 
         Runs :meth:`batch_filter` over ``zs`` (the filter is left where it leaves it), then the
-        backward pass: the EKF's through the transition's Jacobian at each filtered mean (under
-        the step's control, for a controlled system), the UKF's through sigma points (filterpy's
-        ``UnscentedKalmanFilter.rts_smoother``). For a linear-Gaussian system the EKF's is the
-        exact RTS smoother.
+        backward pass: the EKF's through the transition's Jacobian at each filtered mean, the UKF's
+        through sigma points (filterpy's ``UnscentedKalmanFilter.rts_smoother``), each under the
+        step's control for a controlled system. For a linear-Gaussian system both are the exact RTS
+        smoother.
 
         Parameters
         ----------
         zs : iterable of array-like or None
             The observations; None is a missing measurement.
         us : iterable of array-like, optional
-            The controls, as :meth:`batch_filter` takes them (the EKF's; filterpy's unscented
-            smoother moves its sigma points without a control, so the UKF refuses them).
+            The controls, as :meth:`batch_filter` takes them.
 
         Returns
         -------
@@ -200,10 +196,6 @@ class _GaussianFilter(_StartsFromFirstObservation):
         covs : ndarray of shape (n_steps, dim_x, dim_x)
             Their covariances.
         """
-        if not self._smooths_controls and (us is not None or getattr(self.system, "dim_u", None) is not None):
-            raise ValueError(f"us: {type(self).__name__}.smooth moves its sigma points through the transition "
-                             f"without a control (filterpy's smoother); a controlled system is smoothed by "
-                             f"ExtendedKalman or ParticleFilter")
         zs, us = self._checked_run(zs, us)
         means, covs, means_p, covs_p = self.batch_filter(zs, us)
         return self._backward(means, covs, means_p, covs_p, us)
@@ -317,6 +309,17 @@ class _Transition:
         return transition_mean_given(self.system, x[None, :], u)[0]
 
 
+class _ControlledStep:
+    """``f(x, u)`` of a controlled system, as the unscented smoother calls it (``fx(x, u)``; see
+    :meth:`UnscentedKalman._rts`)."""
+
+    def __init__(self, system):
+        self.system = system
+
+    def __call__(self, x, u):
+        return transition_mean_given(self.system, x[None, :], u)[0]
+
+
 class _Observation:
     """``h(x)`` of a system (see :class:`_Transition`)."""
 
@@ -407,8 +410,6 @@ class ExtendedKalman(_GaussianFilter):
         if self.kf.update(z, _ObservationJacobian(self.system), _Observation(self.system), R=R,
                           residual=self.system.observation_residual):
             _pseudo_inverse_used("ExtendedKalman", self.diagnostics, "the innovation covariance S")
-
-    _smooths_controls = True
 
     def _backward(self, means, covs, means_p, covs_p, us=None):
         xs, Ps = means.copy(), covs.copy()
@@ -537,15 +538,28 @@ class UnscentedKalman(_GaussianFilter):
 
     def _backward(self, means, covs, means_p, covs_p, us=None):
         try:
-            xs, Ps, _ = self.kf.rts_smoother(means, covs)
+            return self._rts(means, covs, us)
         except LinAlgError:
             # a filtered covariance the sigma points cannot be drawn from: the forward pass's rule
             covs = np.array([P if _is_positive_definite(P) else self._jittered(P) for P in covs])
             try:
-                xs, Ps, _ = self.kf.rts_smoother(means, covs)
+                return self._rts(means, covs, us)
             except LinAlgError:
                 raise LinAlgError(_BEYOND_FLOAT64.format(what="a filtered covariance's eigenvalues span more than "
                                                               "float64 resolves")) from None
+
+    def _rts(self, means, covs, us):
+        """filterpy's unscented RTS smoother, each step's sigma points moved under its control."""
+        if us is None:
+            xs, Ps, _ = self.kf.rts_smoother(means, covs)
+            return xs, Ps
+        # filterpy hands fx the step's entry of dts unchanged (fx(x, dts[k]) moves step k to k + 1),
+        # and has no other way in for a control: the entries are the controls us[k + 1]
+        fx, self.kf.fx = self.kf.fx, _ControlledStep(self.system)
+        try:
+            xs, Ps, _ = self.kf.rts_smoother(means, covs, dts=[*us[1:], None])
+        finally:
+            self.kf.fx = fx
         return xs, Ps
 
 
