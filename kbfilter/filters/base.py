@@ -69,6 +69,22 @@ def motion_of(filt, warn=False):
     return filt.transition
 
 
+def transition_events(counts):
+    """Fallbacks a transition's fit took, as a filter's ``diagnostics`` names them.
+
+    Parameters
+    ----------
+    counts : mapping of str to int
+        The fallbacks by kind (a conditional embedding's ``diagnostics_``).
+
+    Returns
+    -------
+    collections.Counter
+        The same counts, each kind named ``transition_<kind>``.
+    """
+    return Counter({f"transition_{kind}": count for kind, count in counts.items()})
+
+
 def system_control(system, u):
     """The control ``u`` for one step of ``system``, checked before any work.
 

@@ -20,6 +20,7 @@ from scipy.linalg import solve_triangular
 from .._validation import check_indices, check_int, check_saved_matrix, check_step_control
 from ..linalg import check_order, pivoted_cholesky, ridge_factor
 from ..persistence import persistent
+from .base import transition_events
 
 __all__ = ["ControlledTransition", "LowRankControlledTransition"]
 
@@ -32,7 +33,7 @@ class _SuccessorTransition:
     def fit_diagnostics(self):
         """The fallback the factorisation needed at fit, named ``transition_<kind>`` (empty if none)."""
         event = self.factor.event
-        return {} if event is None else {f"transition_{event}": 1}
+        return transition_events({} if event is None else {event: 1})
 
     @property
     def short_kernels(self):

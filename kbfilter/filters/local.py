@@ -41,7 +41,7 @@ from ..rules.bayes_rule import posterior_from_projection
 from ..rules.conditional import ConditionalEmbedding
 from ..rules.conditional_weights import neighbourhood_weights, warn_local_fallbacks
 from ..rules.representations import DenseObservations, factor_recorded
-from .base import SharedModel, TrainingBox, no_control
+from .base import SharedModel, TrainingBox, no_control, transition_events
 from .chunked import completed, nearest_predecessors, recorded
 from .likelihood import ObservationDensity
 
@@ -130,7 +130,7 @@ def localized_transition(X, pred, kernel_x, n_neighbors, reg, queries):
     embedding = ConditionalEmbedding(method="knn", n_neighbors=min(n_neighbors, len(pred)), kernel_in=kernel_x,
                                      kernel_out=kernel_x, reg=reg).fit(X[pred], X[pred + 1])
     idx, weights, reach = embedding.local_weights(X[queries], return_distance=True)
-    return pred[idx] + 1, weights, reach, Counter({f"transition_{k}": v for k, v in embedding.diagnostics_.items()})
+    return pred[idx] + 1, weights, reach, transition_events(embedding.diagnostics_)
 
 
 def chunked_transition(X, kernel_x, n_neighbors, reg):
@@ -168,8 +168,7 @@ def chunked_transition(X, kernel_x, n_neighbors, reg):
     successors, weights, reach, found = zip(*(rows for rows, _ in parts))
     diagnostics = sum(found, Counter())
     warn_local_fallbacks(diagnostics, X.shape[0])  # one warning for all the chunks' neighbourhoods
-    return (*(np.concatenate(column) for column in (successors, weights, reach)),
-            Counter({f"transition_{k}": v for k, v in diagnostics.items()}))
+    return (*(np.concatenate(column) for column in (successors, weights, reach)), transition_events(diagnostics))
 
 
 def _transition_rows(Q, nearest, kernel_x, reg):

@@ -8,7 +8,7 @@ It has the interface of the controlled transitions (:mod:`kbfilter.filters.contr
 import numpy as np
 
 from ..persistence import persistent
-from .base import SharedModel, no_control
+from .base import SharedModel, no_control, transition_events
 
 __all__ = ["LearnedTransition"]
 
@@ -45,7 +45,7 @@ class LearnedTransition(SharedModel):
     @property
     def fit_diagnostics(self):
         """Fallbacks taken while fitting the embedding, named ``transition_<kind>``."""
-        return {f"transition_{k}": v for k, v in self.embedding.diagnostics_.items()}
+        return transition_events(self.embedding.diagnostics_)
 
     #: no Nystrom factorisation of its own
     short_kernels = ()
