@@ -28,8 +28,8 @@ from .._validation import (
 from .._warnings import warn_user
 from ..linalg import NumericalWarning, psd_solve
 from ..systems import System
-from ..systems.base import (initial_belief_of, model_covariance, observation_mean_of, transition_jacobian_given,
-                            transition_mean_given)
+from ..systems.base import (initial_belief_of, model_covariance, model_jacobian, observation_mean_of,
+                            transition_jacobian_given, transition_mean_given)
 from .base import Filter, checked_controls, motion_control_dimension, sample_next, system_control
 from .likelihood import Innovation, KnownInnovation, Likelihood, SensorInnovation
 from .particles import MAX_PARTICLES, HoldsParticles, ParticleBelief, ParticleWeightsAlias, check_particle_weights
@@ -339,12 +339,8 @@ class _ObservationJacobian:
 
     def __call__(self, x):
         system = self.system
-        H = np.asarray(system.observation_jacobian(x), dtype=np.float64)
-        shape = (system.dim_z, system.dim_x)
-        if H.shape != shape or not np.all(np.isfinite(H)):
-            raise ValueError(f"{type(system).__name__}.observation_jacobian: expected a finite array of shape {shape}, "
-                             f"got {'shape ' + str(H.shape) if H.shape != shape else 'NaN or infinite values'}")
-        return H
+        return model_jacobian(system.observation_jacobian(x), system, "observation_jacobian",
+                              (system.dim_z, system.dim_x))
 
 
 class ExtendedKalman(_GaussianFilter):
@@ -528,10 +524,11 @@ class UnscentedKalman(_GaussianFilter):
             raise
         except ValueError:
             # filterpy draws the prior's sigma points again from the predicted P: scipy refuses one that
-            # overflowed with its own ValueError (a model's own errors leave P finite, and pass on)
+            # overflowed with its own ValueError (a model's own errors leave P finite, and pass on). As
+            # a LinAlgError it meets _predict's rule, which words it
             if np.all(np.isfinite(self.kf.P)):
                 raise
-            raise LinAlgError(_BEYOND_FLOAT64.format(what="the covariance P overflowed")) from None
+            raise LinAlgError("the predicted covariance overflowed") from None
 
     def _update(self, z, R):
         self.kf.update(z, R=R)  # filterpy: update(None) keeps the prior as the posterior

@@ -398,13 +398,34 @@ def transition_jacobian_given(system, x, u=None):
     # a method's function, whose first parameter is self; or a function set on the instance
     function = getattr(method, "__func__", method)
     takes = u is not None and _takes_control(function, 2 if function is not method else 1)
-    F = method(x, u) if takes else method(x)
-    F = np.asarray(F, dtype=np.float64)
-    d = system.dim_x
-    if F.shape != (d, d) or not np.all(np.isfinite(F)):
-        raise ValueError(f"{type(system).__name__}.transition_jacobian: expected a finite array of shape ({d}, {d}), "
-                         f"got {'shape ' + str(F.shape) if F.shape != (d, d) else 'NaN or infinite values'}")
-    return F
+    return model_jacobian(method(x, u) if takes else method(x), system, "transition_jacobian",
+                          (system.dim_x, system.dim_x))
+
+
+def model_jacobian(values, system, method, shape):
+    """What ``system.method`` returned for one state, as a finite float array of ``shape``.
+
+    Parameters
+    ----------
+    values : array-like
+        The returned Jacobian.
+    system : System
+        The system (its class name goes in the message).
+    method : str
+        The method's name.
+    shape : tuple of int
+        The Jacobian's shape, ``(dim_out, dim_x)``.
+
+    Returns
+    -------
+    ndarray of shape ``shape``
+        The Jacobian.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if values.shape != shape or not np.all(np.isfinite(values)):
+        raise ValueError(f"{type(system).__name__}.{method}: expected a finite array of shape {shape}, got "
+                         f"{'shape ' + str(values.shape) if values.shape != shape else 'NaN or infinite values'}")
+    return values
 
 
 @lru_cache(maxsize=64)
