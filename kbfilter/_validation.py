@@ -389,11 +389,18 @@ def as_steps(values, name="zs"):
     return list(arr)
 
 
-def check_observation(z, sample_shape, name="z"):
+#: how a run marks a missing measurement, for the error on a NaN one (a run read from a table
+#: arrives as an array, where None cannot stand)
+MISSING_IN_RUN = ("a missing measurement is None: for a run held as an array, pass "
+                  "[None if np.isnan(z).any() else z for z in zs]")
+
+
+def check_observation(z, sample_shape, name="z", missing="pass None for a missing measurement"):
     """Return one observation as a finite float64 1-D array (flattened).
 
     ``z`` may have the training observations' shape ``sample_shape`` (e.g. an image) or be
-    already flattened. A missing measurement is ``None`` and is not this function's business.
+    already flattened. A missing measurement is ``None`` and is not this function's business;
+    ``missing`` is what the error on a NaN one says to do instead.
     """
     z = _as_float(z, name, "a numeric array")
     shape = tuple(sample_shape)
@@ -404,7 +411,7 @@ def check_observation(z, sample_shape, name="z"):
         expected = f"shape {shape} (or {size} values flattened)" if len(shape) > 1 else f"length {size}"
         raise ValueError(f"{name}: expected {expected}, got shape {z.shape}")
     if not np.isfinite(z).all():
-        raise ValueError(f"{name}: contains NaN or infinite values; pass None for a missing measurement")
+        raise ValueError(f"{name}: contains NaN or infinite values; {missing}")
     return z.reshape(size)
 
 

@@ -245,6 +245,15 @@ def test_update_none_keeps_the_prior(rotation_data):
     zs = [test_obs[0], None, test_obs[2]]
     means, _, means_p, _ = kbf.reset().batch_filter(zs)
     np.testing.assert_array_equal(means[1], means_p[1])
+    # a run held as an array (read from a table) cannot hold None: a NaN row is refused, and the
+    # way the error gives is the list above
+    table = test_obs[:3].copy()
+    table[1, 0] = np.nan
+    with pytest.raises(ValueError, match=r"^zs\[1\]: contains NaN or infinite values; a missing measurement is None: "
+                                         r"for a run held as an array, pass \[None if np.isnan"):
+        kbf.reset().batch_filter(table)
+    recipe = [None if np.isnan(z).any() else z for z in table]
+    np.testing.assert_array_equal(kbf.reset().batch_filter(recipe)[0], means)
 
 
 def test_sequences_given_as_a_list_never_link_across_the_boundary():

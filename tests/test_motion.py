@@ -100,6 +100,22 @@ def test_the_learned_sensor_is_the_least_squares_fit_and_its_first_belief_the_ka
         LinearGaussianSensor(sensor.H, sensor.offset, -sensor.R, mean, cov)
 
 
+def test_a_sensor_that_cannot_be_learned_is_refused_before_the_fit(cv_data):
+    """Images, and observations of more dimensions than the residuals of the log can span, are
+    named before any regression: both had ended, seconds later, in a noise "with no spread"."""
+    train, _, _ = cv_data
+    short = train[0][:30]
+    wide = np.random.default_rng(0).normal(size=(30, 26))   # 26 + 4 + 1 unknowns > 30 pairs
+    with pytest.raises(ValueError, match=r"^observations: learning the noise covariance of 26-dimensional "
+                                         r"observations needs at least 31 training pairs .* got 30"):
+        LinearGaussianSensor.fitted(short, wide)
+    LinearGaussianSensor.fitted(short, wide[:, :25])        # the residuals span 25 directions: enough
+    images = np.random.default_rng(1).normal(size=(30, 4, 4))
+    with pytest.raises(ValueError, match=r"^observations: a linear sensor is learned from vectors, got observations "
+                                         r"of shape \(4, 4\); give the filter a sensor model"):
+        LearnedMotionFilter(random_state=0).fit(short, images)
+
+
 def test_given_no_sensor_the_filter_learns_one_that_carries_over_with_the_motion(cv_data, tmp_path):
     """With the sensor learned too, the filter still approaches the Kalman filter that knows the
     model, and follows a track 36 km from every training track."""

@@ -10,8 +10,8 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import as_steps, check_int, check_matrix, check_memory, check_observation, check_sequences, \
-    check_step_control, check_vector
+from .._validation import MISSING_IN_RUN, as_steps, check_int, check_matrix, check_memory, check_observation, \
+    check_sequences, check_step_control, check_vector
 from .._warnings import warn_user
 from ..linalg import NumericalWarning
 from ..threads import limited_blas
@@ -939,7 +939,7 @@ def checked_run(zs, us=None, obs_shape=None, dim_u=None, features=None):
         # a block at a time, so that a long run of images is never held twice (checked as float64)
         for start in range(0, len(given), MAPPED_BLOCK):
             steps = given[start:start + MAPPED_BLOCK]
-            block = [check_observation(zs[t], obs_shape, f"zs[{t}]") for t in steps]
+            block = [check_observation(zs[t], obs_shape, f"zs[{t}]", MISSING_IN_RUN) for t in steps]
             if features is None:
                 continue
             # a map fitted on finite training observations may still overflow on a new one (a log

@@ -553,6 +553,10 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
                 raise ValueError(f"observations: expected observations of the sensor's shape {tuple(sensor_shape)}, "
                                  f"got {tuple(obs_shape)}")
             check_model_states(self.sensor, xs[0], "sensor", observe=True)
+        if self.sensor is None and len(obs_shape) != 1:
+            # check_sequences hands back image rows flattened: the learned sensor would see vectors
+            raise ValueError(f"observations: a linear sensor is learned from vectors, got observations of shape "
+                             f"{tuple(obs_shape)}; give the filter a sensor model for them (sensor=...)")
         sensor = LinearGaussianSensor.fitted(xs, zs) if self.sensor is None else self.sensor
         gate = None
         # the gate needs the sensor's mean and noise; a restart also its initial_belief, and a

@@ -285,6 +285,12 @@ class LinearGaussianSensor:
         if len(X) <= unknowns:
             raise ValueError(f"states: expected more training pairs than the state's dimension plus one "
                              f"({unknowns}), got {len(X)}")
+        # the residuals span at most len(X) - unknowns directions: a noise covariance of more
+        # dimensions than that is singular whatever the data
+        if Z.shape[1] > len(X) - unknowns:
+            raise ValueError(f"observations: learning the noise covariance of {Z.shape[1]}-dimensional observations "
+                             f"needs at least {Z.shape[1] + unknowns} training pairs (the observation's dimension plus "
+                             f"the state's plus one), got {len(X)}; give a longer log or a sensor model")
         # scikit-learn centres the states before the solve: states far from the origin (map
         # coordinates in metres) would ruin its conditioning beside a column of ones
         fit = LinearRegression().fit(X, Z)
