@@ -127,6 +127,27 @@ def test_cli_bench_writes_results(tmp_path, capsys):
     assert record["system"]["class"] == "Rotation" and record["system"]["omega"] > 0
 
 
+def test_cli_backends_give_the_table_of_a_local_run(tmp_path, capsys):
+    """``--backend`` (a joblib backend by name, or Dask on the scheduler ``--scheduler`` names) runs
+    the same study: only where the runs are computed changes."""
+    distributed = pytest.importorskip("dask.distributed")
+    args = ["bench", "rotation", "--runs", "2", "--train-length", "50", "--validation-length", "20",
+            "--test-length", "10", "--methods", "kbf-iw", "ukf", "--quiet"]
+
+    def mses(out, *extra):
+        assert main(args + ["--out", str(tmp_path / out), *extra]) == 0
+        return [run["mse"] for run in json.loads((tmp_path / out / "results.json").read_text())["runs"]]
+
+    local = mses("local", "--jobs", "1")
+    assert mses("threads", "--backend", "threading", "--jobs", "2") == local
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=":0") as cluster:
+        assert cluster.scheduler.transition_counter == 0
+        assert mses("dask", "--backend", "dask", "--scheduler", cluster.scheduler_address) == local
+        assert cluster.scheduler.transition_counter > 0    # the runs went to the cluster
+    capsys.readouterr()
+
+
 def test_cli_bench_compares_with_the_reference_it_is_given(tmp_path, capsys):
     code = main(["bench", "rotation", "--runs", "2", "--train-length", "50", "--validation-length", "20",
                  "--test-length", "10", "--methods", "ekf", "ukf", "--reference", "ukf", "--jobs", "1", "--quiet",
