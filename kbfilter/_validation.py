@@ -23,8 +23,15 @@ def _as_float(X, name, what):
         arr = np.asarray(X)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name}: expected {what} ({exc})") from exc
-    if arr.dtype == object and any(v is None for v in arr.flat):
-        raise ValueError(f"{name}: expected {what}, got None among the values")
+    if arr.dtype == object:
+        if any(v is None for v in arr.flat):
+            raise ValueError(f"{name}: expected {what}, got None among the values")
+        # pandas' missing value (pd.NA, in its nullable columns) is a NaN: the checks that follow
+        # then say where the first one is and how to mend the input, as for a NaN
+        missing = [i for i, v in enumerate(arr.flat) if type(v).__name__ == "NAType"]
+        if missing:
+            arr = arr.copy()
+            arr.flat[missing] = np.nan
     if np.iscomplexobj(arr):
         raise ValueError(f"{name}: Complex data not supported; expected real numbers")
     try:
@@ -73,7 +80,9 @@ def check_matrix(X, name, *, n_features=None, min_samples=1, allow_1d=True, fini
         raise ValueError(f"{name}: expected {n_features} columns (features per sample), got {arr.shape[1]}")
     if finite:
         _refuse_non_finite(arr, name, "row")
-    return arr
+    # in rows, whatever the layout given (a DataFrame's values are in columns, a slice may be
+    # strided): BLAS rounds a product by layout, and the same numbers must give the same results
+    return np.ascontiguousarray(arr)
 
 
 def check_array(X, name, what="a numeric array"):

@@ -481,6 +481,31 @@ def test_a_run_given_as_a_dataframe_is_a_run_of_its_rows(data):
                                   kbf.log_likelihood_of(test_obs[:4]))
 
 
+def test_pandas_missing_value_is_a_nan_located_as_any_other():
+    """pd.NA (pandas' nullable columns, as read_csv gives with dtype_backend="numpy_nullable") had
+    been "expected a numeric array (... not 'NAType')": now the row, and the way to mend the log."""
+    pd = pytest.importorskip("pandas")
+    states, obs = kb.systems.Rotation().simulate(60, rng=0)
+    frame = pd.DataFrame(states, columns=["x", "y"]).astype("Float64")
+    frame.iloc[3, 1] = pd.NA
+    with pytest.raises(ValueError, match=r"^states: contains NaN or infinite values \(the first at row 3: nan\); "
+                                         r"for a gap in the log, cut it there"):
+        KernelBayesFilter().fit(frame, obs)
+    pieces, _ = kb.datasets.cut_at_gaps(frame, obs)
+    assert [len(p) for p in pieces] == [3, 56]
+    np.testing.assert_array_equal(pieces[1], states[4:])
+    kbf = KernelBayesFilter().fit(states, obs)
+    kbf.predict()
+    with pytest.raises(ValueError, match=r"^z: contains NaN or infinite values; pass None"):
+        kbf.update(pd.Series([obs[0, 0], pd.NA], dtype="Float64"))
+    # a column of them without a missing value is read as its numbers, to the last bit (a DataFrame hands
+    # its values over laid out by column: BLAS had rounded their products otherwise)
+    filled = states.copy()
+    filled[3, 1] = 0.5
+    np.testing.assert_array_equal(KernelBayesFilter().fit(frame.fillna(0.5), obs).batch_filter(obs[:5])[0],
+                                  KernelBayesFilter().fit(filled, obs).batch_filter(obs[:5])[0])
+
+
 def test_controls_given_as_a_dataframe_are_a_run_of_their_rows():
     pd = pytest.importorskip("pandas")
     system = kb.systems.ControlledLinearGaussian(F=[[0.8]], B=[[1.0]], H=[[1.0]], Q=[[0.05]], R=[[0.2]])
