@@ -71,7 +71,7 @@ class _FeatureKernel(Kernel):
         return np.einsum("...r,...r->...", FA, FB)
 
 
-@persistent("kernel_", "landmarks_", "factor_", "residual_trace_", "converged_",
+@persistent("kernel_", "landmarks_", "factor_", "residual_trace_", "converged_", "frozen_",
             holds={"kernel": "Kernel", "kernel_": "Kernel"})
 class NystromKernel(_FeatureKernel):
     """Nyström approximation of ``kernel`` on landmarks chosen by pivoted Cholesky.
@@ -148,13 +148,13 @@ class NystromKernel(_FeatureKernel):
     def _after_load(self):
         # a saved file is untrusted, and the factor goes to LAPACK's triangular solve unchecked
         # every step: it must be the r x r lower-triangular factor of the r landmarks, nonsingular
-        if not hasattr(self, "factor_"):
-            return
-        P = check_matrix(self.landmarks_, "landmarks_", allow_1d=False)
-        R = check_matrix(self.factor_, "factor_", allow_1d=False)
-        if R.shape != (len(P), len(P)) or np.any(np.triu(R, 1)) or not np.all(np.diag(R) > 0):
-            raise ValueError(f"factor_: expected the {len(P)} x {len(P)} lower-triangular Cholesky factor of the "
-                             f"landmarks, with a positive diagonal (got shape {R.shape})")
+        if hasattr(self, "factor_"):
+            P = check_matrix(self.landmarks_, "landmarks_", allow_1d=False)
+            R = check_matrix(self.factor_, "factor_", allow_1d=False)
+            if R.shape != (len(P), len(P)) or np.any(np.triu(R, 1)) or not np.all(np.diag(R) > 0):
+                raise ValueError(f"factor_: expected the {len(P)} x {len(P)} lower-triangular Cholesky factor of "
+                                 f"the landmarks, with a positive diagonal (got shape {R.shape})")
+        super()._after_load()
 
     @property
     def rank_(self):
@@ -192,7 +192,7 @@ class NystromKernel(_FeatureKernel):
         return Phi.T
 
 
-@persistent("kernel_", "sampler_", holds={"kernel": "Kernel", "kernel_": "Kernel", "sampler_": "RBFSampler"})
+@persistent("kernel_", "sampler_", "frozen_", holds={"kernel": "Kernel", "kernel_": "Kernel", "sampler_": "RBFSampler"})
 class RandomFourierKernel(_FeatureKernel):
     """Random Fourier features of a Gaussian ``kernel``: ``sqrt(2 / r) cos(W^T a + b)``.
 

@@ -221,6 +221,12 @@ class Kernel(BaseEstimator):
             return self
         return super().__sklearn_clone__()
 
+    def _after_load(self):
+        # a frozen kernel is saved as one: a loaded filter whose parts shared it and that fits
+        # again (partial_fit) must not refit it where the saved filter kept it
+        if hasattr(self, "frozen_") and (self.frozen_ is not True or not self.__sklearn_is_fitted__()):
+            raise ValueError(f"frozen_: expected True, on a fitted kernel; got {self.frozen_!r}")
+
     def __call__(self, A, B=None, check_input=True):
         """The Gram matrix ``[k(a_i, b_j)]`` (of ``A`` with itself when ``B`` is None, made exactly
         symmetric for Cholesky factorisations, algorithms §8); ``check_input=False`` skips the
@@ -440,6 +446,7 @@ class _RadialKernel(Kernel):
             if self.standardise and n != self.column_scale_.shape[0]:
                 raise ValueError(f"n_features_in_: expected {self.column_scale_.shape[0]} (one column scale each), "
                                  f"got {n}")
+        super()._after_load()
 
     def coordinates(self, X):
         """The points with each column divided by its standard deviation in the fit data when
@@ -556,7 +563,7 @@ class _RadialKernel(Kernel):
         return G
 
 
-@persistent("bandwidth_", "column_scale_", "n_features_in_")
+@persistent("bandwidth_", "column_scale_", "n_features_in_", "frozen_")
 class GaussianKernel(_RadialKernel):
     """Gaussian (RBF) kernel ``exp(-||a - b||^2 / (2 s^2))`` (algorithms §1).
 
@@ -630,7 +637,7 @@ class GaussianKernel(_RadialKernel):
         return np.exp(sq, out=sq)
 
 
-@persistent("bandwidth_", "column_scale_", "n_features_in_")
+@persistent("bandwidth_", "column_scale_", "n_features_in_", "frozen_")
 class LaplaceKernel(_RadialKernel):
     """Laplace kernel ``exp(-||a - b|| / s)`` with the Euclidean norm (algorithms §1).
 
@@ -678,7 +685,7 @@ class LaplaceKernel(_RadialKernel):
         return np.exp(sq, out=sq)
 
 
-@persistent()
+@persistent("frozen_")
 class LinearKernel(Kernel):
     """Linear kernel ``a . b``: weights over points become plain weighted means (algorithms §1).
 

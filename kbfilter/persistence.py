@@ -51,7 +51,7 @@ from sklearn.preprocessing import StandardScaler
 from ._validation import check_path
 
 FORMAT = "kbfilter"
-VERSION = 15
+VERSION = 16
 
 __all__ = ["FORMAT", "VERSION", "MAX_BYTES", "MAX_DEPTH", "MAX_NODES", "Persistent", "persistent", "registered",
            "saved_before_fit", "save", "load"]

@@ -230,6 +230,20 @@ def test_partial_fit_relearns_only_where_new_states_come_near():
     assert np.all(after[600:, :600] == 0) and np.any(after[600:, 600:] != 0)
 
 
+def test_a_loaded_filter_grows_as_the_saved_one_does(tmp_path):
+    """The kernels a filter fits once and shares are saved as shared: a loaded filter's
+    partial_fit had refitted the state kernel on the grown log (another bandwidth), where the
+    saved filter keeps it, and tracked 0.09 away on a rotation run."""
+    system = kb.systems.Rotation()
+    (X, Z), (X2, Z2), (_, zs) = (system.simulate(n, rng=seed) for n, seed in ((300, 0), (200, 1), (30, 2)))
+    saved = kb.KernelBayesFilter(approximation="local").fit(X, Z)
+    loaded = load(saved.save(tmp_path / "local.npz"))
+    saved.partial_fit(X2, Z2)
+    loaded.partial_fit(X2, Z2)
+    assert loaded.kernel_x_.bandwidth_ == saved.kernel_x_.bandwidth_
+    np.testing.assert_array_equal(loaded.batch_filter(zs)[0], saved.batch_filter(zs)[0])
+
+
 def test_partial_fit_refuses_other_paths_and_other_shapes(oscillation):
     (X, Z), _ = oscillation
     with pytest.raises(ValueError, match="partial_fit"):

@@ -303,6 +303,30 @@ def test_a_save_that_fails_part_way_leaves_the_earlier_file_as_it_was(tmp_path, 
         load("")
 
 
+@pytest.mark.parametrize("kernel", [kb.GaussianKernel(), kb.LaplaceKernel(), kb.LinearKernel(),
+                                    NystromKernel(rank=5), RandomFourierKernel(rank=5, random_state=0)],
+                         ids=lambda k: type(k).__name__)
+def test_a_kernel_handed_on_fitted_loads_handed_on(tmp_path, kernel):
+    """A frozen kernel (fitted once, shared by the parts of a filter) loads frozen: cloning or
+    fitting the loaded copy returns it as it is, as for the saved one."""
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    frozen = kernel.fit(X).frozen()
+    loaded = load(save(frozen, tmp_path / "k.npz"))
+    assert clone(loaded) is loaded
+    embedding = kb.ConditionalEmbedding(kernel_in=loaded, kernel_out=loaded).fit(X + 5.0, X)
+    assert embedding.kernel_in_ is loaded and embedding.kernel_out_ is loaded
+    np.testing.assert_array_equal(loaded(X[:3]), frozen(X[:3]))
+    # the unfrozen kernel loads unfrozen, as it was saved
+    plain = load(save(kernel, tmp_path / "plain.npz"))
+    assert clone(plain) is not plain
+    with np.load(tmp_path / "k.npz") as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    meta = arrays.pop("__meta__").tobytes().decode().replace('"frozen_": true', '"frozen_": 1')
+    np.savez(tmp_path / "evil.npz", __meta__=np.frombuffer(meta.encode(), dtype=np.uint8), **arrays)
+    with pytest.raises(ValueError, match=r"frozen_: expected True, on a fitted kernel; got 1"):
+        load(tmp_path / "evil.npz")
+
+
 @pytest.mark.parametrize("name, obj", [(name, cases[0][0]) for name, cases in CASES.items()
                                        if hasattr(cases[0][0], "get_params")])
 def test_an_estimator_saved_before_fit_loads_as_it_was(tmp_path, name, obj):
