@@ -57,7 +57,7 @@ from stonesoup.types.update import Update
 from stonesoup.updater.base import Updater
 from sklearn.utils.validation import check_is_fitted
 
-from ._validation import check_covariance, check_observation, check_rng, check_vector
+from ._validation import check_covariance, check_observation, check_rng, check_step_control, check_vector
 from .filters import KernelBayesFilter, LearnedMotionFilter
 from .filters.local import LocalFilterModel
 from .systems.base import predicted_measurement
@@ -230,7 +230,7 @@ class _FilterPredictor(Predictor):
                              f"training log) or None, got {step!r}")
         _check_filter(self)
 
-    def predict(self, prior, timestamp=None, **kwargs):
+    def predict(self, prior, timestamp=None, control_input=None, **kwargs):
         """The belief at ``timestamp``.
 
         Parameters
@@ -239,6 +239,10 @@ class _FilterPredictor(Predictor):
             The track's state (not changed).
         timestamp : datetime.datetime, optional
             When to predict to.
+        control_input : State, array-like or None, default=None
+            The control, as Stone Soup's predictors take it (a state whose ``state_vector`` is
+            the control), for a filter fitted with controls (required then, refused otherwise);
+            held over every step of the prediction, as a control model holds it over the interval.
         **kwargs
             Ignored (Stone Soup passes its own).
 
@@ -247,11 +251,26 @@ class _FilterPredictor(Predictor):
         KernelBayesStatePrediction or LearnedMotionStatePrediction
             The filter's ``x_prior`` and ``P_prior``, with the belief after the prediction.
         """
+        u = self._control(control_input)
         belief = self._belief_at(prior)
         for _ in range(_steps(self.step, prior, timestamp)):
-            belief.predict()  # sets x and P to the prediction
+            belief.predict(u)  # sets x and P to the prediction
         return Prediction.from_state(prior, StateVector(belief.x), CovarianceMatrix(belief.P), **self._carried(belief),
                                      timestamp=timestamp, transition_model=None, prior=prior, target_type=self._made)
+
+    def _control(self, control_input):
+        """The control of each step, checked against the filter's (None for a filter without)."""
+        dim_u = self._control_dimension()
+        if dim_u is None:
+            if control_input is not None:
+                raise ValueError(f"control_input: the {type(self.filter).__name__} was fitted without controls; "
+                                 f"expected None")
+            return None
+        if control_input is None:
+            raise ValueError(f"control_input: the {type(self.filter).__name__} was fitted with controls; expected "
+                             f"a State whose state_vector is the control, of shape ({dim_u},)")
+        return check_step_control(np.asarray(getattr(control_input, "state_vector", control_input),
+                                             dtype=np.float64).ravel(), dim_u, "control_input")
 
 
 class _FilterUpdater(Updater):
@@ -317,7 +336,8 @@ class KernelBayesPredictor(_FilterPredictor):
         Not used: the transition is the filter's (Stone Soup asks every predictor for one); a
         model given here is refused.
     control_model : None
-        Not used (refused as well).
+        Not used (refused as well): a filter fitted with controls learned how they move the
+        state, and takes each prediction's from ``predict(..., control_input=...)``.
     """
 
     filter: object = Property(doc="The fitted KernelBayesFilter.")
@@ -332,6 +352,10 @@ class KernelBayesPredictor(_FilterPredictor):
 
     def _belief_at(self, state):
         return _filter_at(self.filter, state, self.seed)
+
+    def _control_dimension(self):
+        check_is_fitted(self.filter, "model_")
+        return self.filter.model_.dim_u
 
     _carried = staticmethod(_with_weights)
 
@@ -528,6 +552,10 @@ class LearnedMotionPredictor(_FilterPredictor):
     def _belief_at(self, state):
         return _track_filter_at(self.filter, state)
 
+    @staticmethod
+    def _control_dimension():
+        return None  # the learned motion takes no control
+
     _carried = staticmethod(_with_track_filter)
 
 
@@ -560,6 +588,10 @@ class LearnedMotionUpdater(_FilterUpdater):
 
     def _belief_at(self, state):
         return _track_filter_at(self.filter, state)
+
+    @staticmethod
+    def _control_dimension():
+        return None  # the learned motion takes no control
 
     _carried = staticmethod(_with_track_filter)
 

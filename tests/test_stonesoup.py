@@ -55,6 +55,44 @@ def test_predict_and_update_are_the_filters_own_on_the_same_belief(fitted):
         np.testing.assert_array_equal(state.weights, kbf.weights)
 
 
+def test_a_filter_fitted_with_controls_takes_stone_soups_control_input(fitted, motion):
+    """A controlled filter had been accepted and then failed at every prediction (``u: ...``),
+    with no way in for the control: Stone Soup's ``control_input`` is held over each step of a
+    prediction, as the filter's own ``predict(u)`` would be called."""
+    system = kb.systems.ControlledLinearGaussian(F=[[0.9, 0.1], [0.0, 0.9]], B=[[0.0], [1.0]], H=[[1.0, 0.0]],
+                                                 Q=0.05 * np.eye(2), R=[[0.2]])
+    states, controls, obs = system.simulate(300, rng=0)
+    _, us, zs = system.simulate(6, rng=1)
+    kbf = kb.KernelBayesFilter().fit(states, obs, controls=controls)
+    predictor, updater = KernelBayesPredictor(kbf, step=SECOND), KernelBayesUpdater(kbf)
+    kbf.reset()
+    state = _state(kbf, 0)
+    for t, (u, z) in enumerate(zip(us, zs), start=1):
+        given = State(u[:, None]) if t % 2 else u     # a State, as Stone Soup's predictors take it, or an array
+        prediction = predictor.predict(state, timestamp=START + t * SECOND, control_input=given)
+        kbf.predict(u)
+        np.testing.assert_array_equal(prediction.weights, kbf.weights_prior)
+        state = updater.update(SingleHypothesis(prediction, Detection(z[:, None], timestamp=prediction.timestamp)))
+        kbf.update(z)
+        np.testing.assert_array_equal(state.weights, kbf.weights)
+    # two steps of the log: the control held over both
+    two = predictor.predict(state, timestamp=state.timestamp + 2 * SECOND, control_input=State(us[0][:, None]))
+    kbf.predict(us[0])
+    kbf.predict(us[0])
+    np.testing.assert_array_equal(two.weights, kbf.weights_prior)
+    with pytest.raises(ValueError, match=r"^control_input: the KernelBayesFilter was fitted with controls; expected a "
+                                         r"State whose state_vector is the control, of shape \(1,\)$"):
+        predictor.predict(state, timestamp=state.timestamp + SECOND)
+    with pytest.raises(ValueError, match=r"^control_input: expected a control of shape \(1,\), got shape \(2,\)$"):
+        predictor.predict(state, timestamp=state.timestamp + SECOND, control_input=State(np.zeros((2, 1))))
+    plain, _ = fitted
+    lmf, _ = motion
+    for adapter in (KernelBayesPredictor(plain), LearnedMotionPredictor(lmf)):
+        with pytest.raises(ValueError, match=r"^control_input: the \w+ was fitted without controls; expected None$"):
+            adapter.predict(GaussianState(np.zeros((adapter.filter.n_features_in_, 1)),
+                                          np.eye(adapter.filter.n_features_in_)), control_input=State([[1.0]]))
+
+
 def test_a_missed_detection_keeps_the_prediction_and_the_filter_is_left_alone(fitted):
     kbf, (_, zs) = fitted
     kbf.reset()
