@@ -208,9 +208,12 @@ def _validation_scores(estimator, settings, train, validation):
     x_val, z_val, *u_val = validation
     scores, fitted, fitted_with = [], None, None
     for params in settings:
-        # tune_filter's own bar counts these fits
+        # tune_filter's own bar counts these fits. A candidate's warnings are not the chosen filter's:
+        # its numerical events belong to a setting that may lose, and what its fit says of the data
+        # the final fit says once, at the caller's line (in a worker process they had printed at
+        # multiprocessing's, once per candidate)
         with warnings.catch_warnings(), quiet_progress():
-            warnings.simplefilter("ignore", NumericalWarning)
+            warnings.simplefilter("ignore")
             try:
                 kbf = _reused(fitted, fitted_with, params)
                 if kbf is None:

@@ -220,6 +220,19 @@ def test_tune_filter_warns_when_the_best_value_is_on_the_edge_of_its_grid():
                        param_grid={"reg_update": (1e-5, 1e-2, 1e3)})
 
 
+def test_tune_filter_says_what_the_fit_says_of_the_data_once_at_the_callers_line():
+    """A training state far from the others is reported by the fit of the chosen filter, once; each
+    candidate's fit had said it again (and, in worker processes, at multiprocessing's line)."""
+    states, obs = kb.systems.Rotation().simulate(200, rng=0)
+    states[50] += 500.0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        kb.tune_filter(kb.KernelBayesFilter(), states, obs, validation_length=50, progress=False, n_jobs=1,
+                       param_grid={"scale": (0.5, 1.0), "reg_update": (0.01, 0.1)}, max_extensions=0)
+    outlying = [w for w in caught if "lie more than 100 robust spreads" in str(w.message)]
+    assert len(outlying) == 1 and outlying[0].filename == __file__
+
+
 def test_images_get_the_image_grid_and_the_blur_by_default():
     from kbfilter.tuning import BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, default_grid
 
