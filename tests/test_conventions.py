@@ -166,6 +166,23 @@ def test_tune_filter_reports_why_settings_failed():
                        param_grid={"compress": (500, 40)})
 
 
+@pytest.mark.parametrize("params", [{"transition": "knn"}, {"approximation": "local"}])
+def test_a_neighbourhood_larger_than_the_log_is_refused_and_the_default_fits_a_short_one(params):
+    """A neighbourhood past the logged transitions had been cut to all of them without a word: a
+    local solve on the whole log for every state (7 minutes at T = 5,000 for n_neighbors=10**6)."""
+    states, obs = kb.systems.Rotation().simulate(40, rng=0)
+    with pytest.raises(ValueError, match=r"^n_neighbors: expected at most 39 \(the logged transitions\), got 40$"):
+        kb.KernelBayesFilter(n_neighbors=40, **params).fit(states, obs)
+    with pytest.raises(ValueError, match=r"^n_neighbors: expected at most 49 \(the logged transitions\), got 60$"):
+        kb.KernelBayesFilter(n_neighbors=60, **params).fit([states, states[:11]], [obs, obs[:11]])
+    # the default on a log shorter than it: every transition, as given explicitly
+    short, seen = states[:15], obs[:15]
+    everyone = kb.KernelBayesFilter(n_neighbors=14, **params).fit(short, seen).batch_filter(obs[:5])[0]
+    np.testing.assert_array_equal(kb.KernelBayesFilter(**params).fit(short, seen).batch_filter(obs[:5])[0], everyone)
+    # the exact transition has no neighbourhood: the value is not read
+    kb.KernelBayesFilter(n_neighbors=10**6).fit(states, obs)
+
+
 @pytest.mark.parametrize("template, name, bad, refusal", [
     (kb.KernelBayesFilter(), "scale", -1.0, "scale: expected"),
     (kb.KernelBayesFilter(transition="knn"), "n_neighbors", 0, "n_neighbors: expected an integer >= 1"),

@@ -458,9 +458,10 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
     reg_transition : float or None
         ``lam'`` of the transition; None uses ``reg_prior`` (as Xu et al. (2022) does).
     n_neighbors : int or None
-        Neighbourhood size of the ``knn`` transition; None is ``KNN_NEIGHBORS = 50`` on the exact
-        and Nystrom paths and ``LOCAL_NEIGHBORS = 20`` with ``approximation="local"`` (where a
-        prediction spreads the belief over ``support * n_neighbors`` states).
+        Neighbourhood size of the ``knn`` transition, at most the logged transitions; None is
+        ``KNN_NEIGHBORS = 50`` on the exact and Nystrom paths and ``LOCAL_NEIGHBORS = 20`` with
+        ``approximation="local"`` (where a prediction spreads the belief over ``support *
+        n_neighbors`` states), or every transition of a shorter log.
     estimate : {"mean", "raw_mean", "mode"}
         The point estimate ``x``: normalised weighted mean (default), the raw mean
         ``sum_i w_i x_i`` of the update's unnormalised weights (Xu et al. (2022)), or the kernel mode.
@@ -702,6 +703,8 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
                              f"neighbours like Euclidean distance; got {type(self.kernel_x).__name__}")
         if self.compress is not None and self.compress > len(pred):
             raise ValueError(f"compress: expected at most {len(pred)} (the logged transitions), got {self.compress}")
+        if transition_method == "knn" or settings.approximation == "local":
+            self._neighbours(settings.approximation == "local", len(pred))
         if controls is not None:
             if self.compress is not None:
                 raise ValueError("compress: a filter fitted with controls keeps every transition; expected None")
@@ -734,13 +737,14 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         observation = settings.fit_model(space, X[kept], Z[kept], state_reg, rng, kernels)
         rule = observation.rule
         if controls is None:
-            embedding = (clone(self.transition) if isinstance(self.transition, ConditionalEmbedding)
-                         else ConditionalEmbedding(method=self.transition, n_neighbors=self._neighbours(local=False)))
+            given = isinstance(self.transition, ConditionalEmbedding)
+            embedding = clone(self.transition) if given else ConditionalEmbedding(method=self.transition)
             # the localized transition needs the radial kernel itself: its weights are sparse already
             kernel_in = kernel_x if transition_method == "knn" else rule.kernel_x_.frozen()
             embedding.set_params(kernel_in=kernel_in, kernel_out=kernel_x, reg=reg_transition)
             if transition_method == "knn":
-                embedding.set_params(n_neighbors=min(embedding.n_neighbors, len(pred)))
+                embedding.set_params(n_neighbors=min(embedding.n_neighbors, len(pred)) if given
+                                     else self._neighbours(False, len(pred)))
             embedding.fit(X[pred], X[pred + 1])
             # over the kept training states: the predecessors' weights moved to their successors
             transition = LearnedTransition(
@@ -824,7 +828,8 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
             transition_method = check_choice(self.transition, "transition", ("exact", "knn"))
         check_choice(self.estimate, "estimate", ("mean", "raw_mean", "mode"))
         check_positive(self.covariance_scale, "covariance_scale")
-        self._neighbours(local=False)
+        if self.n_neighbors is not None:
+            check_int(self.n_neighbors, "n_neighbors", minimum=1)
         self._reg_transition(settings)
         check_choice(self.compression, "compression", ("herding", "random"))
         if self.compress is not None:
@@ -835,11 +840,17 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         # the observation model's hyperparameters, checked; this filter adds two approximations
         return ObservationSettings.of(self, approximations=(*ObservationSettings.APPROXIMATIONS, "local", "auto"))
 
-    def _neighbours(self, local):
-        # n_neighbors=None: the knn transition's default on each path
+    def _neighbours(self, local, transitions):
+        """The kNN transition's neighbourhood in a log of ``transitions`` transitions: the path's
+        default (``n_neighbors=None``), at most all of them on a short log, or the value given,
+        which must fit in the log (capped, a value far above it had cost a local solve on the
+        whole log for every state: minutes at T = 5,000)."""
         if self.n_neighbors is None:
-            return LOCAL_NEIGHBORS if local else KNN_NEIGHBORS
-        return check_int(self.n_neighbors, "n_neighbors")
+            return min(LOCAL_NEIGHBORS if local else KNN_NEIGHBORS, transitions)
+        k = check_int(self.n_neighbors, "n_neighbors", minimum=1)
+        if k > transitions:
+            raise ValueError(f"n_neighbors: expected at most {transitions} (the logged transitions), got {k}")
+        return k
 
     def _reg_transition(self, settings):
         return settings.reg_prior if self.reg_transition is None else check_positive(self.reg_transition,
@@ -866,7 +877,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         # a fitted local filter keeps every training pair: those arrays (and only those) come here, in one
         # graph (states and observations may come from the same tasks), before the transition, whose
         # search reads the states once per row chunk from the workers
-        n_neighbors = self._neighbours(local=True)
+        n_neighbors = self._neighbours(True, T - 1)
         # from the chunks given: those of the checks may be larger than a search task should hold
         chunks = search_chunks(states.chunks[0], X.shape[1], min(n_neighbors, T - 1))
         X, Z = gathered(X, Z)
@@ -879,7 +890,8 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
 
     def _local_model(self, settings, space, X, Z, pred, kernels, reg_transition, found, transition=None):
         return LocalFilterModel.learned(
-            X, Z, pred, kernels, space.gated(Z, settings.outlier_quantile), self._neighbours(local=True), reg_transition,
+            X, Z, pred, kernels, space.gated(Z, settings.outlier_quantile), self._neighbours(True, len(pred)),
+            reg_transition,
             data_found=found, transition=transition, rule=settings.rule, reg_prior=settings.reg_prior,
             **self._step_settings(settings))
 
@@ -928,8 +940,9 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
             raise ValueError("partial_fit: extends a filter fitted with approximation='local' (or 'auto' above "
                              f"{AUTO_LOCAL_T} training states); fit the others again on all the data")
         settings = self._settings()
-        n_neighbors = self._neighbours(local=True)
         xs, zs, obs_shape = check_sequences(states, observations)
+        pred = stacked_predecessors(xs)
+        n_neighbors = self._neighbours(True, len(model.predecessors) + len(pred))
         if tuple(obs_shape) != model.space.obs_shape:
             raise ValueError(f"observations: expected observations of shape {model.space.obs_shape} (the training "
                              f"observations'), got {tuple(obs_shape)}")
@@ -939,7 +952,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
                              f"{X.shape[1]}")
         Z = model.space.mapped(Z)
         found = report_outlying_states("KernelBayesFilter", X, np.vstack([model.states, X]))
-        self.model_ = model.extended(X, Z, stacked_predecessors(xs), n_neighbors, settings.outlier_quantile, found)
+        self.model_ = model.extended(X, Z, pred, n_neighbors, settings.outlier_quantile, found)
         self.reset()
         return self
 
