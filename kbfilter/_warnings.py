@@ -43,3 +43,26 @@ def warn_user(message, category):
         frame = frame.f_back
         level += 1
     warnings.warn(message, category, stacklevel=level)
+
+
+def recorded(func, *args, **kwargs):
+    """``func(*args, **kwargs)`` with the warnings it raised returned as ``(message, category)``
+    pairs, for work run in another process: there a warning prints at the worker's own line
+    (multiprocessing's), or never reaches the caller (a Dask worker's log).
+
+    Returns
+    -------
+    result, messages : object, list of (str, type)
+        What ``func`` returned, and each warning's text and category.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = func(*args, **kwargs)
+    return result, [(str(w.message), w.category) for w in caught]
+
+
+def reissued(messages):
+    """Warn each distinct ``(message, category)`` of ``messages`` once, at the user's line (the
+    warnings :func:`recorded` brought back from the workers)."""
+    for message, category in dict.fromkeys(messages):
+        warn_user(message, category)

@@ -12,6 +12,7 @@ import contextlib
 import re
 import signal
 import sys
+import warnings
 from pathlib import Path
 
 from . import __version__
@@ -398,6 +399,19 @@ def _terminated_as_interrupted():
         signal.signal(signal.SIGTERM, previous)
 
 
+@contextlib.contextmanager
+def _warnings_as_notes(prog):
+    """Warnings printed as the command's notes, ``prog: Category: message``: the caller is a shell,
+    and the line a warning would name (the command's entry point, or a worker process's) says
+    nothing to it."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"{prog}: {category.__name__}: {message}", file=sys.stderr if file is None else file)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
+
+
 def scenario_main(system, argv=None):
     """The protocol scenario scripts (``scenarios/{rotation,oscillation,sprite,camera}.py``):
     ``kbfilter bench`` with the protocol's runs and training lengths, one folder per length."""
@@ -409,7 +423,8 @@ def scenario_main(system, argv=None):
     add_bench_arguments(parser, system=system, runs=runs, train_lengths=lengths, out=f"results/{system}")
     args = parser.parse_args(argv)
     args.command_line = [f"{system}.py", *(sys.argv[1:] if argv is None else argv)]
-    return bench_command(args, parser, folder_per_length=True)
+    with _warnings_as_notes(parser.prog):
+        return bench_command(args, parser, folder_per_length=True)
 
 
 def main(argv=None):
@@ -424,11 +439,13 @@ def main(argv=None):
         add_tracks_arguments(tracks, data=argv[1])
         args = tracks.parse_args(argv[2:])
         args.command_line = ["kbfilter", *argv]
-        return tracks_command(args, tracks)
+        with _warnings_as_notes(tracks.prog):
+            return tracks_command(args, tracks)
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
     args.command_line = ["kbfilter", *argv]
-    return bench_command(args, args.command_parser)
+    with _warnings_as_notes(args.command_parser.prog):
+        return bench_command(args, args.command_parser)

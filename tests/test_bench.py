@@ -148,6 +148,27 @@ def test_cli_backends_give_the_table_of_a_local_run(tmp_path, capsys):
     capsys.readouterr()
 
 
+def test_warnings_of_runs_in_worker_processes_reach_the_caller_once(tmp_path, capsys):
+    """A run's warnings (here tuning's grid edge) come back from the workers and are said once, at
+    the caller's line; they had printed in each worker, at multiprocessing's line, and never
+    reached the caller. The command line says them as its notes."""
+    import warnings
+
+    config = dict(TINY, methods=["kbf-iw"], grid_axes={"reg_update": (1e3, 3e3, 1e4)}, seed=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_bench("rotation", n_jobs=2, **config)
+    edges = [w for w in caught if "is the smallest value of its grid" in str(w.message)]
+    assert len(edges) == 1 and edges[0].filename == __file__
+    capsys.readouterr()
+    assert main(["bench", "rotation", "--runs", "2", "--train-length", "60", "--validation-length", "20",
+                 "--test-length", "15", "--methods", "kbf-iw", "--grid", "reg_update=1e3,3e3,1e4", "--seed", "1",
+                 "--jobs", "2", "--quiet", "--out", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("kbfilter bench: UserWarning: tune_filter: the chosen reg_update=") == 1, err
+    assert "multiprocessing" not in err and ".py:" not in err
+
+
 def test_cli_bench_compares_with_the_reference_it_is_given(tmp_path, capsys):
     code = main(["bench", "rotation", "--runs", "2", "--train-length", "50", "--validation-length", "20",
                  "--test-length", "10", "--methods", "ekf", "ukf", "--reference", "ukf", "--jobs", "1", "--quiet",

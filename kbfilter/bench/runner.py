@@ -19,6 +19,7 @@ from joblib import Parallel, delayed
 from sklearn.base import clone
 
 from .._validation import check_bool, check_choice, check_int, check_n_jobs
+from .._warnings import recorded, reissued
 from ..linalg import NumericalWarning
 from ..progress import progress_bar, quiet_progress
 from ..stats import NISRecorder, mean_nees
@@ -434,11 +435,13 @@ def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None,
     config = system
     # spawned children depend only on their index, so runs first_run... are those of a longer call
     seeds = np.random.SeedSequence(config.seed).spawn(first_run + config.runs)[first_run:]
-    jobs = (delayed(run_trial)(config, s, keep_estimates=(i == 0)) for i, s in enumerate(seeds))
+    jobs = (delayed(recorded)(run_trial, config, s, keep_estimates=(i == 0)) for i, s in enumerate(seeds))
     results = Parallel(n_jobs=n_jobs, return_as="generator")(jobs)
     with progress_bar(config.runs, f"bench {config.system}", unit="run", shown=progress) as bar:
-        rows = []
-        for row in results:
+        rows, caught = [], []
+        for row, messages in results:
             rows.append(row)
+            caught += messages
             bar.update()
+    reissued(caught)  # once each, at the caller's line, not at each worker's
     return rows

@@ -47,6 +47,7 @@ from joblib import Parallel, delayed
 from scipy.stats import wilcoxon
 
 from .._validation import check_bool, check_choice, check_int, check_n_jobs, check_positive
+from .._warnings import recorded, reissued
 from ..datasets import load_opensky, load_solent
 from ..filters import ExtendedKalman, InteractingMultipleModel, KernelBayesFilter, LearnedMotionFilter, ParticleFilter
 from ..filters.motion import LOCAL_MEANS, PROPOSALS
@@ -569,14 +570,16 @@ def run_tracks_bench(config, out, n_jobs=None, progress=True, print_fn=print, co
     print_fn(tracks.attribution)
     with folder_lock(out):
         start = time.perf_counter()
-        results = []
-        for result in Parallel(n_jobs=n_jobs, return_as="generator")(
-                delayed(run_tracks_split)(config, tracks, s) for s in range(config.splits)):
+        results, caught = [], []
+        for result, messages in Parallel(n_jobs=n_jobs, return_as="generator")(
+                delayed(recorded)(run_tracks_split, config, tracks, s) for s in range(config.splits)):
             results.append(result)
+            caught += messages
             if progress:
                 rmse = {m: _mean([r[m]["rmse"] for r in result["tracks"]]) for m in config.methods}
                 print_fn(f"split {result['split']}: {len(result['tracks'])} test tracks; mean RMSE "
                          + ", ".join(f"{m} {_number(v)}" for m, v in rmse.items()))
+        reissued(caught)  # once each, at the caller's line, not at each worker's
         summary = summarise_tracks(results, config.methods)
         report = format_tracks_table(summary, config.splits)
         print_fn(report)

@@ -17,7 +17,6 @@ dask is imported on first use: it is needed only for logs given as dask arrays
 """
 
 import itertools
-import warnings
 
 import numpy as np
 from sklearn.neighbors import NearestNeighbors
@@ -346,25 +345,3 @@ def nearest_predecessors(X, kernel, m):
             found = dask.delayed(_nearer)(found, Q, B, int(start), int(min(stop, T - 1) - start), kernel, m)
         out.append((Q, found))
     return out
-
-
-def recorded(func, *args):
-    """``func(*args)`` with the warnings it raised returned as messages (a worker's warnings would
-    never reach the caller otherwise).
-
-    Parameters
-    ----------
-    func : callable
-        The work.
-    *args
-        Its arguments.
-
-    Returns
-    -------
-    result, messages : object, list of (str, type)
-        What ``func`` returned, and each warning's text and category.
-    """
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = func(*args)
-    return result, [(str(w.message), w.category) for w in caught]

@@ -33,7 +33,7 @@ import scipy.sparse as sp
 from sklearn.neighbors import NearestNeighbors
 
 from .._validation import check_choice, check_indices, check_int, check_positive, check_saved_matrix, check_vector
-from .._warnings import warn_user
+from .._warnings import recorded, reissued
 from ..embedding import KernelMean, clipped_weights, weighted_covariance
 from ..operators import SparseOperator
 from ..persistence import persistent
@@ -42,7 +42,7 @@ from ..rules.conditional import ConditionalEmbedding
 from ..rules.conditional_weights import neighbourhood_weights, warn_local_fallbacks
 from ..rules.representations import DenseObservations, factor_recorded
 from .base import SharedModel, TrainingBox, no_control, transition_events
-from .chunked import completed, nearest_predecessors, recorded
+from .chunked import completed, nearest_predecessors
 from .likelihood import ObservationDensity
 
 __all__ = ["LocalFilterModel", "localized_transition", "AUTO_LOCAL_T", "UNTILTED"]
@@ -163,8 +163,7 @@ def chunked_transition(X, kernel_x, n_neighbors, reg):
     for i, part in completed([dask.delayed(recorded)(_transition_rows, Q, nearest, kernel_x, reg)
                               for Q, nearest in nearest_predecessors(X, kernel_x, m)], bounded=True):
         parts[i] = part
-    for message, category in dict.fromkeys(w for _, caught in parts for w in caught):
-        warn_user(message, category)
+    reissued(w for _, caught in parts for w in caught)
     successors, weights, reach, found = zip(*(rows for rows, _ in parts))
     diagnostics = sum(found, Counter())
     warn_local_fallbacks(diagnostics, X.shape[0])  # one warning for all the chunks' neighbourhoods
