@@ -218,8 +218,8 @@ class _FilterPredictor(Predictor):
     """What the predictors share: a copy of the prior's filter, moved by the filter's own
     ``predict`` once per step of the training log between the prior's time and the prediction's
     (``step``), or once when ``step`` is None. A subclass says how a state becomes a filter
-    (``_belief_at``), what a state carries besides the estimate (``_carried``) and the type it
-    makes (``_made``)."""
+    (``_belief_at``), the control its filter takes (``_control_dimension``), what a state carries
+    besides the estimate (``_carried``) and the type it makes (``_made``)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -843,8 +843,8 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
     def _neighbours(self, local, transitions):
         """The kNN transition's neighbourhood in a log of ``transitions`` transitions: the path's
         default (``n_neighbors=None``), at most all of them on a short log, or the value given,
-        which must fit in the log (capped, a value far above it had cost a local solve on the
-        whole log for every state: minutes at T = 5,000)."""
+        which must fit in the log (a value past it is a mistake, not a request for all of them: a
+        neighbourhood of the whole log costs a solve on all of it for every state)."""
         if self.n_neighbors is None:
             return min(LOCAL_NEIGHBORS if local else KNN_NEIGHBORS, transitions)
         k = check_int(self.n_neighbors, "n_neighbors", minimum=1)
@@ -879,7 +879,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         # search reads the states once per row chunk from the workers
         n_neighbors = self._neighbours(True, T - 1)
         # from the chunks given: those of the checks may be larger than a search task should hold
-        chunks = search_chunks(states.chunks[0], X.shape[1], min(n_neighbors, T - 1))
+        chunks = search_chunks(states.chunks[0], X.shape[1], n_neighbors)
         X, Z = gathered(X, Z)
         transition = chunked_transition(scattered(X, chunks), kernels[0], n_neighbors, reg_transition)
         found = report_outlying_states("KernelBayesFilter", X)
@@ -891,8 +891,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
     def _local_model(self, settings, space, X, Z, pred, kernels, reg_transition, found, transition=None):
         return LocalFilterModel.learned(
             X, Z, pred, kernels, space.gated(Z, settings.outlier_quantile), self._neighbours(True, len(pred)),
-            reg_transition,
-            data_found=found, transition=transition, rule=settings.rule, reg_prior=settings.reg_prior,
+            reg_transition, data_found=found, transition=transition, rule=settings.rule, reg_prior=settings.reg_prior,
             **self._step_settings(settings))
 
     def _step_settings(self, settings):
