@@ -13,7 +13,9 @@ EXAMPLES = sorted((ROOT / "docs" / "examples").glob("*.py"))
 
 def _quoted_output(stem):
     """The figures the documentation says an example prints: the decimals of each sentence
-    "``python docs/examples/STEM.py`` prints ..." (up to the sentence's end)."""
+    "``python docs/examples/STEM.py`` prints ..." (up to the sentence's end). A page says so only
+    of figures every environment prints alike; a particle filter's, which move with the BLAS and
+    library versions, it says were printed where they were measured."""
     pages = [*(ROOT / "docs").glob("*.rst"), ROOT / "README.md"]
     text = " ".join(" ".join(page.read_text(encoding="utf-8").split()) for page in pages)
     sentences = re.findall(rf"``python docs/examples/{stem}\.py`` prints(.*?)\.(?: [A-Z]|$)", text)
