@@ -58,7 +58,7 @@ if __name__ == "__main__":
     ospa = OSPAMetric(c=100.0, p=1, measure=Euclidean(mapping=(0, 1), mapping2=(0, 1)))
     errors = {name: [] for name in methods}
     distances = {name: [] for name in methods}
-    for i in np.argsort([-len(t) for t in test.tracks])[:3]:  # the three longest test tracks
+    for i in np.argsort([-len(t) for t in test.tracks], kind="stable")[:3]:  # the three longest (first on ties)
         truth = test.tracks[i]
         zs, missing = dropouts(sensor.observe(truth, rng=np.random.default_rng([1, i])), rng=i, rate=0.02,
                                length=(10, 10))
