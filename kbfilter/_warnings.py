@@ -45,6 +45,10 @@ def warn_user(message, category):
     warnings.warn(message, category, stacklevel=level)
 
 
+#: what Python's default filters hide outside __main__: warnings for a library's developers
+_DEVELOPERS = (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning)
+
+
 def recorded(func, *args, **kwargs):
     """``func(*args, **kwargs)`` with the warnings it raised returned as ``(message, category)``
     pairs, for work run in another process: there a warning prints at the worker's own line
@@ -58,7 +62,9 @@ def recorded(func, *args, **kwargs):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = func(*args, **kwargs)
-    return result, [(str(w.message), w.category) for w in caught]
+    # what the default filters hide stays hidden (a worker runs library code, none of the
+    # caller's): reissued at the caller's line, a dependency's deprecation would read as its own
+    return result, [(str(w.message), w.category) for w in caught if not issubclass(w.category, _DEVELOPERS)]
 
 
 def reissued(messages):

@@ -169,6 +169,27 @@ def test_warnings_of_runs_in_worker_processes_reach_the_caller_once(tmp_path, ca
     assert "multiprocessing" not in err and ".py:" not in err
 
 
+def test_what_a_worker_warned_is_said_once_and_a_dependencys_deprecation_not_at_all():
+    import warnings
+
+    from kbfilter._warnings import recorded, reissued
+
+    def work(x):
+        for _ in range(3):
+            warnings.warn("a grid edge", UserWarning)
+        warnings.warn("some_function is deprecated", DeprecationWarning)
+        warnings.warn("renamed in the next release", FutureWarning)
+        return 2 * x
+
+    result, messages = recorded(work, 21)
+    assert result == 42 and [category for _, category in messages] == [UserWarning] * 3 + [FutureWarning]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        reissued(messages)
+    assert [(str(w.message), w.filename) for w in caught] == [("a grid edge", __file__),
+                                                              ("renamed in the next release", __file__)]
+
+
 def test_cli_bench_compares_with_the_reference_it_is_given(tmp_path, capsys):
     code = main(["bench", "rotation", "--runs", "2", "--train-length", "50", "--validation-length", "20",
                  "--test-length", "10", "--methods", "ekf", "ukf", "--reference", "ukf", "--jobs", "1", "--quiet",
