@@ -153,6 +153,28 @@ def test_entry_points_run_under_the_blas_thread_setting_and_restore_it():
     assert kb.blas_threads() == previous
 
 
+def test_entry_points_in_several_threads_leave_the_process_setting_as_it_was():
+    """BLAS threads are the process's: filters run from four threads at once had left the process
+    with kbfilter's limit for good (a thread entering while another held it saved that limit as
+    the process's setting, and restored it last)."""
+    import copy
+    from concurrent.futures import ThreadPoolExecutor
+
+    states, obs = kb.systems.Rotation().simulate(300, rng=0)
+    runs = [kb.systems.Rotation().simulate(150, rng=r)[1] for r in range(8)]
+    kbf = kb.KernelBayesFilter().fit(states, obs)
+    outside = {i["filepath"]: i["num_threads"] for i in threadpool_info()}
+    previous = kb.blas_threads()
+    try:
+        kb.set_blas_threads(2 if max(outside.values()) == 1 else 1)   # not what the process has
+        with ThreadPoolExecutor(4) as pool:
+            means = list(pool.map(lambda zs: copy.deepcopy(kbf).batch_filter(zs)[0], runs))
+        assert all(np.all(np.isfinite(m)) for m in means)
+        assert {i["filepath"]: i["num_threads"] for i in threadpool_info()} == outside
+    finally:
+        kb.set_blas_threads(previous)
+
+
 # -- tuning --------------------------------------------------------------------------------------
 def test_tune_filter_reports_why_settings_failed():
     # a compression larger than the log is refused by fit (it depends on the data), not before
