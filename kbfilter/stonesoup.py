@@ -589,10 +589,6 @@ class LearnedMotionUpdater(_FilterUpdater):
     def _belief_at(self, state):
         return _track_filter_at(self.filter, state)
 
-    @staticmethod
-    def _control_dimension():
-        return None  # the learned motion takes no control
-
     _carried = staticmethod(_with_track_filter)
 
     def predict_measurement(self, predicted_state, measurement_model=None, measurement_noise=True, **kwargs):
