@@ -1068,6 +1068,9 @@ def test_a_controlled_system_of_ones_own_is_simulated_by_a_policy_and_filtered_w
     with pytest.raises(ValueError, match=r"^policy\(x, rng\) at step 0: expected a control of shape \(2,\), got "
                                          r"shape \(1,\)$"):
         kb.systems.controlled_run(system, 5, lambda x, rng: np.array([0.5]))
+    with pytest.raises(ValueError, match=r"^policy: expected a callable policy\(x, rng\) giving each step's control, "
+                                         r"got ndarray$"):
+        kb.systems.controlled_run(system, 5, np.array([0.5, 0.1]))
 
 
 def test_a_noise_covariance_written_as_a_method_is_named():

@@ -488,12 +488,12 @@ def controlled_run(system, T, policy, rng=None, burn_in=0, return_latent=False):
     T = check_int(T, "T")
     burn_in = check_int(burn_in, "burn_in", minimum=0)
     rng = check_rng(rng, "rng")
-    check_simulation_memory(system, T, system.dim_u)
-    x = system.initial_state(rng)
-    states, controls = np.empty((T, system.dim_x)), np.empty((T, system.dim_u))
     if not callable(policy):
         raise ValueError(f"policy: expected a callable policy(x, rng) giving each step's control, got "
                          f"{type(policy).__name__}")
+    check_simulation_memory(system, T, system.dim_u)
+    x = system.initial_state(rng)
+    states, controls = np.empty((T, system.dim_x)), np.empty((T, system.dim_u))
     for t in range(burn_in + T):
         # checked a step at a time: a control of the wrong length would broadcast into the model
         u = check_step_control(policy(x, rng), system.dim_u, f"policy(x, rng) at step {t}")
