@@ -205,6 +205,28 @@ def test_a_neighbourhood_larger_than_the_log_is_refused_and_the_default_fits_a_s
     kb.KernelBayesFilter(n_neighbors=10**6).fit(states, obs)
 
 
+def test_a_knn_embedding_given_as_the_transition_keeps_its_neighbourhood_inside_the_log():
+    """A template's neighbourhood past the log had been cut to the log without a word, a bad one
+    raised a TypeError, and the filter's own ``n_neighbors`` beside it was silently not read."""
+    states, obs = kb.systems.Rotation().simulate(40, rng=0)
+    template = kb.ConditionalEmbedding(method="knn", n_neighbors=12)
+    for params, refusal in [({"n_neighbors": 50}, r"^transition\.n_neighbors: expected at most 39 \(the logged"),
+                            ({"n_neighbors": "a"}, r"^transition\.n_neighbors: expected an integer, got 'a'$")]:
+        with pytest.raises(ValueError, match=refusal):
+            kb.KernelBayesFilter(transition=clone(template).set_params(**params)).fit(states, obs)
+    with pytest.raises(ValueError, match=r"^n_neighbors: .* its own n_neighbors=12; expected None$"):
+        kb.KernelBayesFilter(transition=template, n_neighbors=5).fit(states, obs)
+    # compression keeps fewer transitions than the log holds: the neighbourhood must fit in those
+    for given in (template, "knn"):
+        with pytest.raises(ValueError, match=r"n_neighbors: expected at most 10 \(the transitions compress keeps\)"):
+            kb.KernelBayesFilter(transition=given, n_neighbors=None if given is template else 12,
+                                 compress=10).fit(states, obs)
+    # inside the log, the template's neighbourhood is the one the filter uses
+    fitted = kb.KernelBayesFilter(transition=template).fit(states, obs)
+    explicit = kb.KernelBayesFilter(transition="knn", n_neighbors=12).fit(states, obs)
+    np.testing.assert_allclose(fitted.batch_filter(obs[:5])[0], explicit.batch_filter(obs[:5])[0], rtol=1e-12)
+
+
 @pytest.mark.parametrize("template, name, bad, refusal", [
     (kb.KernelBayesFilter(), "scale", -1.0, "scale: expected"),
     (kb.KernelBayesFilter(transition="knn"), "n_neighbors", 0, "n_neighbors: expected an integer >= 1"),

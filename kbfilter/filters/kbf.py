@@ -458,10 +458,12 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
     reg_transition : float or None
         ``lam'`` of the transition; None uses ``reg_prior`` (as Xu et al. (2022) does).
     n_neighbors : int or None
-        Neighbourhood size of the ``knn`` transition, at most the logged transitions; None is
-        ``KNN_NEIGHBORS = 50`` on the exact and Nystrom paths and ``LOCAL_NEIGHBORS = 20`` with
-        ``approximation="local"`` (where a prediction spreads the belief over ``support *
-        n_neighbors`` states), or every transition of a shorter log.
+        Neighbourhood size of the ``knn`` transition, at most the logged transitions (those
+        ``compress`` keeps); None is ``KNN_NEIGHBORS = 50`` on the exact and Nystrom paths and
+        ``LOCAL_NEIGHBORS = 20`` with ``approximation="local"`` (where a prediction spreads the
+        belief over ``support * n_neighbors`` states), or every transition of a shorter log. A
+        ``knn`` ConditionalEmbedding given as ``transition`` brings its own (which must fit in the
+        log too), and this one must be None.
     estimate : {"mean", "raw_mean", "mode"}
         The point estimate ``x``: normalised weighted mean (default), the raw mean
         ``sum_i w_i x_i`` of the update's unnormalised weights (Xu et al. (2022)), or the kernel mode.
@@ -704,7 +706,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         if self.compress is not None and self.compress > len(pred):
             raise ValueError(f"compress: expected at most {len(pred)} (the logged transitions), got {self.compress}")
         if transition_method == "knn" or settings.approximation == "local":
-            self._neighbours(settings.approximation == "local", len(pred))
+            self._neighbours(settings.approximation == "local", len(pred) if self.compress is None else self.compress)
         if controls is not None:
             if self.compress is not None:
                 raise ValueError("compress: a filter fitted with controls keeps every transition; expected None")
@@ -742,9 +744,8 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
             # the localized transition needs the radial kernel itself: its weights are sparse already
             kernel_in = kernel_x if transition_method == "knn" else rule.kernel_x_.frozen()
             embedding.set_params(kernel_in=kernel_in, kernel_out=kernel_x, reg=reg_transition)
-            if transition_method == "knn":
-                embedding.set_params(n_neighbors=min(embedding.n_neighbors, len(pred)) if given
-                                     else self._neighbours(False, len(pred)))
+            if transition_method == "knn" and not given:
+                embedding.set_params(n_neighbors=self._neighbours(False, len(pred)))
             embedding.fit(X[pred], X[pred + 1])
             # over the kept training states: the predecessors' weights moved to their successors
             transition = LearnedTransition(
@@ -824,6 +825,12 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         check_rng(self.random_state)
         if isinstance(self.transition, ConditionalEmbedding):
             transition_method = self.transition.method
+            if transition_method == "knn":
+                check_int(self.transition.n_neighbors, "transition.n_neighbors", minimum=1)
+                if self.n_neighbors is not None:
+                    # two neighbourhood sizes for one transition: neither can be taken silently
+                    raise ValueError(f"n_neighbors: the transition given is a ConditionalEmbedding with its own "
+                                     f"n_neighbors={self.transition.n_neighbors}; expected None")
         else:
             transition_method = check_choice(self.transition, "transition", ("exact", "knn"))
         check_choice(self.estimate, "estimate", ("mean", "raw_mean", "mode"))
@@ -845,11 +852,14 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         default (``n_neighbors=None``), at most all of them on a short log, or the value given,
         which must fit in the log (a value past it is a mistake, not a request for all of them: a
         neighbourhood of the whole log costs a solve on all of it for every state)."""
-        if self.n_neighbors is None:
+        given = isinstance(self.transition, ConditionalEmbedding)
+        if self.n_neighbors is None and not given:
             return min(LOCAL_NEIGHBORS if local else KNN_NEIGHBORS, transitions)
-        k = check_int(self.n_neighbors, "n_neighbors", minimum=1)
+        name = "transition.n_neighbors" if given else "n_neighbors"
+        k = check_int(self.transition.n_neighbors if given else self.n_neighbors, name, minimum=1)
         if k > transitions:
-            raise ValueError(f"n_neighbors: expected at most {transitions} (the logged transitions), got {k}")
+            kept = "the logged transitions" if self.compress is None else "the transitions compress keeps"
+            raise ValueError(f"{name}: expected at most {transitions} ({kept}), got {k}")
         return k
 
     def _reg_transition(self, settings):
