@@ -287,13 +287,27 @@ def check_real(value, name, *, maximum=None):
 
 def check_values(values, name, what="values"):
     """Return ``values`` as a tuple: a non-empty list (not a string, which is iterable, but "0.5"
-    would be tried as "0", ".", "5"); ``what`` says what its entries are, for the message."""
+    would be tried as "0", ".", "5") of distinct candidates (a repeat is a typo for another value,
+    and would be tried twice); ``what`` says what its entries are, for the message."""
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
         raise ValueError(f"{name}: expected a list of {what}, got {values!r}")
     values = tuple(values)
     if not values:
         raise ValueError(f"{name}: expected a list of {what}, got an empty one")
+    for i, value in enumerate(values):
+        if any(_equal(value, other) for other in values[:i]):
+            raise ValueError(f"{name}: expected distinct {what}, got {value!r} twice")
     return values
+
+
+def _equal(a, b):
+    """``a == b`` where that is a plain truth value (numbers, strings, None); objects without
+    an equality of their own (estimators) are equal only to themselves."""
+    try:
+        same = a == b
+    except Exception:  # noqa: BLE001 - a value that cannot be compared is not a repeat
+        return a is b
+    return bool(same) if isinstance(same, (bool, np.bool_)) else a is b
 
 
 def check_positive_values(values, name):

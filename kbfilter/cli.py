@@ -95,6 +95,16 @@ def _grid_axis(text):
     return name, tuple(numbers)
 
 
+def _once(pairs, flag, parser):
+    """``(name, value)`` pairs of a repeatable flag as a dict; a name given twice is an error (one
+    of the two values would be dropped without a word)."""
+    names = [name for name, _ in pairs]
+    for name in names:
+        if names.count(name) > 1:
+            parser.error(f"argument {flag}: {name} given {names.count(name)} times; expected each name once")
+    return dict(pairs)
+
+
 def _add_output_arguments(parser, out, default):
     """``--out`` (its default ``out``, or ``default`` when None) and ``--force``."""
     parser.add_argument("--out", default=None, help=f"output folder (default {out or default})")
@@ -356,13 +366,14 @@ def bench_command(args, parser, folder_per_length=False):
         args.runs = BENCH_SYSTEMS[args.system].quick_runs
     many = folder_per_length or len(args.train_lengths) > 1
     folders = _output_folders(args, parser, f"results/bench-{args.system}", args.train_lengths, many)
-    system_params = dict(args.system_params)
+    system_params = _once(args.system_params, "--system-param", parser)
     backend = _backend(args, parser)
     try:
         check_n_jobs(args.jobs)
         configs = {T: BenchConfig.checked(args.system, args.runs, T, args.test_length, args.methods,
                                           args.validation_length, None, args.search, args.folds, args.seed,
-                                          args.filter_seeds, args.reference, system_params, dict(args.grid_axes))
+                                          args.filter_seeds, args.reference, system_params,
+                                          _once(args.grid_axes, "--grid", parser))
                    for T in args.train_lengths}
         for folder in folders.values():
             writable_folder(folder)

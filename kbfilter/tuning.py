@@ -307,7 +307,7 @@ def check_param_grid(filter, param_grid, name="param_grid"):
     filter : estimator
         The template the grid's settings are set on.
     param_grid : dict
-        ``{parameter name: non-empty list of candidate values}``.
+        ``{parameter name: non-empty list of distinct candidate values}``.
     name : str, default="param_grid"
         The argument's name, for the messages.
 
@@ -478,7 +478,7 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
     states, observations : arrays or lists of arrays
         Training data, as for ``fit``.
     param_grid : dict, optional
-        Values per parameter. By default :func:`default_grid` chooses: :data:`DEFAULT_GRID`
+        Distinct values per parameter. By default :func:`default_grid` chooses: :data:`DEFAULT_GRID`
         (bandwidth scale 0.1-4, both regularisers 1e-6-1) for vector observations, the image
         grids (observation bandwidth down to 0.05 x median) for images.
     validation_length : int or None, default=None

@@ -251,6 +251,15 @@ def test_the_command_line_takes_grid_axes_and_refuses_bad_ones(tmp_path, capsys)
     with pytest.raises(SystemExit) as stop:
         main(["bench", "rotation", "--grid", "bogus=1,2", "--out", str(tmp_path / "b")])
     assert stop.value.code == 2 and "--grid: 'bogus' is not a parameter" in capsys.readouterr().err
+    # a name given twice had kept the last value without a word; a value given twice ran twice
+    for args, refusal in [(["--grid", "scale=0.5", "--grid", "scale=2"], "--grid: scale given 2 times"),
+                          (["--system-param", "noise=0.1", "--system-param", "noise=0.2"],
+                           "--system-param: noise given 2 times"),
+                          (["--grid", "scale=0.5,2,0.5"], "--grid['scale']: expected distinct candidate values")]:
+        with pytest.raises(SystemExit) as stop:
+            main(["bench", "rotation", *args, "--out", str(tmp_path / "d")])
+        assert stop.value.code == 2 and refusal in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()
     assert main(["bench", "rotation", "--runs", "1", "--train-length", "80", "--test-length", "10",
                  "--validation-length", "20", "--methods", "kbf-iw", "--jobs", "1", "--quiet",
                  "--grid", "scale=0.7", "--grid", "reg_prior=0.01", "--grid", "reg_update=0.01",
