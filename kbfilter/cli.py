@@ -364,6 +364,9 @@ def bench_command(args, parser, folder_per_length=False):
                      f"--help)")
     if args.runs is None:
         args.runs = BENCH_SYSTEMS[args.system].quick_runs
+    repeated = [T for T in args.train_lengths if args.train_lengths.count(T) > 1]
+    if repeated:  # the second run would overwrite the first's results
+        parser.error(f"argument --train-length: {repeated[0]} given {len(repeated)} times; expected each length once")
     many = folder_per_length or len(args.train_lengths) > 1
     folders = _output_folders(args, parser, f"results/bench-{args.system}", args.train_lengths, many)
     system_params = _once(args.system_params, "--system-param", parser)

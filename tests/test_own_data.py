@@ -255,7 +255,10 @@ def test_the_command_line_takes_grid_axes_and_refuses_bad_ones(tmp_path, capsys)
     for args, refusal in [(["--grid", "scale=0.5", "--grid", "scale=2"], "--grid: scale given 2 times"),
                           (["--system-param", "noise=0.1", "--system-param", "noise=0.2"],
                            "--system-param: noise given 2 times"),
-                          (["--grid", "scale=0.5,2,0.5"], "--grid['scale']: expected distinct candidate values")]:
+                          (["--grid", "scale=0.5,2,0.5"], "--grid['scale']: expected distinct candidate values"),
+                          # two runs of one length wrote into one folder, the second over the first
+                          (["--train-length", "80", "80"], "--train-length: 80 given 2 times"),
+                          (["--methods", "ekf", "ukf", "ekf"], "--methods: each method once")]:
         with pytest.raises(SystemExit) as stop:
             main(["bench", "rotation", *args, "--out", str(tmp_path / "d")])
         assert stop.value.code == 2 and refusal in capsys.readouterr().err

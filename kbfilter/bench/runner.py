@@ -244,6 +244,8 @@ class BenchConfig:
             raise ValueError("methods: expected at least one method")
         for name in methods:
             check_choice(name, "methods", tuple(CATALOGUE))
+        if len(set(methods)) < len(methods):
+            raise ValueError(f"methods: each method once, got {list(methods)}")
         check_int(runs, "runs")
         check_int(test_length, "test_length")
         check_int(seed, "seed", minimum=0)
