@@ -186,6 +186,12 @@ def test_tune_filter_reports_why_settings_failed():
     with pytest.warns(kb.NumericalWarning, match="1 of 2 settings failed and were skipped"):
         kb.tune_filter(kb.KernelBayesFilter(), states, obs, validation_length=50, progress=False,
                        param_grid={"compress": (500, 40)})
+    # a parameter outside the grid that no fit on the shortened log takes: the template is to blame
+    with pytest.raises(ValueError, match=r"^filter: every setting of the grid failed alike, fitted on the training "
+                                         r"steps before the validation block: ValueError: n_neighbors: expected at "
+                                         r"most 99 \(the logged transitions\), got 120$"):
+        kb.tune_filter(kb.KernelBayesFilter(transition="knn", n_neighbors=120), states, obs, validation_length=50,
+                       progress=False, param_grid={"scale": (0.5, 1.0)})
 
 
 @pytest.mark.parametrize("params", [{"transition": "knn"}, {"approximation": "local"}])
