@@ -304,6 +304,13 @@ def test_the_split_is_by_vehicle_and_reproducible():
         tracks.subset([1, "nosuch"])
     with pytest.raises(ValueError, match="test_size"):
         tracks.split(test_size=1.5)
+    # an integer counts vehicles, as scikit-learn's train_test_split reads it
+    for count in (1, 5, np.int64(len(set(tracks.vehicles)) - 1)):
+        assert len(set(tracks.split(test_size=count, random_state=0)[1].vehicles)) == count
+    with pytest.raises(ValueError, match=rf"^test_size: expected an integer <= {len(set(tracks.vehicles)) - 1}, got"):
+        tracks.split(test_size=len(set(tracks.vehicles)))
+    with pytest.raises(ValueError, match=r"^test_size: expected an integer >= 1, got 0$"):
+        tracks.split(test_size=0)
 
 
 @pytest.mark.parametrize("loader", [load_opensky, load_solent])

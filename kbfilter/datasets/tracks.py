@@ -25,6 +25,7 @@ import csv
 import warnings
 from dataclasses import dataclass, field, replace
 from importlib import resources
+from numbers import Integral
 
 import numpy as np
 
@@ -233,8 +234,9 @@ class TrackSet:
 
         Parameters
         ----------
-        test_size : float, default=0.3
-            The fraction of the vehicles held out (at least one, and at least one left).
+        test_size : float or int, default=0.3
+            The fraction of the vehicles held out (at least one, and at least one left), or, an
+            integer, how many (as scikit-learn's ``train_test_split`` reads it).
         random_state : int, Generator or None
             Which vehicles; the same seed gives the same split.
 
@@ -243,13 +245,19 @@ class TrackSet:
         train, test : TrackSet
             Disjoint in vehicles.
         """
-        fraction = check_positive(test_size, "test_size")
-        if not fraction < 1.0:
-            raise ValueError(f"test_size: expected a fraction between 0 and 1, got {test_size!r}")
+        counted = isinstance(test_size, Integral) and not isinstance(test_size, bool)
+        if not counted:
+            fraction = check_positive(test_size, "test_size")
+            if not fraction < 1.0:
+                raise ValueError(f"test_size: expected a fraction between 0 and 1 or a number of vehicles, "
+                                 f"got {test_size!r}")
         vehicles = sorted(set(self.vehicles))
         if len(vehicles) < 2:
             raise ValueError(f"test_size: a split needs at least two vehicles, the tracks hold {len(vehicles)}")
-        n_test = min(max(1, int(round(fraction * len(vehicles)))), len(vehicles) - 1)
+        if counted:
+            n_test = check_int(test_size, "test_size", maximum=len(vehicles) - 1)
+        else:
+            n_test = min(max(1, int(round(fraction * len(vehicles)))), len(vehicles) - 1)
         test = set(check_rng(random_state).permutation(vehicles)[:n_test].tolist())
         return self.subset(v for v in vehicles if v not in test), self.subset(test)
 
