@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import sklearn
 from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
 from sklearn.gaussian_process.kernels import RBF, Matern
 from threadpoolctl import threadpool_info
 
@@ -95,6 +96,41 @@ def test_n_features_in_and_a_regression_scorer():
     assert np.all(np.isfinite(scores)) and search.best_params_["reg"] != 10.0
     assert kb.KernelBayesFilter().fit(A, B).n_features_in_ == 2
     assert kb.KernelBayesRule().fit(A, B).n_features_in_ == 2
+
+
+@pytest.mark.parametrize("make, fitted_name", [
+    (lambda: kb.KernelBayesFilter(), "rule_"),
+    (lambda: kb.KernelMonteCarloFilter(motion=kb.systems.Rotation()), "particles"),
+    (lambda: kb.LearnedMotionFilter(), "motion_"),
+    (lambda: WindowRegressor(), "obs_shape_"),
+], ids=["kbf", "kmc", "learned-motion", "window"])
+def test_reading_the_belief_or_the_model_before_fit_says_to_fit(make, fitted_name):
+    """The estimate or a fitted attribute read before fit had raised an AttributeError naming an
+    internal attribute (``'_belief'``, ``'model_'``, ``'belief'``) the getter had missed."""
+    import pickle
+
+    unfitted = make()
+    for name in ("x", "P", "x_prior", "P_post", fitted_name):
+        with pytest.raises(NotFittedError, match=rf"^This {type(unfitted).__name__} instance is not fitted yet, "
+                                                 rf"so it has no {name}; call fit first$"):
+            getattr(unfitted, name)
+        assert not hasattr(unfitted, name)   # still an AttributeError, as hasattr and getattr(..., None) read it
+    # names the filter never has, and the noise it takes from elsewhere, keep Python's message
+    for name in ("bogus", "Q"):
+        with pytest.raises(AttributeError, match=rf"^'{type(unfitted).__name__}' object has no attribute '{name}'$"):
+            getattr(unfitted, name)
+    assert type(pickle.loads(pickle.dumps(unfitted))) is type(unfitted)
+
+
+def test_a_particle_filter_read_before_its_belief_says_to_initialize():
+    from kbfilter.filters import ParticleFilter
+
+    pf = ParticleFilter(kb.systems.Rotation(), n_particles=50, rng=0)
+    for name in ("x", "particles", "particle_weights"):
+        with pytest.raises(AttributeError, match=rf"^ParticleFilter: no belief yet, so no {name}; call initialize"):
+            getattr(pf, name)
+    pf.initialize(np.zeros(2), np.eye(2))
+    assert pf.particles.shape == (50, 2) and pf.x.shape == (2,)
 
 
 def test_scikit_learns_rbf_and_matern_kernels_are_accepted_and_equal_ours():

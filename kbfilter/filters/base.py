@@ -8,6 +8,7 @@ from collections import Counter
 
 import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import MISSING_IN_RUN, as_steps, check_int, check_matrix, check_memory, check_observation, \
@@ -478,6 +479,10 @@ class CountedFallbacks:
         return Counter(getattr(getattr(self, "model_", None), "fit_diagnostics", None) or ())
 
 
+#: filterpy's estimate attributes, which exist once the filter has a belief
+_ESTIMATES = frozenset({"x", "P", "x_prior", "P_prior", "x_post", "P_post"})
+
+
 class _Estimate:
     """``x`` or ``P`` of a filter whose belief is not the Gaussian they describe (weights over
     training states, particles, a mixture of Gaussians): read-only. In filterpy assigning ``x``
@@ -539,7 +544,9 @@ class Filter:
       and ``x_post``, ``P_post`` (after ``update``), filterpy's names; ``x`` is 1-D. ``x`` and
       ``P`` are read-only where the belief is not the Gaussian they describe (assigning them would
       not change it): ``initialize`` or ``reset(prior=...)`` sets the belief. Only the Kalman
-      filters hold a ``Q`` and an ``R`` to assign.
+      filters hold a ``Q`` and an ``R`` to assign. Read before the filter has a belief, they (and
+      any fitted attribute) raise an ``AttributeError`` naming the call that gives it one: a
+      ``NotFittedError`` before ``fit``, as scikit-learn's estimators do.
 
     A filter learned from data is a :class:`LearnedFilter`. Subclasses may override
     :meth:`_start_batch` to handle the first step differently (e.g. starting from the first
@@ -571,6 +578,26 @@ class Filter:
     Q = _NoiseElsewhere()
     R = _NoiseElsewhere()
     _noise_source = "the model it learned from the training data"
+
+    def __getattr__(self, name):
+        # Python comes here when a lookup fails, and when a property's getter fails reading state the
+        # filter has not got yet (the belief, the fitted model): that message would name the inner
+        # attribute; say instead which call gives the filter what was asked for
+        if not name.startswith("_") and (name in _ESTIMATES or hasattr(type(self), name)) and not isinstance(
+                inspect.getattr_static(type(self), name, None), _NoiseElsewhere):
+            self._check_ready(name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _check_ready(self, name):
+        """Raise an AttributeError saying which call gives the filter ``name`` when it has no
+        belief yet (a filter learned from data: ``fit``); return when it has one. It runs inside
+        attribute lookup, so it reads the instance's own dict alone (a property would come back)."""
+        if callable(getattr(type(self), "fit", None)):
+            try:
+                check_is_fitted(self)
+            except NotFittedError:
+                raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet, so it has no {name}; "
+                                     f"call fit first") from None
 
     def _belief_call(self):
         """The call that sets the belief from outside (``x``, ``P`` or the particles, assigned,

@@ -48,6 +48,13 @@ class _StartsFromFirstObservation(Filter):
     def _control_dimension(self):
         return motion_control_dimension(self.system)
 
+    def _check_ready(self, name):
+        # the Gaussian filters hold filterpy's zero x and identity P from the start; the others
+        # hold a belief only once initialized (an attribute of theirs, not a property)
+        if vars(self).get("initialized") is False:
+            raise AttributeError(f"{type(self).__name__}: no belief yet, so no {name}; call initialize(x0, P0) "
+                                 f"(batch_filter starts from the first observation by itself)")
+
     def _start_batch(self, zs):
         if self.initialized:
             return 0, []
