@@ -159,6 +159,7 @@ class NystromKernel(_FeatureKernel):
     @property
     def rank_(self):
         """The number of landmarks (features)."""
+        check_is_fitted(self)
         return self.factor_.shape[0]
 
     def features(self, X, check_input=True):
@@ -261,6 +262,7 @@ class RandomFourierKernel(_FeatureKernel):
     @property
     def rank_(self):
         """The number of features."""
+        check_is_fitted(self)
         return self.sampler_.n_components
 
     def features(self, X, check_input=True):

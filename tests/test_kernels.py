@@ -6,7 +6,7 @@ from scipy.spatial.distance import cdist, pdist
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
-from kbfilter import GaussianKernel, LaplaceKernel, LinearKernel, median_distance
+from kbfilter import GaussianKernel, LaplaceKernel, LinearKernel, NystromKernel, RandomFourierKernel, median_distance
 from kbfilter.kernels import median_rows
 from kbfilter.persistence import load, save
 
@@ -59,6 +59,10 @@ def test_batched_and_paired_agree_with_gram(data):
 def test_unfitted_median_kernel_is_reported(data):
     with pytest.raises(NotFittedError, match="fitted"):
         GaussianKernel("median")(data[0])
+    # the approximations' rank, read before fit, named the factor or sampler the getter missed
+    for approximation in (NystromKernel(), RandomFourierKernel()):
+        with pytest.raises(NotFittedError, match="not fitted yet"):
+            approximation.rank_
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0, np.nan, "mean"])

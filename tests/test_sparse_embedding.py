@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import Lasso
 
 import kbfilter as kb
@@ -66,6 +67,11 @@ def test_sparse_method_answers_with_its_coefficients_and_approaches_exact_as_gam
         np.testing.assert_allclose(cme.weights(Q), cme.coef_.T @ cme.kernel_in_(A, Q), atol=1e-12)
         errors.append(np.abs(cme.predict_mean(Q) - exact.predict_mean(Q)).max())
     assert errors[0] > errors[1] > errors[2] and errors[2] < 0.02
+    # another method learns no coefficients: said so, where the getter named an internal class
+    with pytest.raises(AttributeError, match=r"^coef_: only a fit with method='sparse' learns it"):
+        exact.coef_
+    with pytest.raises(NotFittedError):
+        kb.ConditionalEmbedding(method="sparse").n_iter_
 
 
 def test_sparse_transition_in_the_filter_and_saved(tmp_path):

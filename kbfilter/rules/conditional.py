@@ -222,12 +222,20 @@ class ConditionalEmbedding(Persistent, BaseEstimator):
     @property
     def coef_(self):
         """``sparse``: the coefficients ``M`` (see the class's attributes)."""
-        return self.weights_.coef_
+        return self._sparse_fit("coef_")
 
     @property
     def n_iter_(self):
         """``sparse``: the FISTA iterations run."""
-        return self.weights_.n_iter_
+        return self._sparse_fit("n_iter_")
+
+    def _sparse_fit(self, name):
+        check_is_fitted(self, "weights_")
+        if not hasattr(self.weights_, name):
+            # an AttributeError, as for any attribute an estimator does not have (hasattr reads it)
+            raise AttributeError(f"{name}: only a fit with method='sparse' learns it; this embedding was fitted "
+                                 f"with another method")
+        return getattr(self.weights_, name)
 
     def _after_load(self):
         # a saved file is untrusted: the training pairs must be ones fit could have taken, and the
