@@ -430,9 +430,11 @@ def _extend_edges(grid, best, added, counts, max_extensions):
     return grown
 
 
-def _edge_warnings(grid, best, added, max_extensions):
+def _edge_warnings(grid, best, added, max_extensions, score):
     """Warn for each axis whose chosen value is still an end of its (monotone, numeric) list, unless
-    nothing lies past that end (a positive integer axis at 1: see :func:`_beyond`)."""
+    nothing lies past that end (a positive integer axis at 1: see :func:`_beyond`); ``score`` gives
+    the validation MSE of a setting evaluated (None for one that was not), so that the warning says
+    what the last step along the axis gained: a score that has levelled off is worth no more steps."""
     for name, values in grid.items():
         end = _end_chosen(values, best[name])
         if end is None or _beyond(*_end_and_inner(values, end)) is None:
@@ -440,8 +442,14 @@ def _edge_warnings(grid, best, added, max_extensions):
         side = "smallest" if best[name] == min(values) else "largest"
         done = (f"after {len(added[name])} extension(s) of the axis (max_extensions={max_extensions})"
                 if name in added else f"(max_extensions={max_extensions})")
-        warn_user(f"tune_filter: the chosen {name}={best[name]!r} is the {side} value of its grid {done}; the "
-                  f"best value may lie beyond it (raise max_extensions or extend param_grid[{name!r}])", UserWarning)
+        inner = score({**best, name: _end_and_inner(values, end)[1]})
+        gained = ""
+        if inner is not None and np.isfinite(inner) and inner > 0:
+            gained = f"; the step to it from {_end_and_inner(values, end)[1]!r} lowered the validation MSE by " \
+                     f"{(inner - score(best)) / inner:.2%}"
+        warn_user(f"tune_filter: the chosen {name}={best[name]!r} is the {side} value of its grid {done}{gained}; "
+                  f"the best value may lie beyond it (raise max_extensions or extend param_grid[{name!r}])",
+                  UserWarning)
 
 
 def _calibrated_scale(filter, consistency, states):
@@ -661,7 +669,8 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
         warn_user(f"tune_filter: {len(failures)} of {len(scores)} settings failed and were skipped; {cause}",
                   NumericalWarning)
     best_params = dict(zip(names, evaluated[best]))
-    _edge_warnings(grid, best_params, added, max_extensions)
+    _edge_warnings(grid, best_params, added, max_extensions,
+                   lambda params: scores.get(_key(tuple(params[n] for n in names))))
     calibrated = {}
     if calibrate and "covariance_scale" in valid:
         calibrated["covariance_scale"] = _calibrated_scale(filter, consistency[best], states)
