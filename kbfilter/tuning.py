@@ -552,7 +552,8 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
         Before any fit, for a grid value the filter refuses on its own (its ``check_params``, e.g.
         a negative ``scale``). When every setting fails; the message gives the first failure's
         cause, and names ``filter`` rather than ``param_grid`` when every one failed alike on a
-        parameter outside the grid (a neighbourhood larger than the log left for the fits). When
+        parameter outside the grid (a neighbourhood larger than the log left for the fits), or
+        ``states``, ``observations`` or ``controls`` when that refusal names them. When
         only some fail (a value the data rule out, or a numerical failure), a
         :class:`~kbfilter.NumericalWarning` says how many, with the first cause.
 
@@ -662,9 +663,13 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
             alike = set(failures.values())
             if len(failures) == len(scores) and len(alike) == 1 and not any(
                     message.split(": ", 1)[-1].startswith(f"{name}:") for message in alike for name in names):
-                # one refusal of a parameter outside the grid: the grid cannot help, the template must change
-                raise ValueError(f"filter: every setting of the grid failed alike, fitted on the training steps "
-                                 f"before the validation block: {alike.pop()}")
+                # one refusal of something outside the grid: the grid cannot help; the template must change,
+                # or the data when the refusal names them
+                message = alike.pop()
+                named = message.split(": ", 2)[1] if message.count(": ") >= 2 else None
+                argument = named if named in ("states", "observations", "controls") else "filter"
+                raise ValueError(f"{argument}: every setting of the grid failed alike, fitted on the training steps "
+                                 f"before the validation block: {message}")
             raise ValueError(f"param_grid: every evaluated setting failed on the validation data; {cause}")
         warn_user(f"tune_filter: {len(failures)} of {len(scores)} settings failed and were skipped; {cause}",
                   NumericalWarning)

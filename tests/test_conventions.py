@@ -229,6 +229,11 @@ def test_tune_filter_reports_why_settings_failed():
                                          r"most 99 \(the logged transitions\), got 120$"):
         kb.tune_filter(kb.KernelBayesFilter(transition="knn", n_neighbors=120), states, obs, validation_length=50,
                        progress=False, param_grid={"scale": (0.5, 1.0)})
+    # a refusal of the data given names that argument
+    with pytest.raises(ValueError, match=r"^controls: every setting of the grid failed alike, .*: ValueError: "
+                                         r"controls: LearnedMotionFilter learns no control"):
+        kb.tune_filter(kb.LearnedMotionFilter(n_particles=20), states, obs, validation_length=50, progress=False,
+                       param_grid={"n_neighbors": (5, 10)}, controls=np.zeros((len(states), 1)))
 
 
 @pytest.mark.parametrize("params", [{"transition": "knn"}, {"approximation": "local"}])
