@@ -469,7 +469,8 @@ def test_tune_filter_picks_the_best_validation_point_and_never_sees_test_data(ro
                            # a repeat is a typo for another value (1e-3 for 1e-4): it would be tried twice
                            ({"reg_prior": (1e-3, 1e-2, 1e-3)},
                             "param_grid['reg_prior']: expected distinct candidate values, got 0.001 twice"),
-                           ({"scale": (1, 1.0)}, "param_grid['scale']: expected distinct candidate values, got 1.0 twice"),
+                           ({"scale": (1, 1.0)},
+                            "param_grid['scale']: expected distinct candidate values, got 1.0 twice"),
                            ([("scale", (1.0,))], "param_grid: expected a dict"), ({}, "param_grid: expected a dict")]:
         with pytest.raises(ValueError, match=re.escape(expected)):
             kb.tune_filter(KernelBayesFilter(), states, obs, param_grid=grid, progress=False)
