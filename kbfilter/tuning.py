@@ -297,6 +297,10 @@ def default_grid(filter, observations):
 
 #: how many times :func:`tune_filter` may extend each end of each grid axis by default
 MAX_EXTENSIONS = 3
+#: a grid end whose step from its neighbour lowered the validation MSE by less than this fraction
+#: of it is where the score has levelled off (a regulariser's limit): :func:`tune_filter` does not
+#: warn that the best value may lie beyond it
+LEVELLED_OFF = 1e-3
 
 
 def check_param_grid(filter, param_grid, name="param_grid"):
@@ -432,24 +436,22 @@ def _extend_edges(grid, best, added, counts, max_extensions):
 
 def _edge_warnings(grid, best, added, max_extensions, score):
     """Warn for each axis whose chosen value is still an end of its (monotone, numeric) list, unless
-    nothing lies past that end (a positive integer axis at 1: see :func:`_beyond`); ``score`` gives
-    the validation MSE of a setting evaluated (None for one that was not), so that the warning says
-    what the last step along the axis gained: a score that has levelled off is worth no more steps."""
+    nothing lies past that end (a positive integer axis at 1: see :func:`_beyond`), or the score has
+    levelled off there: the step to the end from its neighbour lowered the validation MSE by less
+    than :data:`LEVELLED_OFF` of it. ``score`` gives the validation MSE of a setting evaluated (None
+    for one that was not)."""
     for name, values in grid.items():
         end = _end_chosen(values, best[name])
         if end is None or _beyond(*_end_and_inner(values, end)) is None:
             continue
+        inner = score({**best, name: _end_and_inner(values, end)[1]})
+        if inner is not None and np.isfinite(inner) and inner - score(best) < LEVELLED_OFF * inner:
+            continue
         side = "smallest" if best[name] == min(values) else "largest"
         done = (f"after {len(added[name])} extension(s) of the axis (max_extensions={max_extensions})"
                 if name in added else f"(max_extensions={max_extensions})")
-        inner = score({**best, name: _end_and_inner(values, end)[1]})
-        gained = ""
-        if inner is not None and np.isfinite(inner) and inner > 0:
-            gained = f"; the step to it from {_end_and_inner(values, end)[1]!r} lowered the validation MSE by " \
-                     f"{(inner - score(best)) / inner:.2%}"
-        warn_user(f"tune_filter: the chosen {name}={best[name]!r} is the {side} value of its grid {done}{gained}; "
-                  f"the best value may lie beyond it (raise max_extensions or extend param_grid[{name!r}])",
-                  UserWarning)
+        warn_user(f"tune_filter: the chosen {name}={best[name]!r} is the {side} value of its grid {done}; the "
+                  f"best value may lie beyond it (raise max_extensions or extend param_grid[{name!r}])", UserWarning)
 
 
 def _calibrated_scale(filter, consistency, states):
@@ -561,7 +563,9 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
     -----
     UserWarning
         When a chosen value is still the smallest or largest of its (sorted, numeric) grid list
-        once its extensions are used up: the best value may lie beyond the grid.
+        once its extensions are used up: the best value may lie beyond the grid. Not when the
+        score has levelled off there (the step to that end lowered the validation MSE by less
+        than :data:`LEVELLED_OFF`, 0.1 %, of it: a regulariser near its limit).
 
     Examples
     --------

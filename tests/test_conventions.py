@@ -1,6 +1,5 @@
 """scikit-learn's conventions, BLAS threads and tuning's reports."""
 
-import re
 import warnings
 
 import numpy as np
@@ -315,15 +314,9 @@ def test_tune_filter_refuses_a_template_the_filter_refuses_before_any_fit(count_
 def test_tune_filter_warns_when_the_best_value_is_on_the_edge_of_its_grid():
     states, obs = kb.systems.Rotation().simulate(200, rng=0)
     # rotation's noise wants a small regulariser: 10, 30, 100 puts the best at the low edge
-    with pytest.warns(UserWarning, match=r"the chosen reg_update=10.0 is the smallest value of its grid "
-                                         r"\(max_extensions=0\); the step to it from 30.0 lowered the validation "
-                                         r"MSE by (\d+\.\d\d)%; the best value may lie beyond") as caught:
-        edge = kb.tune_filter(kb.KernelBayesFilter(), states, obs, validation_length=50, progress=False,
-                              param_grid={"reg_update": (10.0, 30.0, 100.0)}, max_extensions=0)
-    # the gain said is the one in the search table: whether the score has levelled off
-    mse = {row["reg_update"]: row["mse"] for row in edge.search_table_}
-    said = re.search(r"by (\d+\.\d\d)%", str(caught[0].message)).group(1)
-    assert said == f"{100 * (mse[30.0] - mse[10.0]) / mse[30.0]:.2f}"
+    with pytest.warns(UserWarning, match=r"the chosen reg_update=10.0 is the smallest value of its grid"):
+        kb.tune_filter(kb.KernelBayesFilter(), states, obs, validation_length=50, progress=False,
+                       param_grid={"reg_update": (10.0, 30.0, 100.0)}, max_extensions=0)
     # by default the grid follows the optimum down instead: 10 / 3, then 10 / 9, ...
     tuned = kb.tune_filter(kb.KernelBayesFilter(), states, obs, validation_length=50, progress=False,
                            param_grid={"reg_update": (10.0, 30.0, 100.0)})

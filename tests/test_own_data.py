@@ -166,6 +166,27 @@ def test_tuning_extends_an_edge_by_the_grids_ratio_until_the_optimum_is_inside(s
     assert caught == []
 
 
+class _Levelling(_Offset):
+    """A 'filter' whose validation MSE is ``dim x (0.01 + exp(-scale))``: it falls as the scale grows
+    and levels off at 0.02, as a regulariser's score does near its limit."""
+
+    def batch_filter(self, zs, us=None):
+        return (np.asarray(zs) + np.sqrt(0.01 + np.exp(-self.scale)),)
+
+
+def test_tuning_does_not_warn_of_an_end_where_the_score_has_levelled_off():
+    """The UNGM growth model's update regulariser gained 0.01 % on its last step, and the warning
+    asked for more extensions that could change nothing."""
+    for grid, warned in [({"scale": (8.0, 16.0, 32.0)}, False),      # 32 gains 1e-5 of the MSE on 16
+                         ({"scale": (1.0, 2.0, 4.0)}, True)]:         # 4 gains 80 % of the MSE on 2
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            tuned = kb.tune_filter(_Levelling(), STATES, STATES, param_grid=grid, validation_length=20,
+                                   progress=False, max_extensions=0)
+        assert tuned.best_params_ == {"scale": grid["scale"][-1]}
+        assert len([w for w in caught if "is the largest value of its grid" in str(w.message)]) == warned
+
+
 def test_tuning_extends_at_most_max_extensions_times_then_warns_at_the_callers_line():
     tuned, caught = _tuned(1000.0, {"scale": (0.5, 1.0, 2.0)})
     assert tuned.extended_params_ == {"scale": (4.0, 8.0, 16.0)}
