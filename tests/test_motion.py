@@ -308,6 +308,10 @@ def test_learned_motion_refuses_what_it_cannot_use(cv_data):
     with pytest.raises(ValueError, match="n_neighbors: expected at most .*; pass a smaller n_neighbors or a "
                                          "longer log"):
         LearnedMotion(n_neighbors=10_000).fit(train)
+    # the filter says so too, before its memory check (which had refused 10**8 neighbours as 37 GB)
+    steps = sum(len(x) - 1 for x in train)
+    with pytest.raises(ValueError, match=rf"^n_neighbors: expected at most the {steps} training steps, got 100000000"):
+        LearnedMotionFilter(CV, n_neighbors=10**8).fit(train, obs)
     lmf = LearnedMotionFilter(CV, inputs=(2, 3), n_particles=50, random_state=0).fit(train, obs)
     with pytest.raises(ValueError, match=r"z: expected length 2, got shape \(3,\)"):
         lmf.update([1.0, 2.0, 3.0])

@@ -100,6 +100,15 @@ UPDATE_ITERATIONS = 20
 MOTION_GRID = {"n_neighbors": (5, 10, 20, 40, 80)}
 
 
+def _checked_neighbours(n_neighbors, steps):
+    """``n_neighbors`` as an int, at most the ``steps`` training steps (their neighbours are taken)."""
+    k = check_int(n_neighbors, "n_neighbors", minimum=1)
+    if k > steps:
+        raise ValueError(f"n_neighbors: expected at most the {steps} training steps, got {k}; pass a smaller "
+                         f"n_neighbors or a longer log")
+    return k
+
+
 def _checked_columns(columns, dim_x, name):
     """``columns`` as distinct integer column indices below ``dim_x``."""
     given, columns = columns, np.asarray(columns).ravel()
@@ -185,12 +194,7 @@ class LearnedMotion(Persistent, BaseEstimator):
         self.steps_ = np.vstack([np.diff(x, axis=0) for x in xs])
         self.n_features_in_ = before.shape[1]
         self.columns_ = self._columns(before.shape[1])
-        n = len(before)
-        k = check_int(self.n_neighbors, "n_neighbors", minimum=1)
-        if n < k:
-            raise ValueError(f"n_neighbors: expected at most the {n} training steps, got {k}; pass a smaller "
-                             f"n_neighbors or a longer log")
-        self.n_neighbors_ = k
+        self.n_neighbors_ = _checked_neighbours(self.n_neighbors, len(before))
         self.inputs_ = inputs = before[:, self.columns_]
         self.scaler_ = StandardScaler().fit(inputs)
         self._index()
@@ -547,6 +551,8 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
         if controls is not None:
             raise ValueError("controls: LearnedMotionFilter learns no control; expected None")
         xs, zs, obs_shape = check_sequences(states, observations)
+        # before the memory check below, which a neighbourhood past the log would fail for that reason
+        _checked_neighbours(self.n_neighbors, sum(len(x) - 1 for x in xs))
         if self.sensor is not None:
             sensor_shape = getattr(self.sensor, "obs_shape", None)
             if sensor_shape is not None and tuple(sensor_shape) != tuple(obs_shape):
