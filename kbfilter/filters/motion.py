@@ -551,8 +551,6 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
         if controls is not None:
             raise ValueError("controls: LearnedMotionFilter learns no control; expected None")
         xs, zs, obs_shape = check_sequences(states, observations)
-        # before the memory check below, which a neighbourhood past the log would fail for that reason
-        _checked_neighbours(self.n_neighbors, sum(len(x) - 1 for x in xs))
         if self.sensor is not None:
             sensor_shape = getattr(self.sensor, "obs_shape", None)
             if sensor_shape is not None and tuple(sensor_shape) != tuple(obs_shape):
@@ -573,6 +571,8 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
         # every step holds each particle's candidate successors: their states, distances, indices and
         # log-likelihoods (a million particles with a thousand neighbours would have the process killed)
         dim_x = xs[0].shape[1]
+        # a neighbourhood past the log would fail the memory check for another reason than its own
+        _checked_neighbours(self.n_neighbors, sum(len(x) - 1 for x in xs))
         check_memory(8.0 * self.n_particles * self.n_neighbors * (dim_x + 3), "n_particles, n_neighbors",
                      f"{self.n_particles:,} particles with {self.n_neighbors:,} candidate successors each "
                      f"({dim_x}-dimensional states)")
