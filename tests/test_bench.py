@@ -20,6 +20,24 @@ def strip_times(rows):
     return [{k: r[k] for k in ("mse", "params")} for r in rows]
 
 
+def test_a_method_that_fails_in_a_run_is_named_with_the_call_that_repeats_the_run(monkeypatch):
+    """A failure deep in a long bench had said what failed but not in which method or run."""
+    import sys
+
+    if sys.version_info < (3, 11):
+        pytest.skip("exception notes are Python 3.11's")
+
+    def fails(self, zs, *args, **kwargs):
+        raise np.linalg.LinAlgError("UnscentedKalman: no sigma points can be drawn")
+
+    monkeypatch.setattr(kb.filters.UnscentedKalman, "batch_filter", fails)
+    with pytest.raises(np.linalg.LinAlgError, match="no sigma points") as caught:
+        run_bench("rotation", runs=1, first_run=3, seed=5, train_length=60, test_length=10, validation_length=20,
+                  methods=["ekf", "ukf"], n_jobs=1, progress=False)
+    assert caught.value.__notes__ == ["kbfilter bench: raised by method 'ukf' in run 3 of seed 5 "
+                                      "(run_bench(..., seed=5, first_run=3, runs=1) repeats it)"]
+
+
 def test_same_seed_gives_identical_tables():
     a = run_bench("rotation", seed=7, n_jobs=1, **TINY)
     b = run_bench("rotation", seed=7, n_jobs=2, **TINY)
