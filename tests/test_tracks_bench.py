@@ -113,6 +113,26 @@ def test_the_same_split_gives_the_same_scores(tmp_path):
     assert all(a["tracks"][0][m]["nis"] > 0 for m in config.methods)
 
 
+def test_a_method_that_fails_on_a_track_is_named_with_the_track_and_split(monkeypatch):
+    from kbfilter.bench.tracks import RECORDINGS, run_tracks_split
+    from kbfilter.filters import InteractingMultipleModel
+
+    if sys.version_info < (3, 11):
+        pytest.skip("exception notes are Python 3.11's")
+
+    def fails(self, zs, *args, **kwargs):
+        raise np.linalg.LinAlgError("the innovation covariance is singular")
+
+    monkeypatch.setattr(InteractingMultipleModel, "batch_filter", fails)
+    config = TracksConfig.checked(splits=1, methods=("cv", "imm"), max_test_tracks=1, map_tracks=0)
+    tracks = RECORDINGS["solent"]()
+    with pytest.raises(np.linalg.LinAlgError, match="singular") as caught:
+        run_tracks_split(config, tracks, 2)
+    vehicle = tracks.split(test_size=config.test_size, random_state=2)[1].vehicles[0]
+    assert caught.value.__notes__ == [f"kbfilter bench: raised by method 'imm' on test track 0 (vehicle {vehicle!r}) "
+                                      f"of split 2"]
+
+
 def test_the_particle_filter_on_constant_velocity_is_that_model_and_is_compared_with_the_best_kalman_one():
     from kbfilter.bench.tracks import RECORDINGS, run_tracks_split
 

@@ -277,18 +277,24 @@ class BenchConfig:
 
 
 @contextlib.contextmanager
-def _named_in_failure(method, seed):
-    """Add to an exception raised inside a note naming ``method`` and the run of ``seed`` (a
-    ``SeedSequence`` spawned by :func:`run_bench`), with the call that repeats that run alone."""
+def failure_noted(note):
+    """Add ``note`` to an exception raised inside (Python 3.11 and later: the traceback ends with
+    it), so that a failure deep in a long benchmark says where it happened."""
     try:
         yield
     except Exception as exc:
-        run = seed.spawn_key[-1] if seed.spawn_key else None
-        where = (f"in run {run} of seed {seed.entropy} (run_bench(..., seed={seed.entropy}, first_run={run}, runs=1) "
-                 f"repeats it)" if run is not None and len(seed.spawn_key) == 1 else f"in the run of {seed!r}")
-        if hasattr(exc, "add_note"):  # Python 3.11 and later
-            exc.add_note(f"kbfilter bench: raised by method {method!r} {where}")
+        if hasattr(exc, "add_note"):
+            exc.add_note(note)
         raise
+
+
+def _run_named(method, seed):
+    """The note of a failure of ``method`` in the run of ``seed`` (a ``SeedSequence`` spawned by
+    :func:`run_bench`), with the call that repeats that run alone."""
+    run = seed.spawn_key[-1] if len(seed.spawn_key) == 1 else None
+    where = (f"in run {run} of seed {seed.entropy} (run_bench(..., seed={seed.entropy}, first_run={run}, runs=1) "
+             f"repeats it)" if run is not None else f"in the run of {seed!r}")
+    return f"kbfilter bench: raised by method {method!r} {where}"
 
 
 def run_trial(config, seed, train_length=None, test_length=None, methods=None, validation_length=None,
@@ -336,7 +342,7 @@ def run_trial(config, seed, train_length=None, test_length=None, methods=None, v
     estimates, particles, weights = {}, {}, {}
     for name in config.methods:
         # a failure says which method and run raised it, and how to run that alone again
-        with _named_in_failure(name, seed):
+        with failure_noted(_run_named(name, seed)):
             method = CATALOGUE[name]
             snapshots = SNAPSHOT_STEPS if keep_estimates and name == config.reference else ()
             # the bench's own bar counts the runs; the fits inside one are quiet

@@ -55,6 +55,7 @@ from ..progress import quiet_progress
 from ..stats import NISRecorder, mean_nees
 from ..systems import ConstantVelocity, CoordinatedTurn, PositionFixes, RangeBearing, dropouts
 from .report import folder_lock, partial_name, provenance, published, writable_folder
+from .runner import failure_noted
 
 __all__ = ["RECORDINGS", "TRACK_METHODS", "HAND_WRITTEN", "DEFAULT_TRACK_METHODS", "TracksConfig", "run_tracks_split",
            "summarise_tracks", "format_tracks_table", "run_tracks_bench"]
@@ -301,7 +302,9 @@ def run_tracks_split(config, tracks, split):
                 filt = factory()
                 innovations = NISRecorder(filt)
                 start = time.perf_counter()
-                means, covs, _, _ = filt.batch_filter(zs, saver=innovations)
+                with failure_noted(f"kbfilter bench: raised by method {name!r} on test track {i} (vehicle "
+                                   f"{vehicle!r}) of split {split}"):
+                    means, covs, _, _ = filt.batch_filter(zs, saver=innovations)
                 elapsed = time.perf_counter() - start - innovations.seconds
                 estimates[name] = means[:, :2]
                 row[name] = {"rmse": _rmse(means, track, np.ones(len(track), bool)),
