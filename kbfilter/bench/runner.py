@@ -341,41 +341,39 @@ def run_trial(config, seed, train_length=None, test_length=None, methods=None, v
            "extended": {}, "mse_per_seed": {}}
     estimates, particles, weights = {}, {}, {}
     for name in config.methods:
-        # a failure says which method and run raised it, and how to run that alone again
-        with failure_noted(_run_named(name, seed)):
-            method = CATALOGUE[name]
-            snapshots = SNAPSHOT_STEPS if keep_estimates and name == config.reference else ()
-            # the bench's own bar counts the runs; the fits inside one are quiet
-            with warnings.catch_warnings(), quiet_progress():
-                warnings.simplefilter("ignore", NumericalWarning)  # counted in diagnostics, not printed
-                # every method that draws random numbers gets the same fresh streams
-                rngs = [np.random.default_rng(s) for s in (streams if method.stochastic else streams[:1])]
-                given, us = (data, test_controls) if method.controls else (data[:2], None)
-                filt = _fitted(method, system, given, rngs[0], row, config)
-                draws = []
-                for k, rng in enumerate(rngs):
-                    draw = filt if k == 0 else _reseeded(method, system, filt, given, rng)
-                    start = time.perf_counter()
-                    seen = test_latent if method.kind == "oracle" else test_obs
-                    means, covs, kept, innovations = _filtered(draw, seen, us, snapshots if k == 0 else ())
-                    seconds = time.perf_counter() - start - (0.0 if innovations is None else innovations.seconds)
-                    draws.append((1000 * seconds / test_length, system.errors(means, test_states), means, kept,
-                                  mean_nees(test_states, means, covs),
-                                  None if innovations is None else innovations.mean()))
-            row["ms_per_step"][name] = float(np.mean([ms for ms, *_ in draws]))
-            for key, consistency in (("nees", [d[-2] for d in draws]), ("nis", [d[-1] for d in draws])):
-                row[key][name] = None if None in consistency else float(np.mean(consistency))
-            errors = {metric: [e[metric] for _, e, *_ in draws] for metric in draws[0][1]}
-            row["mse_per_seed"][name] = errors["mse"]
-            row["mse"][name] = float(np.mean(errors.pop("mse")))
-            for metric, values in errors.items():
-                row["errors"].setdefault(metric, {})[name] = float(np.mean(values))
-            if keep_estimates:
-                _, _, means, kept, *_ = draws[0]
-                estimates[name] = means
-                if kept:
-                    particles[name] = {t: cloud for t, (cloud, _) in kept.items()}
-                    weights[name] = {t: w for t, (_, w) in kept.items()}
+        method = CATALOGUE[name]
+        snapshots = SNAPSHOT_STEPS if keep_estimates and name == config.reference else ()
+        # the bench's own bar counts the runs; the fits inside one are quiet; a failure says which
+        # method and run raised it, and how to run that alone again
+        with warnings.catch_warnings(), quiet_progress(), failure_noted(_run_named(name, seed)):
+            warnings.simplefilter("ignore", NumericalWarning)  # counted in diagnostics, not printed
+            # every method that draws random numbers gets the same fresh streams
+            rngs = [np.random.default_rng(s) for s in (streams if method.stochastic else streams[:1])]
+            given, us = (data, test_controls) if method.controls else (data[:2], None)
+            filt = _fitted(method, system, given, rngs[0], row, config)
+            draws = []
+            for k, rng in enumerate(rngs):
+                draw = filt if k == 0 else _reseeded(method, system, filt, given, rng)
+                start = time.perf_counter()
+                means, covs, kept, innovations = _filtered(draw, test_latent if method.kind == "oracle" else test_obs,
+                                                           us, snapshots if k == 0 else ())
+                seconds = time.perf_counter() - start - (0.0 if innovations is None else innovations.seconds)
+                draws.append((1000 * seconds / test_length, system.errors(means, test_states), means, kept,
+                              mean_nees(test_states, means, covs), None if innovations is None else innovations.mean()))
+        row["ms_per_step"][name] = float(np.mean([ms for ms, *_ in draws]))
+        for key, consistency in (("nees", [d[-2] for d in draws]), ("nis", [d[-1] for d in draws])):
+            row[key][name] = None if None in consistency else float(np.mean(consistency))
+        errors = {metric: [e[metric] for _, e, *_ in draws] for metric in draws[0][1]}
+        row["mse_per_seed"][name] = errors["mse"]
+        row["mse"][name] = float(np.mean(errors.pop("mse")))
+        for metric, values in errors.items():
+            row["errors"].setdefault(metric, {})[name] = float(np.mean(values))
+        if keep_estimates:
+            _, _, means, kept, *_ = draws[0]
+            estimates[name] = means
+            if kept:
+                particles[name] = {t: cloud for t, (cloud, _) in kept.items()}
+                weights[name] = {t: w for t, (_, w) in kept.items()}
     if keep_estimates:
         row["trajectory"] = {"states": test_states, "observations": test_obs, "latent": test_latent,
                              "estimates": estimates, "particles": particles, "particle_weights": weights}
