@@ -294,20 +294,28 @@ def check_values(values, name, what="values"):
     values = tuple(values)
     if not values:
         raise ValueError(f"{name}: expected a list of {what}, got an empty one")
-    for i, value in enumerate(values):
-        if any(_equal(value, other) for other in values[:i]):
+    seen = set()
+    for value in values:
+        key = as_hashable(value)
+        if key in seen:
             raise ValueError(f"{name}: expected distinct {what}, got {value!r} twice")
+        seen.add(key)
     return values
 
 
-def _equal(a, b):
-    """``a == b`` where that is a plain truth value (numbers, strings, None); objects without
-    an equality of their own (estimators) are equal only to themselves."""
+def as_hashable(value):
+    """A hashable stand-in for a candidate value, equal for values that are the same candidate:
+    numbers and strings as they are, lists and arrays by their contents (``inputs=[2, 3]`` is a
+    list), other unhashable objects (and estimators, hashed by identity) only to themselves."""
+    if isinstance(value, np.ndarray):
+        return ("ndarray", value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__,) + tuple(as_hashable(v) for v in value)
     try:
-        same = a == b
-    except Exception:  # noqa: BLE001 - a value that cannot be compared is not a repeat
-        return a is b
-    return bool(same) if isinstance(same, (bool, np.bool_)) else a is b
+        hash(value)
+    except TypeError:
+        return ("object", id(value))
+    return value
 
 
 def check_positive_values(values, name):

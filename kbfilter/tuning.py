@@ -21,8 +21,8 @@ import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.base import clone
 
-from ._validation import (check_bool, check_choice, check_controls, check_int, check_n_jobs, check_rng, check_sequences,
-                          check_values)
+from ._validation import (as_hashable, check_bool, check_choice, check_controls, check_int, check_n_jobs, check_rng,
+                          check_sequences, check_values)
 from ._warnings import warn_user
 from .filters.grids import (BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, MONTE_CARLO_IMAGE_GRID,
                             MONTE_CARLO_SCALABLE_IMAGE_GRID, NEAREST_IMAGE_GRID, NEIGHBOUR_GRID, SCALABLE_BLUR_GRID,
@@ -165,23 +165,9 @@ def _same(a, b):
     return a is b or (isinstance(a, (str, Real)) and isinstance(b, (str, Real)) and type(a) is type(b) and a == b)
 
 
-def _hashable(value):
-    """A hashable stand-in for a grid value: lists and arrays by their contents (``inputs=[2, 3]``
-    is a list), other unhashable objects by identity, as :func:`_same` compares them."""
-    if isinstance(value, np.ndarray):
-        return ("ndarray", value.dtype.str, value.shape, value.tobytes())
-    if isinstance(value, (list, tuple)):
-        return (type(value).__name__,) + tuple(_hashable(v) for v in value)
-    try:
-        hash(value)
-    except TypeError:
-        return ("object", id(value))
-    return value
-
-
 def _key(point):
     """A grid point (a tuple of values) as a dictionary key."""
-    return tuple(_hashable(v) for v in point)
+    return tuple(as_hashable(v) for v in point)
 
 
 def _reused(fitted, fitted_with, params):
@@ -646,7 +632,7 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
                 break
 
     added, counts = {}, Counter()
-    current = [valid[n] if any(_hashable(v) == _hashable(valid[n]) for v in grid[n]) else grid[n][len(grid[n]) // 2]
+    current = [valid[n] if any(as_hashable(v) == as_hashable(valid[n]) for v in grid[n]) else grid[n][len(grid[n]) // 2]
                for n in names]
     while True:
         if search == "grid":
