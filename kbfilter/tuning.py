@@ -651,12 +651,12 @@ def tune_filter(filter, states, observations, param_grid=None, validation_length
         cause = f"the first, {dict(zip(names, evaluated[first]))}, raised {failures[first]}"
         if not np.isfinite(scores[best]):
             alike = set(failures.values())
-            if len(failures) == len(scores) and len(alike) == 1 and not any(
-                    message.split(": ", 1)[-1].startswith(f"{name}:") for message in alike for name in names):
+            # each failure is "Error: argument: what was expected"; the argument the refusal names
+            message = next(iter(alike))
+            named = message.split(": ", 2)[1] if message.count(": ") >= 2 else None
+            if len(failures) == len(scores) and len(alike) == 1 and named not in names:
                 # one refusal of something outside the grid: the grid cannot help; the template must change,
                 # or the data when the refusal names them
-                message = alike.pop()
-                named = message.split(": ", 2)[1] if message.count(": ") >= 2 else None
                 argument = named if named in ("states", "observations", "controls") else "filter"
                 raise ValueError(f"{argument}: every setting of the grid failed alike, fitted on the training steps "
                                  f"before the validation block: {message}")
