@@ -35,9 +35,8 @@ __all__ = ["blas_threads", "set_blas_threads", "limited_blas"]
 _ENV = "KBFILTER_BLAS_THREADS"
 _local = threading.local()
 _controller = None
-# the thread whose entry point holds the process's BLAS limit, if any (see limited_blas)
-_lock = threading.Lock()
-_owner = None
+# held by the thread whose entry point holds the process's BLAS limit (see limited_blas)
+_limit_held = threading.Lock()
 
 
 def _parse(value, name):
@@ -101,17 +100,13 @@ def limited_blas(func):
     """
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        global _owner
         if _setting is None or getattr(_local, "active", False):
             return func(*args, **kwargs)
         # BLAS threads are the process's, not a thread's: one thread at a time sets the limit and
         # restores what it found. Had each thread saved and restored its own, a thread entering
         # while another held the limit would have saved that limit as the process's setting and
         # left it behind (one BLAS thread for the rest of the process)
-        with _lock:
-            owner = _owner is None
-            if owner:
-                _owner = threading.get_ident()
+        owner = _limit_held.acquire(blocking=False)
         _local.active = True
         try:
             if not owner:  # run under the limit another thread holds (or, once it is done, none)
@@ -121,7 +116,6 @@ def limited_blas(func):
         finally:
             _local.active = False
             if owner:
-                with _lock:
-                    _owner = None
+                _limit_held.release()
 
     return wrapper
