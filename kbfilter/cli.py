@@ -95,13 +95,17 @@ def _grid_axis(text):
     return name, tuple(numbers)
 
 
+def _given_once(items, flag, parser, what="name"):
+    """A parser error for the first of ``items`` given more than once to ``flag`` (one of the values
+    would be dropped without a word, or one run done twice)."""
+    for item in items:
+        if items.count(item) > 1:
+            parser.error(f"argument {flag}: {item} given {items.count(item)} times; expected each {what} once")
+
+
 def _once(pairs, flag, parser):
-    """``(name, value)`` pairs of a repeatable flag as a dict; a name given twice is an error (one
-    of the two values would be dropped without a word)."""
-    names = [name for name, _ in pairs]
-    for name in names:
-        if names.count(name) > 1:
-            parser.error(f"argument {flag}: {name} given {names.count(name)} times; expected each name once")
+    """``(name, value)`` pairs of a repeatable flag as a dict, each name given once."""
+    _given_once([name for name, _ in pairs], flag, parser)
     return dict(pairs)
 
 
@@ -364,9 +368,8 @@ def bench_command(args, parser, folder_per_length=False):
                      f"--help)")
     if args.runs is None:
         args.runs = BENCH_SYSTEMS[args.system].quick_runs
-    repeated = [T for T in args.train_lengths if args.train_lengths.count(T) > 1]
-    if repeated:  # the second run would overwrite the first's results
-        parser.error(f"argument --train-length: {repeated[0]} given {len(repeated)} times; expected each length once")
+    # the second run of a length would overwrite the first's results
+    _given_once(args.train_lengths, "--train-length", parser, "length")
     many = folder_per_length or len(args.train_lengths) > 1
     folders = _output_folders(args, parser, f"results/bench-{args.system}", args.train_lengths, many)
     system_params = _once(args.system_params, "--system-param", parser)
