@@ -165,7 +165,8 @@ def curve_part(lengths, seeds, jobs, out, method="kbf-iw-nystrom", systems=("rot
             start = time.perf_counter()
             rows = run_bench(system, runs=seeds, train_length=T, test_length=200,
                              methods=(method, reference), n_jobs=jobs, progress=False, grid_axes=fixed,
-                             validation_length=validation_length, filter_seeds=filter_seeds, first_run=first_run)
+                             validation_length=validation_length, filter_seeds=filter_seeds, first_run=first_run,
+                             on_error="raise")  # the ratios below pair every run's two methods
             summary = summarise(rows, reference=method)
             wall = time.perf_counter() - start
             tune = float(np.mean([r["tune_s"][method] for r in rows]))

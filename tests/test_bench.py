@@ -4,6 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import joblib
 import numpy as np
 import pytest
 
@@ -33,9 +34,116 @@ def test_a_method_that_fails_in_a_run_is_named_with_the_call_that_repeats_the_ru
     monkeypatch.setattr(kb.filters.UnscentedKalman, "batch_filter", fails)
     with pytest.raises(np.linalg.LinAlgError, match="no sigma points") as caught:
         run_bench("rotation", runs=1, first_run=3, seed=5, train_length=60, test_length=10, validation_length=20,
-                  methods=["ekf", "ukf"], n_jobs=1, progress=False)
+                  methods=["ekf", "ukf"], n_jobs=1, progress=False, on_error="raise")
     assert caught.value.__notes__ == ["kbfilter bench: raised by method 'ukf' in run 3 of seed 5 "
                                       "(run_bench(..., seed=5, first_run=3, runs=1) repeats it)"]
+
+
+SHORT = dict(train_length=60, test_length=10, validation_length=20, methods=["ekf", "ukf", "pf"], progress=False)
+
+
+def _fails_every_other_call(monkeypatch, cls, exc):
+    calls = []
+    batch_filter = cls.batch_filter
+
+    def fails(self, zs, *args, **kwargs):
+        calls.append(1)
+        if len(calls) % 2:
+            raise exc
+        return batch_filter(self, zs, *args, **kwargs)
+
+    monkeypatch.setattr(cls, "batch_filter", fails)
+
+
+def test_a_method_that_fails_in_some_runs_costs_those_runs_entries_not_the_study(monkeypatch, tmp_path):
+    """One method raising in one run had lost every run's results, the others' included."""
+    import warnings
+
+    whole = run_bench("rotation", runs=4, seed=2, n_jobs=1, **SHORT)
+    _fails_every_other_call(monkeypatch, kb.filters.UnscentedKalman, np.linalg.LinAlgError("no sigma points"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rows = run_bench("rotation", runs=4, seed=2, n_jobs=1, **SHORT)
+    assert [r["failed"] for r in rows] == [{"ukf": "LinAlgError: no sigma points"}, {}] * 2
+    notes = [str(w.message) for w in caught if "failed in run" in str(w.message)]
+    assert len(notes) == 2 and all(w.filename == __file__ for w in caught if "failed in run" in str(w.message))
+    assert notes[0].startswith("run_bench: method 'ukf' failed in run 0 of seed 2 (LinAlgError: no sigma "
+                               "points)") and "first_run=0, runs=1, on_error='raise') repeats it" in notes[0]
+    # the other methods' results, and the failed one's in the other runs, are those of the run without failures
+    for row, full in zip(rows, whole):
+        assert row["methods"] == ["ekf", "ukf", "pf"]
+        ran = [m for m in ("ekf", "ukf", "pf") if m not in row["failed"]]
+        assert row["mse"] == {m: full["mse"][m] for m in ran}
+        assert set(row["fit_s"]) == set(row["tune_s"]) == set(row["ms_per_step"]) == set(ran)
+    summary = summarise(rows, reference="ekf")
+    ukf = [full["mse"]["ukf"] for full in whole[1::2]]
+    assert summary["ukf"]["mse_mean"] == pytest.approx(np.mean(ukf), rel=1e-12)
+    assert (summary["ukf"]["runs"], summary["ukf"]["failed"], summary["ukf"]["pairs"]) == (2, 2, 2)
+    assert summary["ukf"]["wins"] == sum(full["mse"]["ekf"] < full["mse"]["ukf"] for full in whole[1::2])
+    timings = ("ms_per_step", "fit_s", "tune_s")
+    untouched = summarise(whole, reference="ekf")["pf"]  # untouched by the other's failures
+    assert {k: v for k, v in summary["pf"].items() if k not in timings} == {
+        k: v for k, v in untouched.items() if k not in timings}
+    table = format_table(summary, 4, "ekf")
+    assert "left out of the MSE" in table.splitlines()[0] and table.splitlines()[3].endswith("2 failed")
+    assert "left out" not in format_table(summarise(whole, "ekf"), 4, "ekf")
+    # the files hold every run, the failed entries with their messages
+    kb.bench.write_results(tmp_path, "rotation", rows, summary, {})
+    lines = (tmp_path / "results.csv").read_text().splitlines()
+    assert lines[0].endswith(",failed") and lines[2] == "0,ukf,,,,,,,LinAlgError: no sigma points"
+    assert json.loads((tmp_path / "results.json").read_text())["runs"][0]["failed"] == rows[0]["failed"]
+
+
+def test_a_run_fails_alike_in_a_worker_and_a_method_failing_everywhere_is_a_row_of_dashes(monkeypatch):
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _fails_every_other_call(monkeypatch, kb.filters.UnscentedKalman, ValueError("bad"))
+        one = run_bench("rotation", runs=2, seed=2, n_jobs=1, **SHORT)
+        monkeypatch.undo()
+        monkeypatch.setattr(kb.filters.UnscentedKalman, "batch_filter",
+                            lambda self, *a, **k: (_ for _ in ()).throw(ValueError("bad")))
+        with joblib.parallel_config(backend="threading"):  # workers that see the patched method
+            two = run_bench("rotation", runs=2, seed=2, n_jobs=2, **SHORT)
+    assert [r["failed"] for r in one] == [{"ukf": "ValueError: bad"}, {}]
+    assert [r["failed"] for r in two] == [{"ukf": "ValueError: bad"}] * 2
+    assert [w.filename for w in caught if "failed in run 1 of seed 2" in str(w.message)] == [__file__]
+    summary = summarise(two, reference="ekf")
+    assert summary["ukf"]["mse_mean"] is None and summary["ukf"]["wins"] == 0 and summary["ukf"]["pairs"] == 0
+    line = format_table(summary, 2, "ekf").splitlines()[3]
+    assert line.split()[:5] == ["ukf", "-", "-", "-", "-"] and line.endswith("2 failed")
+    with pytest.raises(ValueError, match="on_error: expected one of"):
+        run_bench("rotation", runs=1, on_error="skip", **SHORT)
+
+
+def test_a_diverged_method_is_reported_not_a_report_that_fails_after_the_runs(monkeypatch, tmp_path):
+    """An infinite MSE (a filter that diverged) had made the summary refuse the rows after every
+    run had finished, and nothing was written."""
+    batch_filter = kb.filters.ExtendedKalman.batch_filter
+    calls = []
+
+    def diverges(self, zs, *args, **kwargs):
+        means, *rest = batch_filter(self, zs, *args, **kwargs)
+        calls.append(1)
+        if len(calls) != 2:
+            means = means.copy()
+            means[3:] = np.inf
+        return (means, *rest)
+
+    monkeypatch.setattr(kb.filters.ExtendedKalman, "batch_filter", diverges)
+    rows, summary = kb.bench.run_and_report("rotation", tmp_path, runs=3, seed=2, n_jobs=1, print_fn=lambda s: None,
+                                            **{k: v for k, v in SHORT.items()})
+    assert [np.isinf(r["mse"]["ekf"]) for r in rows] == [True, False, True]
+    ekf = summary["ekf"]
+    assert (ekf["runs"], ekf["diverged"], ekf["failed"]) == (1, 2, 0) and ekf["mse_mean"] == rows[1]["mse"]["ekf"]
+    assert ekf["nees_mean"] is None or np.isfinite(ekf["nees_mean"])
+    # paired with the reference, a diverged run is a loss for the one that diverged
+    pf = summarise(rows, reference="ekf")["pf"]
+    assert pf["wins"] == int(rows[1]["mse"]["ekf"] < rows[1]["mse"]["pf"]) and pf["pairs"] == 3
+    ukf = summarise(rows, reference="ukf")["ekf"]
+    assert ukf["wins"] == 2 + int(rows[1]["mse"]["ukf"] < rows[1]["mse"]["ekf"])
+    assert (tmp_path / "results.json").exists() and "2 diverged" in format_table(summary, 3, "pf")
 
 
 def test_same_seed_gives_identical_tables():
@@ -62,9 +170,12 @@ def test_the_report_refuses_rows_and_summaries_that_are_not_the_benchs_by_name()
     with pytest.raises(ValueError, match="runs: expected an integer >= 1"):
         format_table(summarise([row]), 0)
     # a value that is not a number would make a NaN mean, or a TypeError deep in numpy
-    for bad in (np.nan, -1.0, "2", None, True):
-        with pytest.raises(ValueError, match=r"rows\[1\]\['mse'\]\['b'\]: expected a non-negative finite number"):
+    for bad in (-1.0, "2", None, True):
+        with pytest.raises(ValueError, match=r"rows\[1\]\['mse'\]\['b'\]: expected a non-negative number"):
             summarise([row, dict(row, mse={"a": 1.0, "b": bad})])
+    # a NaN MSE is a filter that diverged: counted as such, not averaged
+    diverged = summarise([row, dict(row, mse={"a": 1.0, "b": np.nan})], reference="a")["b"]
+    assert (diverged["runs"], diverged["diverged"], diverged["mse_mean"], diverged["wins"]) == (1, 1, 2.0, 2)
     with pytest.raises(ValueError, match=r"rows\[0\]\['nees'\]\['b'\]: expected a non-negative finite number"):
         summarise([dict(row, nees={"a": None, "b": "x"})])
     heading = dict(row, errors={"heading": {"b": 0.5}})
@@ -206,6 +317,48 @@ def test_what_a_worker_warned_is_said_once_and_a_dependencys_deprecation_not_at_
         reissued(messages)
     assert [(str(w.message), w.filename) for w in caught] == [("a grid edge", __file__),
                                                               ("renamed in the next release", __file__)]
+
+
+def test_work_recorded_in_two_threads_at_once_keeps_each_threads_warnings_and_loses_none_after():
+    """The first thread to start finishing first had left the second's exit restoring the first's
+    recorder: every later warning of the process went to a list nobody read."""
+    import threading
+    import warnings
+
+    from kbfilter._warnings import recorded
+
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+
+    def first():
+        first_in.set()
+        second_in.wait(5)
+        warnings.warn("from the first", UserWarning)
+
+    def second():
+        first_in.wait(5)
+        second_in.set()
+        first_out.wait(5)  # the first has finished recording
+        warnings.warn("from the second", UserWarning)
+
+    results = {}
+
+    def run(name, work):
+        results[name] = recorded(work)[1]
+        if name == "first":
+            first_out.set()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        threads = [threading.Thread(target=run, args=("first", first))]
+        threads[0].start()
+        first_in.wait(5)
+        threads.append(threading.Thread(target=run, args=("second", second)))
+        threads[1].start()
+        for thread in threads:
+            thread.join(10)
+        warnings.warn("after the threads", UserWarning)
+    assert results == {"first": [("from the first", UserWarning)], "second": [("from the second", UserWarning)]}
+    assert [str(w.message) for w in caught] == ["after the threads"]
 
 
 def test_cli_bench_compares_with_the_reference_it_is_given(tmp_path, capsys):
@@ -536,3 +689,15 @@ def test_sigterm_shuts_the_worker_pool_down(tmp_path):
                  "Z" not in open(f"/proc/{w}/stat").read().split(")")[-1].split()[0]}
     assert not alive, f"workers left running after SIGTERM: {sorted(alive)}"
     assert not (tmp_path / "results.json").exists()
+
+
+def test_the_default_reference_is_one_of_the_methods_that_run():
+    """The system's reference had stayed the reference when it was not run: the table compared
+    every method with a method it had no results of, under a heading naming it."""
+    assert kb.bench.BenchConfig.checked("rotation", methods=["kbf-iw", "ekf"]).reference == "kbf-iw"
+    config = kb.bench.BenchConfig.checked("rotation", methods=["ukf", "ekf"])
+    assert config.reference == "ukf"
+    assert kb.bench.BenchConfig.checked("rotation", methods=["ukf", "ekf"], reference="ekf").reference == "ekf"
+    rows = run_bench("rotation", n_jobs=1, **dict(SHORT, runs=2, methods=["ukf", "ekf"]))
+    summary = summarise(rows, config.reference)
+    assert summary["ekf"]["pairs"] == len(rows) and "ukf wins" in format_table(summary, len(rows), config.reference)

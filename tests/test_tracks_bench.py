@@ -62,12 +62,18 @@ def test_the_summary_refuses_results_that_are_not_the_benchs_by_name():
         summarise_tracks([], ("cv",))
     with pytest.raises(ValueError, match=r"results\[0\]\['tracks'\]\[0\]\['imm'\]: expected the method's scores"):
         summarise_tracks([good], ("cv", "imm"))
-    # a NaN would be neither lost nor better, and drop out of every mean
-    for bad in (np.nan, -1.0, "1"):
+    for bad in (-1.0, "1"):
         broken = _split({"cv": [1.0, 2.0], "learned": [1.5, 2.5]})
         broken["tracks"][0]["learned"]["rmse"] = bad
-        with pytest.raises(ValueError, match=r"\['learned'\]\['rmse'\]: expected None or a non-negative finite"):
+        with pytest.raises(ValueError, match=r"\['learned'\]\['rmse'\]: expected None or a non-negative number"):
             summarise_tracks([good, broken], ("cv", "learned"))
+    broken = _split({"cv": [1.0, 2.0], "learned": [1.5, 2.5]})
+    broken["tracks"][0]["learned"]["nees"] = np.inf  # finite RMSE: nothing diverged
+    with pytest.raises(ValueError, match=r"\['learned'\]\['nees'\]: expected None or a non-negative number"):
+        summarise_tracks([broken], ("cv", "learned"))
+    broken["tracks"][0]["learned"].update(failed="ValueError: bad")  # a failure has no scores
+    with pytest.raises(ValueError, match=r"\['learned'\]\['failed'\]: expected None, or the message"):
+        summarise_tracks([broken], ("cv", "learned"))
     summary = summarise_tracks([good], ("cv", "learned"))
     with pytest.raises(ValueError, match="splits: expected an integer"):
         format_tracks_table(summary, "1")
@@ -127,7 +133,7 @@ def test_a_method_that_fails_on_a_track_is_named_with_the_track_and_split(monkey
     config = TracksConfig.checked(splits=1, methods=("cv", "imm"), max_test_tracks=1, map_tracks=0)
     tracks = RECORDINGS["solent"]()
     with pytest.raises(np.linalg.LinAlgError, match="singular") as caught:
-        run_tracks_split(config, tracks, 2)
+        run_tracks_split(config, tracks, 2, on_error="raise")
     vehicle = tracks.split(test_size=config.test_size, random_state=2)[1].vehicles[0]
     assert caught.value.__notes__ == [f"kbfilter bench: raised by method 'imm' on test track 0 (vehicle {vehicle!r}) "
                                       f"of split 2"]
@@ -227,3 +233,51 @@ def test_the_map_draws_one_panel_a_track_in_kilometres_from_its_start():
     np.testing.assert_allclose(drawn[-1], [1.0, 0.0])     # 1 km east of the start
     with pytest.raises(ValueError, match="truths"):
         plot_tracks([], [])
+
+
+def test_a_track_a_method_fails_or_diverges_on_costs_that_tracks_scores_not_the_study(monkeypatch, tmp_path):
+    """A method raising on one test track had stopped the benchmark, every split's scores lost;
+    one diverging (an infinite or NaN RMSE) had made the summary refuse the results after all
+    the splits had run."""
+    import warnings
+
+    from kbfilter.filters import InteractingMultipleModel
+
+    batch_filter, calls = InteractingMultipleModel.batch_filter, []
+
+    def unreliable(self, zs, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise np.linalg.LinAlgError("the innovation covariance is singular")
+        means, *rest = batch_filter(self, zs, *args, **kwargs)
+        if len(calls) == 2:
+            means = np.full_like(means, np.nan)
+        return (means, *rest)
+
+    config = TracksConfig.checked(splits=1, methods=("cv", "imm"), max_test_tracks=3, map_tracks=0)
+    whole, _ = run_tracks_bench(config, tmp_path / "whole", progress=False, print_fn=lambda s: None)
+    monkeypatch.setattr(InteractingMultipleModel, "batch_filter", unreliable)
+    printed = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results, summary = run_tracks_bench(config, tmp_path / "run", n_jobs=1, progress=False,
+                                            print_fn=printed.append)
+    notes = [str(w.message) for w in caught if "failed on" in str(w.message)]
+    assert len(notes) == 1 and notes[0].startswith("run_tracks_split: method 'imm' failed on 1 of the 3 test tracks "
+                                                   "of split 0 (first on track 0, vehicle ")
+    assert "on_error='raise') repeats the split" in notes[0]
+    tracks = results[0]["tracks"]
+    assert tracks[0]["imm"]["failed"] == "LinAlgError: the innovation covariance is singular"
+    assert tracks[0]["imm"]["rmse"] is None and np.isnan(tracks[1]["imm"]["rmse"])
+    # the other method, and the tracks the failing one ran well on, score as in the run without it
+    assert [t["cv"]["rmse"] for t in tracks] == [t["cv"]["rmse"] for t in whole[0]["tracks"]]
+    assert tracks[2]["imm"]["rmse"] == whole[0]["tracks"][2]["imm"]["rmse"]
+    assert summary["splits"]["rmse"]["imm"] == [pytest.approx(tracks[2]["imm"]["rmse"])]
+    assert summary["left_out"] == {"cv": {"failed": 0, "diverged": 0}, "imm": {"failed": 1, "diverged": 1}}
+    assert ("left out of the means, of 3 test tracks (a learned filter is lost on them): imm 1 failed, 1 diverged"
+            in printed[-2])
+    with open(tmp_path / "run" / "results.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["failed"] for r in rows if r["method"] == "imm"] == [tracks[0]["imm"]["failed"], "", ""]
+    with pytest.raises(ValueError, match="on_error: expected one of"):
+        run_tracks_bench(config, tmp_path / "bad", on_error="skip")

@@ -64,7 +64,7 @@ def make_system(name, params=None):
 REFERENCE = "kbf-iw"
 
 
-def reference_method(system, chosen=None):
+def reference_method(system, chosen=None, methods=None):
     """The method a system's benchmark compares the others with.
 
     Parameters
@@ -73,13 +73,20 @@ def reference_method(system, chosen=None):
         A name in :data:`SYSTEMS`.
     chosen : str or None, default=None
         The user's choice (``--reference``), which wins when given.
+    methods : sequence of str, optional
+        The methods that run: a system's reference that is not among them cannot be compared
+        with, and the first of them is the reference instead.
 
     Returns
     -------
     str
-        ``chosen``, or else the system's reference (:attr:`BenchSystem.reference`).
+        ``chosen``, or else the system's reference (:attr:`BenchSystem.reference`) when it runs,
+        or else the first of ``methods``.
     """
-    return BENCH_SYSTEMS[system].reference if chosen is None else chosen
+    if chosen is not None:
+        return chosen
+    reference = BENCH_SYSTEMS[system].reference
+    return reference if methods is None or reference in methods else list(methods)[0]
 
 
 def observes_images(system):

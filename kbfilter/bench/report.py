@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import wilcoxon
 
-from .._validation import check_int, check_n_jobs
+from .._validation import check_choice, check_int, check_n_jobs
 from ..stats import chi2_band
 from .catalogue import BENCH_SYSTEMS, REFERENCE, make_system
-from .runner import BenchConfig, run_bench
+from .runner import ON_ERROR, BenchConfig, run_bench
 
 __all__ = ["folder_lock", "LOCK_NAME", "summarise", "format_table", "consistency_note", "write_results",
            "run_and_report", "writable_folder", "provenance", "system_parameters", "published", "partial_name"]
@@ -153,12 +153,15 @@ def provenance(system, command=None):
 _ROW_FIELDS = ("mse", "ms_per_step", "fit_s", "tune_s")
 #: what every method's entry of a summary holds, and what format_table needs of it
 _SUMMARY_FIELDS = ("mse_mean", "mse_std", "mse_median", "ms_per_step", "fit_s", "tune_s", "p_value", "wins")
+#: the runs a method's MSE statistics leave out, counted in its entry of a summary
+_LEFT_OUT = ("failed", "diverged")
 
 
-def _checked_number(value, where, *, signed=False):
-    if (isinstance(value, bool) or not isinstance(value, Real) or not np.isfinite(value)
+def _checked_number(value, where, *, signed=False, finite=True):
+    if (isinstance(value, bool) or not isinstance(value, Real) or (finite and not np.isfinite(value))
             or (value < 0 and not signed)):
-        raise ValueError(f"{where}: expected a {'' if signed else 'non-negative '}finite number, got {value!r}")
+        raise ValueError(f"{where}: expected a {'' if signed else 'non-negative '}{'finite ' if finite else ''}number, "
+                         f"got {value!r}")
     return value
 
 
@@ -168,26 +171,41 @@ def _checked_reference(reference):
     return reference
 
 
+def _methods(row):
+    """The methods a row of run_bench ran, in order: its ``methods``, or (a row from before it
+    recorded them) those with an MSE and then those that failed."""
+    return list(row.get("methods") or [*row["mse"], *row.get("failed", {})])
+
+
 def _checked_rows(rows):
     """``rows`` as a list: run_bench's rows, each with a number in every field of :data:`_ROW_FIELDS`
-    for the first row's methods, and the same optional consistency and other errors."""
+    for each of the first row's methods that did not fail in it (an MSE may be infinite or NaN: a
+    filter that diverged), and the same optional consistency and other errors."""
     rows = list(rows) if isinstance(rows, (list, tuple)) else None
     if not rows or not all(isinstance(row, dict) and all(isinstance(row.get(f), dict) for f in _ROW_FIELDS)
                            for row in rows):
         raise ValueError(f"rows: expected the non-empty list of rows run_bench returns, each a dict with "
                          f"{', '.join(_ROW_FIELDS)} per method")
-    methods = list(rows[0]["mse"])
+    methods = _methods(rows[0])
     metrics = rows[0].get("errors", {})
     if not (isinstance(metrics, dict) and all(isinstance(v, dict) for v in metrics.values())):
         raise ValueError("rows[0]['errors']: expected a dict of metrics, each a dict of methods' values")
     for i, row in enumerate(rows):
+        if _methods(row) != methods:
+            raise ValueError(f"rows[{i}]['methods']: expected the first row's methods {methods}, got {_methods(row)}")
+        failed = row.get("failed", {})
+        if not (isinstance(failed, dict) and all(m in methods and isinstance(v, str) for m, v in failed.items())):
+            raise ValueError(f"rows[{i}]['failed']: expected a dict of the methods that raised in the run and their "
+                             f"messages, got {failed!r:.120}")
+        ran = [m for m in methods if m not in failed]
         for field in _ROW_FIELDS:
-            missing = [m for m in methods if m not in row[field]]
+            missing = [m for m in ran if m not in row[field]]
             if missing:
                 raise ValueError(f"rows[{i}][{field!r}]: expected a value for every method of the first row, "
                                  f"missing {missing}")
-            for m in methods:
-                _checked_number(row[field][m], f"rows[{i}][{field!r}][{m!r}]")
+            for m in ran:
+                _checked_number(row[field][m], f"rows[{i}][{field!r}][{m!r}]", finite=field != "mse")
+        scored = [m for m in ran if np.isfinite(row["mse"][m])]
         for key, what in (("nees", "NEES"), ("nis", "NIS")):
             consistency = row.get(key, {})
             if not isinstance(consistency, dict):
@@ -195,20 +213,32 @@ def _checked_rows(rows):
                                  f"{type(consistency).__name__}")
             for m, value in consistency.items():
                 if value is not None:
-                    _checked_number(value, f"rows[{i}][{key!r}][{m!r}]")
+                    _checked_number(value, f"rows[{i}][{key!r}][{m!r}]", finite=m in scored)
         for metric, values in metrics.items():  # every row carries what the first one does
             for m in values:
+                if m in failed:
+                    continue
                 value = row.get("errors", {}).get(metric, {}).get(m) if isinstance(row.get("errors"), dict) else None
                 if value is None:
                     raise ValueError(f"rows[{i}]['errors'][{metric!r}]: expected a value for {m!r}, as the first "
                                      f"row has")
-                _checked_number(value, f"rows[{i}]['errors'][{metric!r}][{m!r}]", signed=True)
+                _checked_number(value, f"rows[{i}]['errors'][{metric!r}][{m!r}]", signed=True, finite=m in scored)
     return rows
+
+
+def _mean(values):
+    return float(np.mean(values)) if len(values) else None
 
 
 def summarise(rows, reference=REFERENCE):
     """Per method: MSE mean, std, median; ms per step; fit and tune time; Wilcoxon p and wins
     of ``reference`` against the method (paired over runs).
+
+    A run in which a method raised (the row's ``failed``) has no entry for it: its statistics
+    leave that run out, and so does the pairing. A run in which it diverged (an infinite or NaN
+    MSE) is left out of its MSE and consistency statistics, and counts in the pairing as a
+    larger error than any finite one (a tie when both diverged). ``runs``, ``failed`` and
+    ``diverged`` count the runs of each kind, ``pairs`` the runs paired with ``reference``.
 
     Parameters
     ----------
@@ -220,32 +250,45 @@ def summarise(rows, reference=REFERENCE):
     Returns
     -------
     dict
-        Method name -> statistics.
+        Method name -> statistics (None where no run is left to give one).
     """
     rows, reference = _checked_rows(rows), _checked_reference(reference)
-    methods = list(rows[0]["mse"])
+    methods = _methods(rows[0])
+
+    def ran(m):
+        return [r for r in rows if m not in r.get("failed", {})]
+
+    def ranked(r, m):  # a diverged run's error is larger than any finite one
+        return r["mse"][m] if np.isfinite(r["mse"][m]) else np.inf
+
     summary = {}
     for m in methods:
-        mse = np.array([r["mse"][m] for r in rows])
+        scored = [r for r in ran(m) if np.isfinite(r["mse"][m])]
+        mse = np.array([r["mse"][m] for r in scored])
         entry = {
-            "mse_mean": float(mse.mean()), "mse_std": float(mse.std(ddof=1)) if len(mse) > 1 else 0.0,
-            "mse_median": float(np.median(mse)),
-            "ms_per_step": float(np.mean([r["ms_per_step"][m] for r in rows])),
-            "fit_s": float(np.mean([r["fit_s"][m] for r in rows])),
-            "tune_s": float(np.mean([r["tune_s"][m] for r in rows])),
-            "p_value": None, "wins": None,
+            "mse_mean": _mean(mse), "mse_std": float(mse.std(ddof=1)) if len(mse) > 1 else 0.0 if len(mse) else None,
+            "mse_median": float(np.median(mse)) if len(mse) else None,
+            "ms_per_step": _mean([r["ms_per_step"][m] for r in ran(m)]),
+            "fit_s": _mean([r["fit_s"][m] for r in ran(m)]),
+            "tune_s": _mean([r["tune_s"][m] for r in ran(m)]),
+            "p_value": None, "wins": None, "pairs": None,
+            "runs": len(scored), "failed": len(rows) - len(ran(m)), "diverged": len(ran(m)) - len(scored),
         }
         for key in ("nees", "nis"):
-            consistency = [r[key][m] for r in rows if r.get(key, {}).get(m) is not None]
-            entry[f"{key}_mean"] = float(np.mean(consistency)) if len(consistency) == len(rows) else None
+            consistency = [r[key][m] for r in scored if r.get(key, {}).get(m) is not None]
+            entry[f"{key}_mean"] = float(np.mean(consistency)) if scored and len(consistency) == len(scored) else None
         for metric, values in rows[0].get("errors", {}).items():  # the system's other errors, e.g. heading
             if m in values:
-                entry[f"{metric}_mean"] = float(np.mean([r["errors"][metric][m] for r in rows]))
+                entry[f"{metric}_mean"] = _mean([r["errors"][metric][m] for r in scored])
         if reference in methods and m != reference:
-            ref = np.array([r["mse"][reference] for r in rows])
-            entry["wins"] = int(np.sum(ref < mse))
-            if len(mse) > 1 and np.any(ref != mse):
-                entry["p_value"] = float(wilcoxon(ref, mse).pvalue)
+            both = [r for r in ran(m) if reference not in r.get("failed", {})]
+            ref = np.array([ranked(r, reference) for r in both])
+            other = np.array([ranked(r, m) for r in both])
+            tied = np.isinf(ref) & np.isinf(other)  # both diverged: no difference between them
+            ref[tied] = other[tied] = 0.0
+            entry["wins"], entry["pairs"] = int(np.sum(ref < other)), len(both)
+            if len(both) > 1 and np.any(ref != other):
+                entry["p_value"] = float(wilcoxon(ref, other).pvalue)
         summary[m] = entry
     return summary
 
@@ -258,43 +301,52 @@ def format_table(summary, runs, reference=REFERENCE):
     summary : dict
         What :func:`summarise` returns.
     runs : int
-        Number of runs (for the wins column).
+        Number of runs (for the wins column, where a summary does not say how many runs were
+        paired).
     reference : str
         The method the wins column compares against.
 
     Returns
     -------
     str
-        The table, one line per method.
+        The table, one line per method; with a last column counting the runs left out of a
+        method's MSE (failed or diverged, see :func:`summarise`) when there are any.
     """
     if not (isinstance(summary, dict) and summary and all(isinstance(m, str) for m in summary)
             and all(isinstance(s, dict) and all(f in s for f in _SUMMARY_FIELDS) for s in summary.values())):
         raise ValueError(f"summary: expected what summarise returns, a non-empty dict of methods with "
                          f"{', '.join(_SUMMARY_FIELDS)}")
     for m, s in summary.items():
-        for field in _SUMMARY_FIELDS:
-            if s[field] is not None or field not in ("p_value", "wins"):
+        for field in (*_SUMMARY_FIELDS, *_LEFT_OUT):  # None: no run left to give it (or no reference to pair with)
+            if s.get(field) is not None:
                 _checked_number(s[field], f"summary[{m!r}][{field!r}]")
     runs, reference = check_int(runs, "runs"), _checked_reference(reference)
     w = max(14, *(len(m) + 2 for m in summary))
     wins_w = max(14, len(reference) + 6)
     extra = [key for key in next(iter(summary.values())) if key.endswith("_mean") and key != "mse_mean"]
     extra_w = [max(10, len(key) - 3) for key in extra]
+    left_out = {m: ", ".join(f"{s[k]} {k}" for k in _LEFT_OUT if s.get(k)) for m, s in summary.items()}
+    left_w = max(len(v) for v in left_out.values())
     head = (f"{'method':<{w}}{'MSE mean ± std':>20}{'median':>9}"
             + "".join(f"{key[:-5]:>{width}}" for key, width in zip(extra, extra_w))
-            + f"{'ms/step':>9}{'fit s':>8}{'tune s':>8}{'p (Wilcoxon)':>14}{f'{reference} wins':>{wins_w}}")
+            + f"{'ms/step':>9}{'fit s':>8}{'tune s':>8}{'p (Wilcoxon)':>14}{f'{reference} wins':>{wins_w}}"
+            + (f"  {'left out of the MSE':<{max(left_w, 19)}}" if left_w else ""))
     lines = [head, "-" * len(head)]
     for m, s in summary.items():
         p = "" if s["p_value"] is None else f"{s['p_value']:.2g}"
-        wins = "" if s["wins"] is None else f"{s['wins']}/{runs}"
-        lines.append(f"{m:<{w}}{s['mse_mean']:>11.4f} ± {s['mse_std']:<6.4f}{s['mse_median']:>9.4f}"
-                     + "".join(_cell(s.get(key), width) for key, width in zip(extra, extra_w))
-                     + f"{s['ms_per_step']:>9.2f}{s['fit_s']:>8.2f}{s['tune_s']:>8.1f}{p:>14}{wins:>{wins_w}}")
+        pairs = runs if s.get("pairs") is None else s["pairs"]
+        wins = "" if s["wins"] is None else f"{s['wins']}/{pairs}"
+        mse = (f"{'-':>11}{'':9}" if s["mse_mean"] is None else
+               f"{s['mse_mean']:>11.4f} ± {s['mse_std']:<6.4f}")
+        lines.append((f"{m:<{w}}{mse}{_cell(s['mse_median'], 9, 4)}"
+                      + "".join(_cell(s.get(key), width) for key, width in zip(extra, extra_w))
+                      + f"{_cell(s['ms_per_step'], 9)}{_cell(s['fit_s'], 8)}{_cell(s['tune_s'], 8, 1)}{p:>14}"
+                      + f"{wins:>{wins_w}}" + (f"  {left_out[m]}" if left_w else "")))
     return "\n".join(lines)
 
 
-def _cell(value, width):
-    return f"{'-':>{width}}" if value is None else f"{value:>{width}.2f}"
+def _cell(value, width, digits=2):
+    return f"{'-':>{width}}" if value is None else f"{value:>{width}.{digits}f}"
 
 
 def consistency_note(dim_x, steps, dim_z=None):
@@ -420,13 +472,16 @@ def _write_table_and_figures(out, system, system_, rows):
     with open(partial_name(out / "results.csv"), "w", newline="") as fh:
         writer = csv.writer(fh)
         metrics = list(rows[0].get("errors", {}))
-        writer.writerow(["run", "method", "mse", *metrics, "nees", "nis", "ms_per_step", "fit_s", "tune_s"])
+        writer.writerow(["run", "method", "mse", *metrics, "nees", "nis", "ms_per_step", "fit_s", "tune_s", "failed"])
         for i, r in enumerate(rows):
-            for m in r["mse"]:
+            for m in _methods(r):
+                if m in r.get("failed", {}):  # no results: the message in the last column
+                    writer.writerow([i, m, *[""] * (len(metrics) + 6), r["failed"][m]])
+                    continue
                 writer.writerow([i, m, r["mse"][m], *(r["errors"][k][m] for k in metrics), r.get("nees", {}).get(m),
-                                 r.get("nis", {}).get(m), r["ms_per_step"][m], r["fit_s"][m], r["tune_s"][m]])
+                                 r.get("nis", {}).get(m), r["ms_per_step"][m], r["fit_s"][m], r["tune_s"][m], ""])
     paths = [out / "results.csv", out / "mse_boxplot.png", out / "trajectory.png"]
-    ax = plot_mse_box({m: [r["mse"][m] for r in rows] for m in rows[0]["mse"]})
+    ax = plot_mse_box({m: [r["mse"].get(m, np.nan) for r in rows] for m in _methods(rows[0])})  # NaN: failed
     ax.set_title(f"{system}: test MSE over {len(rows)} runs")
     save_figure(ax, partial_name(paths[1]))
     traj = rows[0]["trajectory"]
@@ -456,7 +511,7 @@ def _write_table_and_figures(out, system, system_, rows):
 
 def run_and_report(system, out, runs=10, train_length=1000, test_length=200, methods=None, n_jobs=None,
                    seed=0, progress=True, validation_length=None, search="coordinate", n_folds=1, print_fn=print,
-                   command=None, filter_seeds=1, reference=None, system_params=None):
+                   command=None, filter_seeds=1, reference=None, system_params=None, on_error="record"):
     """:func:`~kbfilter.bench.run_bench`, then print the table and write results and figures to ``out``.
 
     Every argument is checked, and ``out`` is made sure to be writable, before the run starts.
@@ -474,7 +529,7 @@ def run_and_report(system, out, runs=10, train_length=1000, test_length=200, met
         Where the table and the closing line go.
     command : list of str, optional
         The command line recorded in ``results.json``.
-    filter_seeds, reference, system_params
+    filter_seeds, reference, system_params, on_error
         As in :func:`~kbfilter.bench.run_bench`.
 
     Returns
@@ -485,13 +540,14 @@ def run_and_report(system, out, runs=10, train_length=1000, test_length=200, met
         What :func:`summarise` returns.
     """
     check_n_jobs(n_jobs)
+    on_error = check_choice(on_error, "on_error", ON_ERROR)
     config = system if isinstance(system, BenchConfig) else BenchConfig.checked(
         system, runs, train_length, test_length, methods, validation_length, None, search, n_folds, seed, filter_seeds,
         reference, system_params)
     out = writable_folder(out)  # before the run, so that its results cannot be lost at the end
     with folder_lock(out):
         start = time.perf_counter()
-        rows = run_bench(config, n_jobs=n_jobs, progress=progress)
+        rows = run_bench(config, n_jobs=n_jobs, progress=progress, on_error=on_error)
         summary = summarise(rows, config.reference)
         print_fn(format_table(summary, config.runs, config.reference))
         model = make_system(config.system, config.system_params)

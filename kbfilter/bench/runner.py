@@ -20,7 +20,7 @@ from joblib import Parallel, delayed
 from sklearn.base import clone
 
 from .._validation import check_bool, check_choice, check_int, check_n_jobs
-from .._warnings import recorded, reissued
+from .._warnings import recorded, reissued, warn_user
 from ..linalg import NumericalWarning
 from ..progress import progress_bar, quiet_progress
 from ..stats import NISRecorder, mean_nees
@@ -28,7 +28,7 @@ from ..threads import limited_blas
 from ..tuning import check_param_grid, check_validation_length, default_validation_length, fitted_on_run, tune_filter
 from .catalogue import CATALOGUE, DEFAULT_METHODS, make_system, reference_method
 
-__all__ = ["BenchConfig", "run_trial", "run_bench", "check_bench_arguments"]
+__all__ = ["BenchConfig", "run_trial", "run_bench", "check_bench_arguments", "ON_ERROR"]
 
 #: test steps after which the reference method's particles are kept for the figure (run 0)
 SNAPSHOT_STEPS = (0, 5, 20)
@@ -259,7 +259,7 @@ class BenchConfig:
             check_choice(reference, "reference", methods)
         grid_axes = _checked_axes(grid_axes, bench_system, methods)
         return cls(system, runs, train_length, test_length, methods, validation_length, param_grid, search, n_folds,
-                   seed, filter_seeds, reference_method(system, reference), system_params, grid_axes)
+                   seed, filter_seeds, reference_method(system, reference, methods), system_params, grid_axes)
 
     def record(self):
         """The configuration as ``results.json`` records it.
@@ -297,9 +297,27 @@ def _run_named(method, seed):
     return f"kbfilter bench: raised by method {method!r} {where}"
 
 
+#: what :func:`run_trial` and :func:`run_bench` do when a method raises in a run
+ON_ERROR = ("record", "raise")
+
+
+def _failure_recorded(row, name, exc, seed):
+    """Take ``name``'s partial entries out of ``row``, record its failure and say so: the other
+    methods' results of the run stand."""
+    for entry in ("tune_s", "fit_s", "params", "extended"):  # what _fitted records before the method can fail
+        row[entry].pop(name, None)
+    row["failed"][name] = f"{type(exc).__name__}: {exc}"
+    run = seed.spawn_key[-1] if len(seed.spawn_key) == 1 else None
+    where = f"in run {run} of seed {seed.entropy}" if run is not None else f"in the run of {seed!r}"
+    again = (f"; run_bench(..., seed={seed.entropy}, first_run={run}, runs=1, on_error='raise') repeats it with its "
+             f"traceback" if run is not None else "; on_error='raise' gives its traceback")
+    warn_user(f"run_bench: method {name!r} failed {where} ({row['failed'][name]}); its results of that run are "
+              f"left out, the run's other methods are kept{again}", UserWarning)
+
+
 def run_trial(config, seed, train_length=None, test_length=None, methods=None, validation_length=None,
               param_grid=None, search="coordinate", keep_estimates=False, n_folds=1, filter_seeds=1, reference=None,
-              system_params=None):
+              system_params=None, on_error="record"):
     """One run: simulate, tune the kernel Bayes filters on validation, filter the test sequence
     with every method. Returns a dict of per-method results (and the test trajectory if asked).
     ``seed`` (an int or a ``numpy.random.SeedSequence``) fixes the data and every draw: the same
@@ -317,8 +335,14 @@ def run_trial(config, seed, train_length=None, test_length=None, methods=None, v
     :func:`~kbfilter.bench.reference_method`) are kept at a few test steps for the figures.
     ``system_params`` builds the system (:func:`~kbfilter.bench.make_system`).
 
+    A method that raises is, with ``on_error="record"``, left out of the run: its message goes
+    into the row's ``failed`` (method -> ``"ExceptionType: message"``), a warning names the method
+    and the run, and the other methods run on. ``on_error="raise"`` lets the exception through,
+    with a note naming the method and the run.
+
     ``config`` is a :class:`BenchConfig` (the arguments after ``seed`` are then not used) or the
     system's name, with the protocol in the other arguments."""
+    on_error = check_choice(on_error, "on_error", ON_ERROR)
     if not isinstance(config, BenchConfig):
         config = BenchConfig.checked(config, 1, train_length, test_length, methods, validation_length, param_grid,
                                      search, n_folds, 0, filter_seeds, reference, system_params)
@@ -338,28 +362,35 @@ def run_trial(config, seed, train_length=None, test_length=None, methods=None, v
         test_states, test_obs, test_latent = system.simulate(test_length, rng, return_latent=True)
         test_controls = None
     row = {"mse": {}, "errors": {}, "nees": {}, "nis": {}, "ms_per_step": {}, "fit_s": {}, "tune_s": {}, "params": {},
-           "extended": {}, "mse_per_seed": {}}
+           "extended": {}, "mse_per_seed": {}, "failed": {}}
     estimates, particles, weights = {}, {}, {}
     for name in config.methods:
         method = CATALOGUE[name]
         snapshots = SNAPSHOT_STEPS if keep_estimates and name == config.reference else ()
         # the bench's own bar counts the runs; the fits inside one are quiet; a failure says which
         # method and run raised it, and how to run that alone again
-        with warnings.catch_warnings(), quiet_progress(), failure_noted(_run_named(name, seed)):
-            warnings.simplefilter("ignore", NumericalWarning)  # counted in diagnostics, not printed
-            # every method that draws random numbers gets the same fresh streams
-            rngs = [np.random.default_rng(s) for s in (streams if method.stochastic else streams[:1])]
-            given, us = (data, test_controls) if method.controls else (data[:2], None)
-            filt = _fitted(method, system, given, rngs[0], row, config)
-            draws = []
-            for k, rng in enumerate(rngs):
-                draw = filt if k == 0 else _reseeded(method, system, filt, given, rng)
-                start = time.perf_counter()
-                means, covs, kept, innovations = _filtered(draw, test_latent if method.kind == "oracle" else test_obs,
-                                                           us, snapshots if k == 0 else ())
-                seconds = time.perf_counter() - start - (0.0 if innovations is None else innovations.seconds)
-                draws.append((1000 * seconds / test_length, system.errors(means, test_states), means, kept,
-                              mean_nees(test_states, means, covs), None if innovations is None else innovations.mean()))
+        try:
+            with warnings.catch_warnings(), quiet_progress(), failure_noted(_run_named(name, seed)):
+                warnings.simplefilter("ignore", NumericalWarning)  # counted in diagnostics, not printed
+                # every method that draws random numbers gets the same fresh streams
+                rngs = [np.random.default_rng(s) for s in (streams if method.stochastic else streams[:1])]
+                given, us = (data, test_controls) if method.controls else (data[:2], None)
+                filt = _fitted(method, system, given, rngs[0], row, config)
+                draws = []
+                for k, rng in enumerate(rngs):
+                    draw = filt if k == 0 else _reseeded(method, system, filt, given, rng)
+                    start = time.perf_counter()
+                    means, covs, kept, innovations = _filtered(
+                        draw, test_latent if method.kind == "oracle" else test_obs, us, snapshots if k == 0 else ())
+                    seconds = time.perf_counter() - start - (0.0 if innovations is None else innovations.seconds)
+                    draws.append((1000 * seconds / test_length, system.errors(means, test_states), means, kept,
+                                  mean_nees(test_states, means, covs),
+                                  None if innovations is None else innovations.mean()))
+        except Exception as exc:  # a method's failure in one run costs that run's entry, not the study
+            if on_error == "raise":
+                raise
+            _failure_recorded(row, name, exc, seed)
+            continue
         row["ms_per_step"][name] = float(np.mean([ms for ms, *_ in draws]))
         for key, consistency in (("nees", [d[-2] for d in draws]), ("nis", [d[-1] for d in draws])):
             row[key][name] = None if None in consistency else float(np.mean(consistency))
@@ -374,6 +405,7 @@ def run_trial(config, seed, train_length=None, test_length=None, methods=None, v
             if kept:
                 particles[name] = {t: cloud for t, (cloud, _) in kept.items()}
                 weights[name] = {t: w for t, (_, w) in kept.items()}
+    row["methods"] = list(config.methods)  # the failed ones included, in the table's order
     if keep_estimates:
         row["trajectory"] = {"states": test_states, "observations": test_obs, "latent": test_latent,
                              "estimates": estimates, "particles": particles, "particle_weights": weights}
@@ -396,7 +428,7 @@ def check_bench_arguments(system, runs=10, train_length=1000, test_length=200, m
 @limited_blas
 def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None, n_jobs=None, seed=0,
               progress=True, validation_length=None, param_grid=None, search="coordinate", n_folds=1,
-              filter_seeds=1, reference=None, system_params=None, grid_axes=None, first_run=0):
+              filter_seeds=1, reference=None, system_params=None, grid_axes=None, first_run=0, on_error="record"):
     """Run the benchmark; returns the per-run rows (the first one keeps its test trajectory).
 
     Every run gets its own spawned seed (``numpy.random.SeedSequence.spawn``), so the same ``seed``
@@ -430,7 +462,8 @@ def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None,
         rather than of Monte Carlo draws, at that many times the cost.
     reference : str, optional
         One of ``methods``, the one compared with the others; run 0 keeps its particles at a few
-        test steps for the figures. Default: the system's :func:`~kbfilter.bench.reference_method`.
+        test steps for the figures. Default: the system's :func:`~kbfilter.bench.reference_method`
+        when it is among ``methods``, else the first of them.
     system_params : dict, optional
         The system's parameters in place of its defaults, e.g. ``{"distinct_walls": False}`` for
         ``localization`` (see :func:`~kbfilter.bench.make_system`).
@@ -441,6 +474,11 @@ def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None,
     first_run : int
         Start at this run: ``first_run=5, runs=5`` makes runs 5 to 9 of the same root seed, the
         rows a ten-run call would end with, so a study can be extended without repeating it.
+    on_error : {"record", "raise"}, default="record"
+        What a method that raises in a run does: ``"record"`` leaves it out of that run (its
+        message in the row's ``failed``, a warning naming the method, the run and the call that
+        repeats it), so that the other runs and methods are kept; ``"raise"`` stops the bench
+        with the exception, noted with the method and the run.
 
     Returns
     -------
@@ -449,10 +487,13 @@ def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None,
         of the squared ``mahalanobis`` over the steps with an innovation; None for a method that
         reports none), ``ms_per_step``, ``fit_s``, ``tune_s``, ``params``,
         ``extended`` (the grid values tuning added past an edge, see
-        :func:`~kbfilter.tune_filter`) and ``mse_per_seed`` by method.
+        :func:`~kbfilter.tune_filter`) and ``mse_per_seed`` by method, ``failed`` (the methods
+        that raised in the run, with their messages; they have no other entry in it) and
+        ``methods`` (every method run, in order).
     """
     check_n_jobs(n_jobs)
     progress = check_bool(progress, "progress")
+    on_error = check_choice(on_error, "on_error", ON_ERROR)
     first_run = check_int(first_run, "first_run", minimum=0)
     if not isinstance(system, BenchConfig):
         system = BenchConfig.checked(system, runs, train_length, test_length, methods, validation_length, param_grid,
@@ -460,7 +501,8 @@ def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None,
     config = system
     # spawned children depend only on their index, so runs first_run... are those of a longer call
     seeds = np.random.SeedSequence(config.seed).spawn(first_run + config.runs)[first_run:]
-    jobs = (delayed(recorded)(run_trial, config, s, keep_estimates=(i == 0)) for i, s in enumerate(seeds))
+    jobs = (delayed(recorded)(run_trial, config, s, keep_estimates=(i == 0), on_error=on_error)
+            for i, s in enumerate(seeds))
     results = Parallel(n_jobs=n_jobs, return_as="generator")(jobs)
     with progress_bar(config.runs, f"bench {config.system}", unit="run", shown=progress) as bar:
         rows, caught = [], []

@@ -32,7 +32,9 @@ of the reported position covariance, the mean NIS of the innovations (filterpy's
 squared, over the steps with an observation) and the time a step. Per split: the mean over tracks. Over
 splits: paired Wilcoxon tests against ``cv`` and against the best hand-written model of each split
 (the lowest mean RMSE among ``cv``, ``ct`` and ``imm``), and, per other method, the test tracks
-on which it is lost (RMSE above twice the split's best hand-written model's).
+on which it is lost (RMSE above twice the split's best hand-written model's). A method that raises on a
+track, or diverges on it (an infinite or NaN RMSE), has no scores there: it is left out of that method's
+means, counted in the report, and a track on which a learned filter is lost.
 """
 
 import csv
@@ -47,7 +49,7 @@ from joblib import Parallel, delayed
 from scipy.stats import wilcoxon
 
 from .._validation import check_bool, check_choice, check_int, check_n_jobs, check_positive
-from .._warnings import recorded, reissued
+from .._warnings import recorded, reissued, warn_user
 from ..datasets import load_opensky, load_solent
 from ..filters import ExtendedKalman, InteractingMultipleModel, KernelBayesFilter, LearnedMotionFilter, ParticleFilter
 from ..filters.motion import LOCAL_MEANS, PROPOSALS
@@ -55,7 +57,7 @@ from ..progress import quiet_progress
 from ..stats import NISRecorder, mean_nees
 from ..systems import ConstantVelocity, CoordinatedTurn, PositionFixes, RangeBearing, dropouts
 from .report import folder_lock, partial_name, provenance, published, writable_folder
-from .runner import failure_noted
+from .runner import ON_ERROR, failure_noted
 
 __all__ = ["RECORDINGS", "TRACK_METHODS", "HAND_WRITTEN", "DEFAULT_TRACK_METHODS", "TracksConfig", "run_tracks_split",
            "summarise_tracks", "format_tracks_table", "run_tracks_bench"]
@@ -257,7 +259,7 @@ def _filters(config, train, sensor, split):
     return factories, fit_s, {"accel": cv.accel, "speed": speed}
 
 
-def run_tracks_split(config, tracks, split):
+def run_tracks_split(config, tracks, split, on_error="record"):
     """Every method's scores on the test tracks of one split.
 
     Parameters
@@ -268,6 +270,11 @@ def run_tracks_split(config, tracks, split):
         The recording.
     split : int
         The split's seed: which vehicles are held out, and the sensor's draws.
+    on_error : {"record", "raise"}, default="record"
+        What a method that raises on a test track does: ``"record"`` gives it no scores on that
+        track (its entry holds ``failed``, the message) and says so in one warning a method, the
+        other tracks and methods going on; ``"raise"`` stops with the exception, noted with the
+        method, the track and the split.
 
     Returns
     -------
@@ -275,13 +282,15 @@ def run_tracks_split(config, tracks, split):
         ``split``, ``n_train`` / ``n_test`` (tracks), ``fit_s`` (method -> seconds), the motion
         noise chosen for ``cv``, ``tracks`` (one dict per test track: ``vehicle``, ``steps``,
         ``missing`` and, per method, ``rmse``, ``rmse_dropouts``, ``nees``, ``ms_per_step`` and
-        ``events``, what the filter's ``diagnostics`` counted, such as reacquisitions) and,
+        ``events``, what the filter's ``diagnostics`` counted, such as reacquisitions, and
+        ``failed``: None, or the message of what it raised on the track) and,
         for the map (first split only), ``paths``: the ``map_tracks`` longest test tracks with
         their observations, dropout mask and every method's estimates.
     """
+    on_error = check_choice(on_error, "on_error", ON_ERROR)
     train, test = tracks.split(test_size=config.test_size, random_state=split)
     sensor = config.sensor_model()
-    rows, paths = [], []
+    rows, paths, failures = [], [], {}
     # the bench's own bar counts the splits; the fits inside one are quiet
     with warnings.catch_warnings(), quiet_progress():
         # reacquisitions and fit reports would repeat on every track: each filter's diagnostics
@@ -302,9 +311,16 @@ def run_tracks_split(config, tracks, split):
                 filt = factory()
                 innovations = NISRecorder(filt)
                 start = time.perf_counter()
-                with failure_noted(f"kbfilter bench: raised by method {name!r} on test track {i} (vehicle "
-                                   f"{vehicle!r}) of split {split}"):
-                    means, covs, _, _ = filt.batch_filter(zs, saver=innovations)
+                try:
+                    with failure_noted(f"kbfilter bench: raised by method {name!r} on test track {i} (vehicle "
+                                       f"{vehicle!r}) of split {split}"):
+                        means, covs, _, _ = filt.batch_filter(zs, saver=innovations)
+                except Exception as exc:  # one track's failure costs that track's scores, not the study
+                    if on_error == "raise":
+                        raise
+                    failures.setdefault(name, []).append((i, vehicle, f"{type(exc).__name__}: {exc}"))
+                    row[name] = {**dict.fromkeys(_TRACK_FIELDS), "events": {}, "failed": failures[name][-1][2]}
+                    continue
                 elapsed = time.perf_counter() - start - innovations.seconds
                 estimates[name] = means[:, :2]
                 row[name] = {"rmse": _rmse(means, track, np.ones(len(track), bool)),
@@ -313,13 +329,20 @@ def run_tracks_split(config, tracks, split):
                              "nees": mean_nees(track[:, :2], means[:, :2], covs[:, :2, :2]),
                              "nis": innovations.mean(),
                              "ms_per_step": 1e3 * elapsed / len(track),
-                             "events": {k: int(v) for k, v in dict(getattr(filt, "diagnostics", {})).items()}}
+                             "events": {k: int(v) for k, v in dict(getattr(filt, "diagnostics", {})).items()},
+                             "failed": None}
             rows.append(row)
             if i in drawn:
                 observed = (np.array([np.full(2, np.nan) if z is None else z for z in zs])
                             if config.sensor == "fixes" else None)
                 paths.append({"vehicle": vehicle, "truth": track[:, :2], "observations": observed,
                               "missing": missing, "estimates": estimates})
+    for name, failed in failures.items():  # outside the block that silences the fits
+        i, vehicle, message = failed[0]
+        warn_user(f"run_tracks_split: method {name!r} failed on {len(failed)} of the {len(rows)} test tracks of split "
+                  f"{split} (first on track {i}, vehicle {vehicle!r}: {message}); it has no scores on them, the "
+                  f"other tracks and methods are kept; run_tracks_split(config, tracks, {split}, on_error='raise') "
+                  f"repeats the split with its traceback", UserWarning)
     return {"split": split, "n_train": len(train), "n_test": len(test), "fit_s": fit_s, **noise, "tracks": rows,
             "paths": paths}
 
@@ -345,9 +368,15 @@ def _paired(values, reference):
 _TRACK_FIELDS = ("rmse", "rmse_dropouts", "nees", "nis", "ms_per_step")
 
 
+def _scored(scores):
+    """Whether a method's entry of a test track counts in the means: it ran, and did not diverge."""
+    return scores.get("failed") is None and scores["rmse"] is not None and np.isfinite(scores["rmse"])
+
+
 def _checked_results(results, methods):
     """``results`` and ``methods`` as lists, checked as :func:`summarise_tracks` reads them: every
-    test track holds each method's scores, each None or a non-negative finite number."""
+    test track holds each method's scores, each None or a non-negative number, finite unless the
+    method diverged on the track (its RMSE infinite or NaN), all None where it failed."""
     methods = list(methods) if isinstance(methods, (list, tuple)) else None
     if not methods or not all(isinstance(m, str) for m in methods) or len(set(methods)) != len(methods):
         raise ValueError("methods: expected a non-empty list of distinct method names")
@@ -363,12 +392,19 @@ def _checked_results(results, methods):
                 if not (isinstance(scores, dict) and all(f in scores for f in _TRACK_FIELDS)):
                     raise ValueError(f"results[{i}]['tracks'][{j}][{m!r}]: expected the method's scores, with "
                                      f"{', '.join(_TRACK_FIELDS)}")
+                failed = scores.get("failed")
+                if failed is not None and not (isinstance(failed, str)
+                                               and all(scores[f] is None for f in _TRACK_FIELDS)):
+                    raise ValueError(f"results[{i}]['tracks'][{j}][{m!r}]['failed']: expected None, or the message "
+                                     f"of a failure with every score None, got {failed!r}")
+                rmse = scores["rmse"]
+                diverged = isinstance(rmse, Real) and not isinstance(rmse, bool) and not np.isfinite(rmse)
                 for f in _TRACK_FIELDS:
                     value = scores[f]
                     if value is not None and (isinstance(value, bool) or not isinstance(value, Real)
-                                              or not np.isfinite(value) or value < 0):
+                                              or (not diverged and not np.isfinite(value)) or value < 0):
                         raise ValueError(f"results[{i}]['tracks'][{j}][{m!r}][{f!r}]: expected None or a "
-                                         f"non-negative finite number, got {value!r}")
+                                         f"non-negative number (finite unless the RMSE is not), got {value!r}")
                 if not isinstance(scores.get("events", {}), dict):
                     raise ValueError(f"results[{i}]['tracks'][{j}][{m!r}]['events']: expected a dict of counts")
     return results, methods
@@ -393,13 +429,23 @@ def summarise_tracks(results, methods):
         (method -> mean RMSE over the best hand-written model's), ``lost`` / ``better`` (method ->
         test tracks where its RMSE is above twice / below the split's best hand-written model's),
         ``test_tracks``, ``ms_per_step`` (method -> mean over tracks), ``nees_median_track`` and
-        ``nis_median_track`` (method -> the median over test tracks of their mean NEES / NIS) and
-        ``events`` (method -> what its diagnostics counted, summed over tracks).
+        ``nis_median_track`` (method -> the median over test tracks of their mean NEES / NIS),
+        ``events`` (method -> what its diagnostics counted, summed over tracks) and ``left_out``
+        (method -> ``{"failed": tracks, "diverged": tracks}``).
+
+        A method's means are over the test tracks it was scored on: one it raised on, or diverged
+        on (an infinite or NaN RMSE), is left out of them and counted in ``left_out``, and is a
+        track on which it is lost.
     """
     results, methods = _checked_results(results, methods)
     table = {"splits": {}}
     for key in ("rmse", "rmse_dropouts", "nees", "nis"):
-        table["splits"][key] = {m: [_mean([r[m][key] for r in s["tracks"]]) for s in results] for m in methods}
+        table["splits"][key] = {m: [_mean([r[m][key] for r in s["tracks"] if _scored(r[m])]) for s in results]
+                                for m in methods}
+    entries = {m: [r[m] for s in results for r in s["tracks"]] for m in methods}
+    table["left_out"] = {m: {"failed": sum(e.get("failed") is not None for e in entries[m]),
+                             "diverged": sum(e.get("failed") is None and not _scored(e) for e in entries[m])}
+                         for m in methods}
     hand = [m for m in HAND_WRITTEN if m in methods]
     learned = [m for m in methods if m not in HAND_WRITTEN]
     table["test_tracks"] = int(sum(len(s["tracks"]) for s in results))
@@ -418,7 +464,7 @@ def summarise_tracks(results, methods):
     for key in ("nees", "nis"):
         table[f"{key}_median_track"] = {}
         for m in methods:
-            values = [r[m][key] for s in results for r in s["tracks"] if r[m][key] is not None]
+            values = [e[key] for e in entries[m] if _scored(e) and e[key] is not None]
             table[f"{key}_median_track"][m] = float(np.median(values)) if values else None
     table["compared"], table["lost"], table["better"], table["ratio_to_best_hand"] = {}, {}, {}, {}
     if hand:
@@ -429,7 +475,7 @@ def summarise_tracks(results, methods):
         for key in ("rmse", "rmse_dropouts"):
             table["splits"][key]["best-hand"] = [table["splits"][key][b][i] for i, b in enumerate(best)]
         for m in learned:
-            ours = [np.array([np.inf if r[m]["rmse"] is None else r[m]["rmse"] for r in s["tracks"]]) for s in results]
+            ours = [np.array([r[m]["rmse"] if _scored(r[m]) else np.inf for r in s["tracks"]]) for s in results]
             theirs = [np.array([r[b]["rmse"] for r in s["tracks"]], float) for s, b in zip(results, best)]
             table["lost"][m] = int(sum(np.sum(a > 2 * b) for a, b in zip(ours, theirs)))
             table["better"][m] = int(sum(np.sum(a < b) for a, b in zip(ours, theirs)))
@@ -497,6 +543,11 @@ def format_tracks_table(summary, splits):
             lines.append(f"{m}: mean RMSE {_number(ratio, 3)} x the best hand-written model's; better on "
                          f"{summary['better'][m]} and lost (RMSE above twice its) on {summary['lost'][m]} of "
                          f"{summary['test_tracks']} test tracks")
+    left_out = {m: ", ".join(f"{n} {kind}" for kind, n in counts.items() if n)
+                for m, counts in summary.get("left_out", {}).items() if any(counts.values())}
+    if left_out:
+        lines.append(f"left out of the means, of {summary['test_tracks']} test tracks (a learned filter is lost on "
+                     f"them): " + "; ".join(f"{m} {what}" for m, what in left_out.items()))
     counted = {m: e for m, e in summary.get("events", {}).items() if e}
     if counted:
         lines.append("counted over every test track: " + "; ".join(
@@ -521,12 +572,13 @@ def _write_table_and_map(out, config, splits, drawn):
     with open(partial_name(paths[0]), "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(["split", "vehicle", "steps", "missing", "method", "rmse", "rmse_dropouts", "nees", "nis",
-                         "ms_per_step"])
+                         "ms_per_step", "failed"])
         for s in splits:
             for r in s["tracks"]:
                 for m in config.methods:
                     writer.writerow([s["split"], r["vehicle"], r["steps"], r["missing"], m, r[m]["rmse"],
-                                     r[m]["rmse_dropouts"], r[m]["nees"], r[m]["nis"], r[m]["ms_per_step"]])
+                                     r[m]["rmse_dropouts"], r[m]["nees"], r[m]["nis"], r[m]["ms_per_step"],
+                                     r[m].get("failed") or ""])
     if drawn:
         paths.append(out / "tracks.png")
         axes = plot_tracks([p["truth"] for p in drawn], [p["estimates"] for p in drawn],
@@ -536,7 +588,7 @@ def _write_table_and_map(out, config, splits, drawn):
     return paths
 
 
-def run_tracks_bench(config, out, n_jobs=None, progress=True, print_fn=print, command=None):
+def run_tracks_bench(config, out, n_jobs=None, progress=True, print_fn=print, command=None, on_error="record"):
     """Run the benchmark on a recording, print its report and write it to ``out``.
 
     Parameters
@@ -555,6 +607,8 @@ def run_tracks_bench(config, out, n_jobs=None, progress=True, print_fn=print, co
         Where the report goes.
     command : list of str, optional
         The command line recorded in ``results.json``.
+    on_error : {"record", "raise"}, default="record"
+        What a method that raises on a test track does (:func:`run_tracks_split`).
 
     Returns
     -------
@@ -567,6 +621,7 @@ def run_tracks_bench(config, out, n_jobs=None, progress=True, print_fn=print, co
         raise ValueError(f"config: expected a TracksConfig (TracksConfig.checked(...)), got {type(config).__name__}")
     check_n_jobs(n_jobs)
     progress = check_bool(progress, "progress")
+    on_error = check_choice(on_error, "on_error", ON_ERROR)
     out = writable_folder(out)  # before the run, so that its results cannot be lost at the end
     tracks = RECORDINGS[config.data]()
     print_fn(config.describe(tracks))
@@ -575,7 +630,7 @@ def run_tracks_bench(config, out, n_jobs=None, progress=True, print_fn=print, co
         start = time.perf_counter()
         results, caught = [], []
         for result, messages in Parallel(n_jobs=n_jobs, return_as="generator")(
-                delayed(recorded)(run_tracks_split, config, tracks, s) for s in range(config.splits)):
+                delayed(recorded)(run_tracks_split, config, tracks, s, on_error) for s in range(config.splits)):
             results.append(result)
             caught += messages
             if progress:
