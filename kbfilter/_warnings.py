@@ -7,6 +7,7 @@ another depth. :func:`warn_user` counts the frames instead.
 
 import contextlib
 import os
+import re
 import sys
 import threading
 import warnings
@@ -57,8 +58,7 @@ def recorded(func, *args, **kwargs):
     line (multiprocessing's), or never reaches the caller (a Dask worker's log).
 
     Work running at once in several threads of one process (joblib's threading backend, Dask's
-    threaded scheduler) is recorded apart, each thread's warnings its own; the caller's threads
-    warn as they would have.
+    threaded scheduler) is recorded apart, each thread's warnings its own (see :func:`ignored`).
 
     Returns
     -------
@@ -66,62 +66,111 @@ def recorded(func, *args, **kwargs):
         What ``func`` returned, and each warning's text and category.
     """
     log = []
-    with _recording(log):
+    with _scopes.entered(log):
         result = func(*args, **kwargs)
     # what the default filters hide stays hidden (a worker runs library code, none of the
     # caller's): reissued at the caller's line, a dependency's deprecation would read as its own
     return result, [(message, category) for message, category in log if not issubclass(category, _DEVELOPERS)]
 
 
-class _Recorder:
-    """One ``warnings.showwarning`` for every thread recording at once.
+def ignored(*categories, message=None):
+    """A context in which this thread's warnings of ``categories`` (default: all) are dropped, and
+    only this thread's: ``warnings.catch_warnings`` with ``simplefilter("ignore", ...)`` in its
+    place swaps the whole process's warning state in and out.
+
+    Parameters
+    ----------
+    *categories : type
+        ``Warning`` subclasses; none given means every warning.
+    message : str, optional
+        A regular expression the start of the warning's text must match (as a filter's).
+
+    Returns
+    -------
+    context manager
+    """
+    return _scopes.entered((categories or (Warning,), None if message is None else re.compile(message, re.I)))
+
+
+class _ThreadScopes:
+    """One ``warnings.showwarning`` for every thread that records or drops warnings at once.
 
     ``warnings.catch_warnings`` swaps the process's warning state in and out: entered in two
-    threads at once, the second's exit restores the first's recorder for good, and every later
-    warning of the process is lost in a list nobody reads. Here the first thread to record
-    installs one hook, under the process's filters with ``"always"`` in front (a worker's second
-    run must not be muted by its first); it sends each warning to the log of the thread that
-    raised it, and any other thread's to the hook it replaced. The last thread to finish puts the
-    process's state back.
+    threads at once, the one that leaves last restores what the other had set, for good — a
+    recorder no one reads, or an "ignore" filter, and every later warning of the process is lost.
+    Here the first thread to enter a scope installs one hook, with ``"always"`` in front of the
+    process's filters so that each warning reaches it (a worker's second run must not be muted by
+    its first); the hook looks at the scopes of the thread that raised the warning, innermost
+    first: an ignoring one that matches drops it, a recording one keeps it. A thread in no scope,
+    or whose scopes let the warning through, gets it as the process's own filters say (their
+    "ignore" and "error"; any other action shows it). The last scope to end puts the process's
+    state back.
     """
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._logs = {}  # thread ident -> (log, the entry of the recording it sits in, or None)
-        self._saved = self._passed_on = None
+        self._scopes = {}  # thread ident -> its scopes, innermost last
+        self._saved = self._filters = self._passed_on = None
 
     def _show(self, message, category, filename, lineno, file=None, line=None):
-        entry = self._logs.get(threading.get_ident())
-        if entry is None:
-            self._passed_on(message, category, filename, lineno, file, line)
-        else:
-            entry[0].append((str(message), category))
+        text = str(message)
+        for scope in reversed(self._scopes.get(threading.get_ident(), ())):
+            if isinstance(scope, list):
+                scope.append((text, category))
+                return
+            categories, pattern = scope
+            if issubclass(category, categories) and (pattern is None or pattern.match(text)):
+                return
+        # a warning in flight as the last scope ends finds the process's own state back
+        filters, passed_on = self._filters or warnings.filters, self._passed_on or warnings.showwarning
+        action = _action(filters, text, category, filename, lineno)
+        if action == "error":
+            raise message if isinstance(message, Warning) else category(text)
+        if action != "ignore":
+            passed_on(message, category, filename, lineno, file, line)
 
     @contextlib.contextmanager
-    def __call__(self, log):
+    def entered(self, scope):
         ident = threading.get_ident()
         with self._lock:
-            if not self._logs:
+            if not self._scopes:
                 self._saved = warnings.catch_warnings()
                 self._saved.__enter__()
+                self._filters = list(warnings.filters)
                 warnings.simplefilter("always")
                 self._passed_on, warnings.showwarning = warnings.showwarning, self._show
-            outer = self._logs.get(ident)
-            self._logs[ident] = (log, outer)
+            self._scopes.setdefault(ident, []).append(scope)
         try:
             yield
         finally:
             with self._lock:
-                if outer is None:
-                    del self._logs[ident]
-                else:
-                    self._logs[ident] = outer
-                if not self._logs:
+                scopes = self._scopes[ident]
+                scopes.pop()
+                if not scopes:
+                    del self._scopes[ident]
+                if not self._scopes:
                     self._saved.__exit__(None, None, None)
-                    self._saved = self._passed_on = None
+                    self._saved = self._filters = self._passed_on = None
 
 
-_recording = _Recorder()
+def _action(filters, text, category, filename, lineno):
+    """What ``filters`` (``warnings.filters`` as it was) say of a warning, as ``warnings`` decides
+    it; the module is the one whose file raised it."""
+    module = _module_names().get(os.path.abspath(filename)) or os.path.splitext(os.path.basename(filename))[0]
+    for action, pattern, kind, mod, line in filters:
+        if ((pattern is None or pattern.match(text)) and issubclass(category, kind)
+                and (mod is None or mod.match(module)) and line in (0, lineno)):
+            return action
+    return warnings.defaultaction
+
+
+def _module_names():
+    """File -> module name, of the modules imported so far."""
+    return {os.path.abspath(f): name for name, m in list(sys.modules.items())
+            if isinstance(f := getattr(m, "__file__", None), str)}
+
+
+_scopes = _ThreadScopes()
 
 
 def reissued(messages):

@@ -9,7 +9,6 @@ Fourier features of the states. All are fitted with ``fit(Z, X)``: observations 
 matching states.
 """
 
-import warnings
 
 import numpy as np
 from scipy.ndimage import gaussian_filter
@@ -23,6 +22,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._validation import (check_choice, check_int, check_matrix, check_memory, check_positive, check_same_length,
                           check_saved_matrix, check_saved_vector, check_training_magnitude)
+from ._warnings import ignored
 from .kernels import median_distance
 from .persistence import persistent, saved_before_fit, with_saved_layout
 
@@ -425,8 +425,7 @@ class LearnedFeatures(TransformerMixin, BaseEstimator):
         mlp = MLPRegressor(hidden_layer_sizes=layers, activation=self.activation,
                            alpha=self.alpha, max_iter=self.max_iter, random_state=self.random_state,
                            )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
+        with ignored(ConvergenceWarning):
             mlp.fit((inputs - centre) / self.input_scale_, targets[:, 0] if targets.shape[1] == 1 else targets)
         # keep the hidden layers only: arrays, so the features can be saved without pickle
         self.weights_ = [w.copy() for w in mlp.coefs_[:-1]]

@@ -10,7 +10,6 @@ warning, and a ``LinAlgError`` when LU finds the matrix singular (a solve would 
 The factor records which rule was used, so callers can report it.
 """
 
-import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -19,7 +18,7 @@ from scipy.linalg.lapack import dgetrs as getrs, dpotrf as potrf, dpotrs as potr
 
 from ._validation import (check_indices, check_int, check_matrix, check_memory, check_positive, check_square,
                           check_vector)
-from ._warnings import warn_user
+from ._warnings import ignored, warn_user
 from .persistence import persistent
 from .progress import progress_bar
 
@@ -194,8 +193,7 @@ def _factor_symmetric(A, name, warn):
             continue
         break
     else:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", LinAlgWarning)  # scipy's warning of a zero pivot; raised below
+        with ignored(LinAlgWarning):  # scipy's warning of a zero pivot; raised below
             lu, pivots = lu_factor(A, check_finite=False)
         if not np.all(np.diag(lu)):
             raise LinAlgError(f"{name}: singular (Cholesky failed and LU found a zero pivot); cannot factor")

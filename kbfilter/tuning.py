@@ -12,7 +12,6 @@ import copy
 import inspect
 import itertools
 import time
-import warnings
 from collections import Counter
 from collections.abc import Mapping
 from numbers import Real
@@ -23,7 +22,7 @@ from sklearn.base import clone
 
 from ._validation import (as_hashable, check_bool, check_choice, check_controls, check_int, check_n_jobs, check_rng,
                           check_sequences, check_values)
-from ._warnings import warn_user
+from ._warnings import ignored, warn_user
 from .filters.grids import (BLUR_GRID, DEFAULT_GRID, FEATURE_GRID, IMAGE_GRID, MONTE_CARLO_IMAGE_GRID,
                             MONTE_CARLO_SCALABLE_IMAGE_GRID, NEAREST_IMAGE_GRID, NEIGHBOUR_GRID, SCALABLE_BLUR_GRID,
                             SCALABLE_GRID)
@@ -198,8 +197,7 @@ def _validation_scores(estimator, settings, train, validation):
         # its numerical events belong to a setting that may lose, and what its fit says of the data
         # the final fit says once, at the caller's line (in a worker process they had printed at
         # multiprocessing's, once per candidate)
-        with warnings.catch_warnings(), quiet_progress():
-            warnings.simplefilter("ignore")
+        with ignored(), quiet_progress():
             try:
                 kbf = _reused(fitted, fitted_with, params)
                 if kbf is None:

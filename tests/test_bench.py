@@ -361,6 +361,68 @@ def test_work_recorded_in_two_threads_at_once_keeps_each_threads_warnings_and_lo
     assert [str(w.message) for w in caught] == ["after the threads"]
 
 
+def test_warnings_ignored_in_two_threads_at_once_are_each_threads_own_and_none_stay_ignored():
+    """Two threads ignoring warnings with catch_warnings at once had left the process with the
+    filter of the one that started last: after it, every warning of that kind was dropped."""
+    import threading
+    import warnings
+
+    from kbfilter._warnings import ignored
+
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    let_through = []
+
+    def first():
+        with ignored(UserWarning):
+            first_in.set()
+            second_in.wait(5)
+            warnings.warn("dropped in the first", UserWarning)
+            warnings.warn("the first's other kind", FutureWarning)
+        first_out.set()
+
+    def second():
+        first_in.wait(5)
+        with ignored(RuntimeWarning):
+            second_in.set()
+            first_out.wait(5)  # the first has left its scope
+            warnings.warn("dropped in the second", RuntimeWarning)
+            warnings.warn("not the second's to drop", UserWarning)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        threads = [threading.Thread(target=first), threading.Thread(target=second)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+        warnings.warn("after the threads", UserWarning)
+        warnings.warn("after the threads", RuntimeWarning)
+        let_through = [(str(w.message), w.category) for w in caught]
+    assert let_through == [("the first's other kind", FutureWarning), ("not the second's to drop", UserWarning),
+                           ("after the threads", UserWarning), ("after the threads", RuntimeWarning)]
+
+
+def test_what_a_scope_lets_through_follows_the_callers_filters():
+    import warnings
+
+    from kbfilter._warnings import ignored
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("error", RuntimeWarning)
+        with ignored(UserWarning):
+            warnings.warn("dropped", UserWarning)
+            warnings.warn("the caller ignores it", DeprecationWarning)
+            warnings.warn("shown", FutureWarning)
+            with pytest.raises(RuntimeWarning, match="the caller's error"):
+                warnings.warn("the caller's error", RuntimeWarning)
+        with ignored(UserWarning, message="drop"):
+            warnings.warn("Dropped: its text matches", UserWarning)
+            warnings.warn("kept: its text does not", UserWarning)
+    assert [str(w.message) for w in caught] == ["shown", "kept: its text does not"]
+
+
 def test_cli_bench_compares_with_the_reference_it_is_given(tmp_path, capsys):
     code = main(["bench", "rotation", "--runs", "2", "--train-length", "50", "--validation-length", "20",
                  "--test-length", "10", "--methods", "ekf", "ukf", "--reference", "ukf", "--jobs", "1", "--quiet",

@@ -713,3 +713,19 @@ def test_the_embedding_and_the_rule_refuse_training_values_past_the_filters_boun
     states[2, 1] = 1e100
     means = kb.ConditionalEmbedding(method="knn", n_neighbors=3).fit(states, obs).predict_mean(1e169 * np.ones((2, 3)))
     assert np.all(np.isfinite(means))
+
+
+def test_tuning_in_threads_leaves_the_processs_warnings_as_they_were():
+    """Candidates fitted in threads (joblib's threading backend) had each swapped the process's
+    warning filters in and out: the last to finish restored another's "ignore everything", and no
+    warning of the process was seen again."""
+    import joblib
+
+    states, obs = kb.systems.Rotation().simulate(200, rng=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            with joblib.parallel_config(backend="threading"):
+                kb.tune_filter(kb.KernelBayesFilter(), states, obs, validation_length=50, n_jobs=2, progress=False)
+            warnings.warn("after tuning", UserWarning)
+    assert [str(w.message) for w in caught].count("after tuning") == 2

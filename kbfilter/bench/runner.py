@@ -11,7 +11,6 @@ moves them to a cluster.
 
 import contextlib
 import time
-import warnings
 from dataclasses import asdict, dataclass, field
 from numbers import Integral, Real
 
@@ -20,7 +19,7 @@ from joblib import Parallel, delayed
 from sklearn.base import clone
 
 from .._validation import check_bool, check_choice, check_int, check_n_jobs
-from .._warnings import recorded, reissued, warn_user
+from .._warnings import ignored, recorded, reissued, warn_user
 from ..linalg import NumericalWarning
 from ..progress import progress_bar, quiet_progress
 from ..stats import NISRecorder, mean_nees
@@ -370,8 +369,8 @@ def run_trial(config, seed, train_length=None, test_length=None, methods=None, v
         # the bench's own bar counts the runs; the fits inside one are quiet; a failure says which
         # method and run raised it, and how to run that alone again
         try:
-            with warnings.catch_warnings(), quiet_progress(), failure_noted(_run_named(name, seed)):
-                warnings.simplefilter("ignore", NumericalWarning)  # counted in diagnostics, not printed
+            # numerical events are counted in the filters' diagnostics, not printed
+            with ignored(NumericalWarning), quiet_progress(), failure_noted(_run_named(name, seed)):
                 # every method that draws random numbers gets the same fresh streams
                 rngs = [np.random.default_rng(s) for s in (streams if method.stochastic else streams[:1])]
                 given, us = (data, test_controls) if method.controls else (data[:2], None)

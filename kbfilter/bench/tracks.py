@@ -39,7 +39,6 @@ means, counted in the report, and a track on which a learned filter is lost.
 
 import csv
 import time
-import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass
 from numbers import Real
@@ -49,7 +48,7 @@ from joblib import Parallel, delayed
 from scipy.stats import wilcoxon
 
 from .._validation import check_bool, check_choice, check_int, check_n_jobs, check_positive
-from .._warnings import recorded, reissued, warn_user
+from .._warnings import ignored, recorded, reissued, warn_user
 from ..datasets import load_opensky, load_solent
 from ..filters import ExtendedKalman, InteractingMultipleModel, KernelBayesFilter, LearnedMotionFilter, ParticleFilter
 from ..filters.motion import LOCAL_MEANS, PROPOSALS
@@ -292,10 +291,9 @@ def run_tracks_split(config, tracks, split, on_error="record"):
     sensor = config.sensor_model()
     rows, paths, failures = [], [], {}
     # the bench's own bar counts the splits; the fits inside one are quiet
-    with warnings.catch_warnings(), quiet_progress():
-        # reacquisitions and fit reports would repeat on every track: each filter's diagnostics
-        # (what it counted) go into its scores instead
-        warnings.simplefilter("ignore")
+    # reacquisitions and fit reports would repeat on every track: each filter's diagnostics (what it
+    # counted) go into its scores instead
+    with ignored(), quiet_progress():
         factories, fit_s, noise = _filters(config, train, sensor, split)
         scored = test.tracks if config.max_test_tracks is None else test.tracks[:config.max_test_tracks]
         # the map shows the longest scored tracks of the first split: most motion for the space

@@ -22,7 +22,6 @@ east velocity and north velocity, ready for ``fit``, with the vehicles, the time
 """
 
 import csv
-import warnings
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from numbers import Integral
@@ -30,6 +29,7 @@ from numbers import Integral
 import numpy as np
 
 from .._validation import check_int, check_path, check_positive, check_rng
+from .._warnings import ignored
 
 __all__ = ["EARTH_RADIUS", "TrackSet", "project", "unproject", "load_tracks_csv", "load_opensky", "load_solent"]
 
@@ -295,11 +295,10 @@ def _seconds(values, name, path):
 
 def _date_times(values):
     """Date-time strings as UTC ``datetime64[ns]``; an empty string is a missing time (NaT)."""
-    with warnings.catch_warnings():
-        # numpy applies an offset (Z, +01:00), then warns that the result keeps none (numpy 2), or
-        # that reading one is deprecated (numpy 1.x, a deprecation numpy 2 withdrew): UTC is what is wanted
-        warnings.filterwarnings("ignore", "no explicit representation of timezones", UserWarning)
-        warnings.filterwarnings("ignore", "parsing timezone aware datetimes is deprecated", DeprecationWarning)
+    # numpy applies an offset (Z, +01:00), then warns that the result keeps none (numpy 2), or that
+    # reading one is deprecated (numpy 1.x, a deprecation numpy 2 withdrew): UTC is what is wanted
+    with (ignored(UserWarning, message="no explicit representation of timezones"),
+          ignored(DeprecationWarning, message="parsing timezone aware datetimes is deprecated")):
         return np.array([v or "NaT" for v in values], dtype="datetime64[ns]")
 
 

@@ -3,7 +3,6 @@ names, ``batch_filter``, the fallback counts)."""
 
 import copy
 import inspect
-import warnings
 from collections import Counter
 
 import numpy as np
@@ -13,7 +12,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._validation import MISSING_IN_RUN, as_steps, check_int, check_matrix, check_memory, check_observation, \
     check_sequences, check_step_control, check_vector
-from .._warnings import warn_user
+from .._warnings import ignored, warn_user
 from ..linalg import NumericalWarning
 from ..threads import limited_blas
 
@@ -255,8 +254,7 @@ def probe_loaded(filt, step):
         When the step raises anything, or computes something that is not finite.
     """
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", NumericalWarning)
+        with ignored(NumericalWarning):
             out = step(copy.deepcopy(filt))
     except ValueError:
         raise

@@ -1,6 +1,5 @@
 """A windowed regressor: the sequence-model baseline of Xu et al. (2022) §6.3 (their LSTM's analogue)."""
 
-import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
@@ -11,6 +10,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._validation import (check_covariance, check_int, check_positive, check_saved_matrix, check_saved_vector,
                            check_sequences)
+from .._warnings import ignored
 from ..features import (check_layer_sizes, check_network, check_network_memory, check_positive_scales, exact_pca,
                         network_layers)
 from ..persistence import Persistent, persistent, saved_before_fit, with_saved_layout
@@ -172,8 +172,7 @@ class WindowRegressor(Persistent, Filter, BaseEstimator):
         # targets of order one, and states in metres or far from the origin are not
         target = StandardScaler().fit(X)
         targets = target.transform(X)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
+        with ignored(ConvergenceWarning):
             # a one-dimensional state as scikit-learn wants a single target: a vector (a column warns)
             mlp = MLPRegressor(hidden_layer_sizes=tuple(self.hidden_layer_sizes), alpha=self.alpha,
                                max_iter=self.max_iter, random_state=self.random_state).fit(

@@ -13,11 +13,11 @@ A rule picks one of each at fit (:meth:`~kbfilter.KernelBayesRule.fit`) and call
 do not test what the rule holds.
 """
 
-import warnings
 
 import numpy as np
 from scipy.linalg import LinAlgWarning, lu_factor, lu_solve
 
+from .._warnings import ignored
 from ..linalg import Woodbury, ridge_factor
 from ..operators import DenseOperator, LowRankOperator
 from ._checks import prior_sample
@@ -249,8 +249,7 @@ class FeatureObservations:
 def original_update(observations, mu, obs, n, delta):
     """The original rule's weights ``Lambda G_z ((Lambda G_z)^2 + delta I)^{-1} Lambda k_z(z)``,
     with its stated fallback (CKME regression) when that is singular or zero."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", LinAlgWarning)
+    with ignored(LinAlgWarning):
         W = observations.original(mu, obs, delta)
     if np.all(np.isfinite(W)) and np.any(W != 0):
         return W, {}
