@@ -354,8 +354,7 @@ class KernelBayesPredictor(_FilterPredictor):
         return _filter_at(self.filter, state, self.seed)
 
     def _control_dimension(self):
-        check_is_fitted(self.filter, "model_")
-        return self.filter.model_.dim_u
+        return self.filter.dim_u_
 
     _carried = staticmethod(_with_weights)
 

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from filterpy.common import Saver
 from filterpy.kalman import KalmanFilter
+from sklearn.exceptions import NotFittedError
 
 import kbfilter as kb
 from kbfilter.filters import ExtendedKalman, KernelBayesFilter, KernelMonteCarloFilter, ParticleFilter, UnscentedKalman
@@ -1122,3 +1123,12 @@ def test_a_particle_count_set_after_fit_is_checked_by_name_when_the_particles_ar
         with pytest.raises(ValueError, match=rf"^{name}: expected an integer >= "):
             filt.reset()
 
+
+
+def test_the_control_dimension_is_a_learned_attribute():
+    states, obs = kb.systems.Rotation().simulate(80, rng=0)
+    us = np.random.default_rng(1).normal(size=(80, 2))
+    assert kb.KernelBayesFilter().fit(states, obs).dim_u_ is None
+    assert kb.KernelBayesFilter().fit(states, obs, controls=us).dim_u_ == 2
+    with pytest.raises(NotFittedError, match="dim_u_"):
+        kb.KernelBayesFilter().dim_u_

@@ -989,6 +989,12 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         """Shape of one training observation."""
         return self.model_.observer.space.obs_shape
 
+    @property
+    def dim_u_(self):
+        """Dimension of the controls the filter was fitted with; None when fitted without."""
+        check_is_fitted(self, "model_")
+        return self.model_.dim_u
+
     def _control_dimension(self):
         model = getattr(self, "model_", None)
         return None if model is None else (model.dim_u or 0)
