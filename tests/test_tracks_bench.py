@@ -281,3 +281,30 @@ def test_a_track_a_method_fails_or_diverges_on_costs_that_tracks_scores_not_the_
     assert [r["failed"] for r in rows if r["method"] == "imm"] == [tracks[0]["imm"]["failed"], "", ""]
     with pytest.raises(ValueError, match="on_error: expected one of"):
         run_tracks_bench(config, tmp_path / "bad", on_error="skip")
+
+
+def test_a_learned_filter_whose_fit_raises_has_no_scores_on_the_split_and_the_others_are_kept(monkeypatch):
+    import warnings
+
+    from kbfilter.bench.tracks import RECORDINGS, run_tracks_split
+    from kbfilter.filters import LearnedMotionFilter
+
+    def fails(self, *args, **kwargs):
+        raise ValueError("the training tracks are too short")
+
+    monkeypatch.setattr(LearnedMotionFilter, "fit", fails)
+    config = TracksConfig.checked(splits=1, methods=("cv", "learned"), max_test_tracks=2, map_tracks=0)
+    tracks = RECORDINGS["solent"]()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = run_tracks_split(config, tracks, 1)
+    assert [t["learned"]["failed"] for t in result["tracks"]] == [
+        "RuntimeError: its fit raised ValueError: the training tracks are too short"] * 2
+    assert all(t["cv"]["rmse"] > 0 for t in result["tracks"]) and "learned" not in result["fit_s"]
+    notes = [str(w.message) for w in caught if "failed on" in str(w.message)]
+    assert len(notes) == 1 and notes[0].startswith("run_tracks_split: method 'learned' failed on 2 of the 2 test "
+                                                   "tracks of split 1 (first on track 0")
+    if sys.version_info >= (3, 11):
+        with pytest.raises(ValueError, match="too short") as raised:
+            run_tracks_split(config, tracks, 1, on_error="raise")
+        assert raised.value.__notes__ == ["kbfilter bench: raised by the fit of method 'learned' on split 1"]

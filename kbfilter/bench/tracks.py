@@ -33,11 +33,13 @@ squared, over the steps with an observation) and the time a step. Per split: the
 splits: paired Wilcoxon tests against ``cv`` and against the best hand-written model of each split
 (the lowest mean RMSE among ``cv``, ``ct`` and ``imm``), and, per other method, the test tracks
 on which it is lost (RMSE above twice the split's best hand-written model's). A method that raises on a
-track, or diverges on it (an infinite or NaN RMSE), has no scores there: it is left out of that method's
+track, or diverges on it (an infinite or NaN RMSE), has no scores there (one whose fit raised, none on
+the tracks of that split): it is left out of that method's
 means, counted in the report, and a track on which a learned filter is lost.
 """
 
 import csv
+import functools
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -223,8 +225,9 @@ def _rmse(estimate, truth, rows):
     return float(np.sqrt(np.mean(np.sum((estimate[rows, :2] - truth[rows, :2]) ** 2, axis=1))))
 
 
-def _filters(config, train, sensor, split):
-    """Each method's factory: a fresh filter for one test track."""
+def _filters(config, train, sensor, split, on_error):
+    """Each method's factory: a fresh filter for one test track (with ``on_error="record"``, a
+    learned filter whose fit raised has a factory that raises its failure on every track)."""
     speed = float(np.sqrt(np.mean(np.concatenate([t[:, 2:] for t in train.tracks]) ** 2)))
     cv = ConstantVelocity.fitted(train.tracks, train.step, sensor=sensor, speed=speed)
     ct = CoordinatedTurn.fitted(train.tracks, train.step, sensor=sensor, speed=speed)
@@ -252,10 +255,21 @@ def _filters(config, train, sensor, split):
             factories[name] = lambda: ParticleFilter(cv, n_particles=1000, rng=split, ess_threshold=0.5)
         else:
             states = train.positions() if name == "kbf-position" else train.tracks
-            fitted = learned[name]().fit(states, fixes)
+            try:
+                with failure_noted(f"kbfilter bench: raised by the fit of method {name!r} on split {split}"):
+                    fitted = learned[name]().fit(states, fixes)
+            except Exception as exc:
+                if on_error == "raise":
+                    raise
+                factories[name] = functools.partial(_fit_failed, exc)
+                continue
             factories[name] = fitted.reset  # the learned filters restart from their fit on every track
         fit_s[name] = time.perf_counter() - start
     return factories, fit_s, {"accel": cv.accel, "speed": speed}
+
+
+def _fit_failed(exc):
+    raise RuntimeError(f"its fit raised {type(exc).__name__}: {exc}")
 
 
 def run_tracks_split(config, tracks, split, on_error="record"):
@@ -290,11 +304,11 @@ def run_tracks_split(config, tracks, split, on_error="record"):
     train, test = tracks.split(test_size=config.test_size, random_state=split)
     sensor = config.sensor_model()
     rows, paths, failures = [], [], {}
-    # the bench's own bar counts the splits; the fits inside one are quiet
-    # reacquisitions and fit reports would repeat on every track: each filter's diagnostics (what it
-    # counted) go into its scores instead
+    # the bench's own bar counts the splits; the fits inside one are quiet. Reacquisitions and fit
+    # reports would repeat on every track: each filter's diagnostics (what it counted) go into its
+    # scores instead
     with ignored(), quiet_progress():
-        factories, fit_s, noise = _filters(config, train, sensor, split)
+        factories, fit_s, noise = _filters(config, train, sensor, split, on_error)
         scored = test.tracks if config.max_test_tracks is None else test.tracks[:config.max_test_tracks]
         # the map shows the longest scored tracks of the first split: most motion for the space
         longest = np.argsort([-len(t) for t in scored], kind="stable")[:config.map_tracks]
@@ -306,10 +320,10 @@ def run_tracks_split(config, tracks, split, on_error="record"):
             row = {"vehicle": vehicle, "steps": len(track), "missing": int(missing.sum())}
             estimates = {}
             for name, factory in factories.items():
-                filt = factory()
-                innovations = NISRecorder(filt)
-                start = time.perf_counter()
                 try:
+                    filt = factory()
+                    innovations = NISRecorder(filt)
+                    start = time.perf_counter()
                     with failure_noted(f"kbfilter bench: raised by method {name!r} on test track {i} (vehicle "
                                        f"{vehicle!r}) of split {split}"):
                         means, covs, _, _ = filt.batch_filter(zs, saver=innovations)
