@@ -21,7 +21,8 @@ from . import __version__
 _FLAGS = {"runs": "--runs", "train_length": "--train-length", "test_length": "--test-length",
           "validation_length": "--validation-length", "n_folds": "--folds", "methods": "--methods",
           "n_jobs": "--jobs", "seed": "--seed", "out": "--out", "filter_seeds": "--filter-seeds",
-          "reference": "--reference", "system_params": "--system-param", "grid_axes": "--grid"}
+          "reference": "--reference", "system_params": "--system-param", "grid_axes": "--grid",
+          "first_run": "--first-run"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -171,6 +172,12 @@ def add_bench_arguments(parser, system=None, runs=None, train_lengths=(500,), jo
     parser.add_argument("--seed", type=int, default=0,
                         help="root seed of the study: it fixes every run's data and every random draw, so the same "
                              "seed gives the same table (default 0)")
+    parser.add_argument("--first-run", type=int, default=0, metavar="R",
+                        help="start at run R of the seed: --first-run 5 --runs 5 makes runs 5-9 of a ten-run study, "
+                             "to extend one or to repeat one run alone (default 0)")
+    parser.add_argument("--on-error", choices=("record", "raise"), default="record",
+                        help="a method that raises in a run: record (default) leaves it out of that run and says so, "
+                             "the other runs and methods go on; raise stops with its traceback")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -227,6 +234,9 @@ def add_tracks_arguments(parser, data=None, out=None):
                         help=f"test tracks drawn in tracks.png (default {defaults.map_tracks})")
     parser.add_argument("--jobs", type=int, default=-1, help="splits in parallel (default -1: all cores)")
     _add_output_arguments(parser, out, "results/bench-RECORDING")
+    parser.add_argument("--on-error", choices=("record", "raise"), default="record",
+                        help="a method that raises on a test track: record (default) gives it no scores there and "
+                             "says so, the other tracks and methods go on; raise stops with its traceback")
     parser.add_argument("--quiet", action="store_true", help="no line per split")
     return parser
 
@@ -255,7 +265,8 @@ def tracks_command(args, parser):
     matplotlib.use("Agg")
     with _terminated_as_interrupted():
         print(f"kbfilter bench {args.data}: results in {out}", flush=True)
-        run_tracks_bench(config, out, n_jobs=args.jobs, progress=not args.quiet, command=args.command_line)
+        run_tracks_bench(config, out, n_jobs=args.jobs, progress=not args.quiet, command=args.command_line,
+                         on_error=args.on_error)
     return 0
 
 
@@ -359,7 +370,7 @@ def bench_command(args, parser, folder_per_length=False):
     """Run ``kbfilter bench`` (or a scenario script) from parsed arguments; returns the exit code."""
     from .bench import BENCH_SYSTEMS, run_and_report
     from .bench.report import writable_folder
-    from ._validation import check_n_jobs
+    from ._validation import check_int, check_n_jobs
     from .bench.runner import BenchConfig
 
     if args.system in _RECORDINGS:
@@ -376,6 +387,7 @@ def bench_command(args, parser, folder_per_length=False):
     backend = _backend(args, parser)
     try:
         check_n_jobs(args.jobs)
+        check_int(args.first_run, "first_run", minimum=0)
         configs = {T: BenchConfig.checked(args.system, args.runs, T, args.test_length, args.methods,
                                           args.validation_length, None, args.search, args.folds, args.seed,
                                           args.filter_seeds, args.reference, system_params,
@@ -394,7 +406,8 @@ def bench_command(args, parser, folder_per_length=False):
             print(f"kbfilter bench {args.system}: {args.runs} runs, training {T} steps "
                   f"(last {configs[T].validation_length} for tuning), test {args.test_length} steps; results in "
                   f"{folder}", flush=True)
-            run_and_report(configs[T], folder, n_jobs=args.jobs, progress=not args.quiet, command=args.command_line)
+            run_and_report(configs[T], folder, n_jobs=args.jobs, progress=not args.quiet, command=args.command_line,
+                           first_run=args.first_run, on_error=args.on_error)
     return 0
 
 

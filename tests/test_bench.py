@@ -763,3 +763,29 @@ def test_the_default_reference_is_one_of_the_methods_that_run():
     rows = run_bench("rotation", n_jobs=1, **dict(SHORT, runs=2, methods=["ukf", "ekf"]))
     summary = summarise(rows, config.reference)
     assert summary["ekf"]["pairs"] == len(rows) and "ukf wins" in format_table(summary, len(rows), config.reference)
+
+
+def test_the_command_line_repeats_one_run_of_a_study_and_stops_at_a_failure_when_asked(monkeypatch, tmp_path, capsys):
+    """A failure's warning named a library call: the command line could neither start at a run
+    nor stop with the traceback."""
+    args = ["bench", "rotation", "--train-length", "60", "--validation-length", "20", "--test-length", "10",
+            "--methods", "ekf", "ukf", "--jobs", "1", "--quiet", "--seed", "3"]
+    assert main([*args, "--runs", "3", "--out", str(tmp_path / "all")]) == 0
+    assert main([*args, "--runs", "1", "--first-run", "2", "--out", str(tmp_path / "third")]) == 0
+    whole, third = (json.loads((tmp_path / name / "results.json").read_text()) for name in ("all", "third"))
+    assert third["config"]["first_run"] == 2 and [r["run"] for r in whole["runs"]] == [0, 1, 2]
+    assert strip_times(third["runs"]) == strip_times(whole["runs"][2:])
+    assert (tmp_path / "third" / "results.csv").read_text().splitlines()[1].startswith("2,ekf,")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main([*args, "--first-run", "-1", "--out", str(tmp_path / "bad")])
+    assert exited.value.code == 2 and "argument --first-run: expected an integer >= 0" in capsys.readouterr().err
+
+    def fails(self, *a, **k):
+        raise np.linalg.LinAlgError("no sigma points")
+
+    monkeypatch.setattr(kb.filters.UnscentedKalman, "batch_filter", fails)
+    assert main([*args, "--runs", "1", "--out", str(tmp_path / "recorded")]) == 0
+    assert "--seed 3 --first-run 0 --runs 1 --on-error raise" in capsys.readouterr().err
+    with pytest.raises(np.linalg.LinAlgError, match="no sigma points"):
+        main([*args, "--runs", "1", "--on-error", "raise", "--out", str(tmp_path / "raised")])

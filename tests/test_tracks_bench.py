@@ -281,6 +281,14 @@ def test_a_track_a_method_fails_or_diverges_on_costs_that_tracks_scores_not_the_
     assert [r["failed"] for r in rows if r["method"] == "imm"] == [tracks[0]["imm"]["failed"], "", ""]
     with pytest.raises(ValueError, match="on_error: expected one of"):
         run_tracks_bench(config, tmp_path / "bad", on_error="skip")
+    # the command line records by default, and stops at the failure when asked
+    args = ["bench", "solent", "--splits", "1", "--max-test-tracks", "1", "--map-tracks", "0", "--methods", "cv", "imm",
+            "--jobs", "1", "--quiet"]
+    calls.clear()
+    assert main([*args, "--out", str(tmp_path / "cli")]) == 0
+    calls.clear()
+    with pytest.raises(np.linalg.LinAlgError, match="singular"):
+        main([*args, "--on-error", "raise", "--out", str(tmp_path / "cli-raise")])
 
 
 def test_a_learned_filter_whose_fit_raises_has_no_scores_on_the_split_and_the_others_are_kept(monkeypatch):

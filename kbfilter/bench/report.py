@@ -474,11 +474,12 @@ def _write_table_and_figures(out, system, system_, rows):
         metrics = list(rows[0].get("errors", {}))
         writer.writerow(["run", "method", "mse", *metrics, "nees", "nis", "ms_per_step", "fit_s", "tune_s", "failed"])
         for i, r in enumerate(rows):
+            run = r.get("run", i)  # the run's number in its seed's study (from run_bench's first_run)
             for m in _methods(r):
                 if m in r.get("failed", {}):  # no results: the message in the last column
-                    writer.writerow([i, m, *[""] * (len(metrics) + 6), r["failed"][m]])
+                    writer.writerow([run, m, *[""] * (len(metrics) + 6), r["failed"][m]])
                     continue
-                writer.writerow([i, m, r["mse"][m], *(r["errors"][k][m] for k in metrics), r.get("nees", {}).get(m),
+                writer.writerow([run, m, r["mse"][m], *(r["errors"][k][m] for k in metrics), r.get("nees", {}).get(m),
                                  r.get("nis", {}).get(m), r["ms_per_step"][m], r["fit_s"][m], r["tune_s"][m], ""])
     paths = [out / "results.csv", out / "mse_boxplot.png", out / "trajectory.png"]
     ax = plot_mse_box({m: [r["mse"].get(m, np.nan) for r in rows] for m in _methods(rows[0])})  # NaN: failed
@@ -511,7 +512,7 @@ def _write_table_and_figures(out, system, system_, rows):
 
 def run_and_report(system, out, runs=10, train_length=1000, test_length=200, methods=None, n_jobs=None,
                    seed=0, progress=True, validation_length=None, search="coordinate", n_folds=1, print_fn=print,
-                   command=None, filter_seeds=1, reference=None, system_params=None, on_error="record"):
+                   command=None, filter_seeds=1, reference=None, system_params=None, first_run=0, on_error="record"):
     """:func:`~kbfilter.bench.run_bench`, then print the table and write results and figures to ``out``.
 
     Every argument is checked, and ``out`` is made sure to be writable, before the run starts.
@@ -529,8 +530,9 @@ def run_and_report(system, out, runs=10, train_length=1000, test_length=200, met
         Where the table and the closing line go.
     command : list of str, optional
         The command line recorded in ``results.json``.
-    filter_seeds, reference, system_params, on_error
-        As in :func:`~kbfilter.bench.run_bench`.
+    filter_seeds, reference, system_params, first_run, on_error
+        As in :func:`~kbfilter.bench.run_bench`; ``results.json`` records ``first_run`` with the
+        settings.
 
     Returns
     -------
@@ -541,18 +543,19 @@ def run_and_report(system, out, runs=10, train_length=1000, test_length=200, met
     """
     check_n_jobs(n_jobs)
     on_error = check_choice(on_error, "on_error", ON_ERROR)
+    first_run = check_int(first_run, "first_run", minimum=0)
     config = system if isinstance(system, BenchConfig) else BenchConfig.checked(
         system, runs, train_length, test_length, methods, validation_length, None, search, n_folds, seed, filter_seeds,
         reference, system_params)
     out = writable_folder(out)  # before the run, so that its results cannot be lost at the end
     with folder_lock(out):
         start = time.perf_counter()
-        rows = run_bench(config, n_jobs=n_jobs, progress=progress, on_error=on_error)
+        rows = run_bench(config, n_jobs=n_jobs, progress=progress, first_run=first_run, on_error=on_error)
         summary = summarise(rows, config.reference)
         print_fn(format_table(summary, config.runs, config.reference))
         model = make_system(config.system, config.system_params)
         images = len(getattr(model, "obs_shape", None) or ()) > 1  # their innovations are none
         print_fn(consistency_note(model.dim_x, config.runs * config.test_length, None if images else model.dim_z))
-        paths = write_results(out, config.system, rows, summary, config.record(), command)
+        paths = write_results(out, config.system, rows, summary, {**config.record(), "first_run": first_run}, command)
     print_fn(f"\n{time.perf_counter() - start:.0f} s; wrote " + ", ".join(str(p) for p in paths))
     return rows, summary

@@ -309,7 +309,8 @@ def _failure_recorded(row, name, exc, seed):
     run = seed.spawn_key[-1] if len(seed.spawn_key) == 1 else None
     where = f"in run {run} of seed {seed.entropy}" if run is not None else f"in the run of {seed!r}"
     again = (f"; run_bench(..., seed={seed.entropy}, first_run={run}, runs=1, on_error='raise') repeats it with its "
-             f"traceback" if run is not None else "; on_error='raise' gives its traceback")
+             f"traceback (on the command line: the same options with --seed {seed.entropy} --first-run {run} --runs 1 "
+             f"--on-error raise)" if run is not None else "; on_error='raise' gives its traceback")
     warn_user(f"run_bench: method {name!r} failed {where} ({row['failed'][name]}); its results of that run are "
               f"left out, the run's other methods are kept{again}", UserWarning)
 
@@ -487,8 +488,9 @@ def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None,
         reports none), ``ms_per_step``, ``fit_s``, ``tune_s``, ``params``,
         ``extended`` (the grid values tuning added past an edge, see
         :func:`~kbfilter.tune_filter`) and ``mse_per_seed`` by method, ``failed`` (the methods
-        that raised in the run, with their messages; they have no other entry in it) and
-        ``methods`` (every method run, in order).
+        that raised in the run, with their messages; they have no other entry in it),
+        ``methods`` (every method run, in order) and ``run`` (the run's number in the seed's
+        study: ``first_run`` for the first row).
     """
     check_n_jobs(n_jobs)
     progress = check_bool(progress, "progress")
@@ -505,8 +507,8 @@ def run_bench(system, runs=10, train_length=1000, test_length=200, methods=None,
     results = Parallel(n_jobs=n_jobs, return_as="generator")(jobs)
     with progress_bar(config.runs, f"bench {config.system}", unit="run", shown=progress) as bar:
         rows, caught = [], []
-        for row, messages in results:
-            rows.append(row)
+        for run, (row, messages) in enumerate(results, start=first_run):
+            rows.append({"run": run, **row})
             caught += messages
             bar.update()
     reissued(caught)  # once each, at the caller's line, not at each worker's

@@ -354,7 +354,8 @@ def run_tracks_split(config, tracks, split, on_error="record"):
         warn_user(f"run_tracks_split: method {name!r} failed on {len(failed)} of the {len(rows)} test tracks of split "
                   f"{split} (first on track {i}, vehicle {vehicle!r}: {message}); it has no scores on them, the "
                   f"other tracks and methods are kept; run_tracks_split(config, tracks, {split}, on_error='raise') "
-                  f"repeats the split with its traceback", UserWarning)
+                  f"repeats the split with its traceback (on the command line, --on-error raise stops at it)",
+                  UserWarning)
     return {"split": split, "n_train": len(train), "n_test": len(test), "fit_s": fit_s, **noise, "tracks": rows,
             "paths": paths}
 
