@@ -125,6 +125,7 @@ def add_bench_arguments(parser, system=None, runs=None, train_lengths=(500,), jo
     ``system`` fixes the system (a scenario script); otherwise it is a positional argument.
     """
     from .bench import METHODS, SYSTEMS
+    from .bench.runner import ON_ERROR
 
     if system is None:
         parser.add_argument("system", choices=[*sorted(SYSTEMS), *_RECORDINGS],
@@ -175,7 +176,7 @@ def add_bench_arguments(parser, system=None, runs=None, train_lengths=(500,), jo
     parser.add_argument("--first-run", type=int, default=0, metavar="R",
                         help="start at run R of the seed: --first-run 5 --runs 5 makes runs 5-9 of a ten-run study, "
                              "to extend one or to repeat one run alone (default 0)")
-    parser.add_argument("--on-error", choices=("record", "raise"), default="record",
+    parser.add_argument("--on-error", choices=ON_ERROR, default="record",
                         help="a method that raises in a run: record (default) leaves it out of that run and says so, "
                              "the other runs and methods go on; raise stops with its traceback")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -192,6 +193,7 @@ def add_tracks_arguments(parser, data=None, out=None):
 
     ``data`` fixes the recording (``kbfilter bench solent``); otherwise it is the ``--data`` option.
     """
+    from .bench.runner import ON_ERROR
     from .bench.tracks import DEFAULT_TRACK_METHODS, TRACK_METHODS, TracksConfig
     from .filters.motion import LOCAL_MEANS, PROPOSALS
 
@@ -234,7 +236,7 @@ def add_tracks_arguments(parser, data=None, out=None):
                         help=f"test tracks drawn in tracks.png (default {defaults.map_tracks})")
     parser.add_argument("--jobs", type=int, default=-1, help="splits in parallel (default -1: all cores)")
     _add_output_arguments(parser, out, "results/bench-RECORDING")
-    parser.add_argument("--on-error", choices=("record", "raise"), default="record",
+    parser.add_argument("--on-error", choices=ON_ERROR, default="record",
                         help="a method that raises on a test track: record (default) gives it no scores there and "
                              "says so, the other tracks and methods go on; raise stops with its traceback")
     parser.add_argument("--quiet", action="store_true", help="no line per split")
