@@ -69,11 +69,15 @@ def herd(target, column, m, distinct=False):
     if distinct and m > target.shape[0]:
         raise ValueError(f"m: expected at most {target.shape[0]} distinct picks (the candidates), got {m}")
     picked = np.empty(m, dtype=np.intp)
-    running = np.zeros_like(target)
+    running, score = np.zeros_like(target), np.empty_like(target)
     free = np.ones(target.shape, dtype=bool)
     for t in range(m):
-        score = target - running / (t + 1)
-        j = int(np.argmax(np.where(free, score, -np.inf) if distinct else score))
+        # the score in one buffer: a filter herds a thousand picks a step, and the same two
+        # operations as target - running / (t + 1) give the same numbers
+        np.subtract(target, np.divide(running, t + 1, out=score), out=score)
+        if distinct:
+            score[~free] = -np.inf
+        j = int(score.argmax())
         picked[t] = j
         free[j] = False
         values = column(j)
