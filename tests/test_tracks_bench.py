@@ -260,8 +260,7 @@ def test_a_track_a_method_fails_or_diverges_on_costs_that_tracks_scores_not_the_
     printed = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        results, summary = run_tracks_bench(config, tmp_path / "run", n_jobs=1, progress=False,
-                                            print_fn=printed.append)
+        results, summary = run_tracks_bench(config, tmp_path / "run", n_jobs=1, print_fn=printed.append)
     notes = [str(w.message) for w in caught if "failed on" in str(w.message)]
     assert len(notes) == 1 and notes[0].startswith("run_tracks_split: method 'imm' failed on 1 of the 3 test tracks "
                                                    "of split 0 (first on track 0, vehicle ")
@@ -276,6 +275,7 @@ def test_a_track_a_method_fails_or_diverges_on_costs_that_tracks_scores_not_the_
     assert summary["left_out"] == {"cv": {"failed": 0, "diverged": 0}, "imm": {"failed": 1, "diverged": 1}}
     assert ("left out of the means, of 3 test tracks (a learned filter is lost on them): imm 1 failed, 1 diverged"
             in printed[-2])
+    assert [line for line in printed if line.startswith("split 0:")][0].endswith("(2 left out)")
     with open(tmp_path / "run" / "results.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert [r["failed"] for r in rows if r["method"] == "imm"] == [tracks[0]["imm"]["failed"], "", ""]

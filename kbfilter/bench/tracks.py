@@ -647,9 +647,11 @@ def run_tracks_bench(config, out, n_jobs=None, progress=True, print_fn=print, co
             results.append(result)
             caught += messages
             if progress:
-                rmse = {m: _mean([r[m]["rmse"] for r in result["tracks"]]) for m in config.methods}
-                print_fn(f"split {result['split']}: {len(result['tracks'])} test tracks; mean RMSE "
-                         + ", ".join(f"{m} {_number(v)}" for m, v in rmse.items()))
+                scored = {m: [r[m]["rmse"] for r in result["tracks"] if _scored(r[m])] for m in config.methods}
+                left = {m: len(result["tracks"]) - len(v) for m, v in scored.items()}
+                print_fn(f"split {result['split']}: {len(result['tracks'])} test tracks; mean RMSE " + ", ".join(
+                    f"{m} {_number(_mean(v))}" + (f" ({left[m]} left out)" if left[m] else "")
+                    for m, v in scored.items()))
         reissued(caught)  # once each, at the caller's line, not at each worker's
         summary = summarise_tracks(results, config.methods)
         report = format_tracks_table(summary, config.splits)
