@@ -255,24 +255,23 @@ def summarise(rows, reference=REFERENCE):
     rows, reference = _checked_rows(rows), _checked_reference(reference)
     methods = _methods(rows[0])
 
-    def ran(m):
-        return [r for r in rows if m not in r.get("failed", {})]
+    ran = {m: [r for r in rows if m not in r.get("failed", {})] for m in methods}  # the runs it has results in
 
     def ranked(r, m):  # a diverged run's error is larger than any finite one
         return r["mse"][m] if np.isfinite(r["mse"][m]) else np.inf
 
     summary = {}
     for m in methods:
-        scored = [r for r in ran(m) if np.isfinite(r["mse"][m])]
+        scored = [r for r in ran[m] if np.isfinite(r["mse"][m])]
         mse = np.array([r["mse"][m] for r in scored])
         entry = {
             "mse_mean": _mean(mse), "mse_std": float(mse.std(ddof=1)) if len(mse) > 1 else 0.0 if len(mse) else None,
             "mse_median": float(np.median(mse)) if len(mse) else None,
-            "ms_per_step": _mean([r["ms_per_step"][m] for r in ran(m)]),
-            "fit_s": _mean([r["fit_s"][m] for r in ran(m)]),
-            "tune_s": _mean([r["tune_s"][m] for r in ran(m)]),
+            "ms_per_step": _mean([r["ms_per_step"][m] for r in ran[m]]),
+            "fit_s": _mean([r["fit_s"][m] for r in ran[m]]),
+            "tune_s": _mean([r["tune_s"][m] for r in ran[m]]),
             "p_value": None, "wins": None, "pairs": None,
-            "runs": len(scored), "failed": len(rows) - len(ran(m)), "diverged": len(ran(m)) - len(scored),
+            "runs": len(scored), "failed": len(rows) - len(ran[m]), "diverged": len(ran[m]) - len(scored),
         }
         for key in ("nees", "nis"):
             consistency = [r[key][m] for r in scored if r.get(key, {}).get(m) is not None]
@@ -281,7 +280,7 @@ def summarise(rows, reference=REFERENCE):
             if m in values:
                 entry[f"{metric}_mean"] = _mean([r["errors"][metric][m] for r in scored])
         if reference in methods and m != reference:
-            both = [r for r in ran(m) if reference not in r.get("failed", {})]
+            both = [r for r in ran[m] if reference not in r.get("failed", {})]
             ref = np.array([ranked(r, reference) for r in both])
             other = np.array([ranked(r, m) for r in both])
             tied = np.isinf(ref) & np.isinf(other)  # both diverged: no difference between them

@@ -287,13 +287,19 @@ def failure_noted(note):
         raise
 
 
-def _run_named(method, seed):
-    """The note of a failure of ``method`` in the run of ``seed`` (a ``SeedSequence`` spawned by
-    :func:`run_bench`), with the call that repeats that run alone."""
+def _run_of(seed):
+    """The run of ``seed`` (a ``SeedSequence`` spawned by :func:`run_bench`): its number, and the
+    words naming it; None and the seed's own words for a seed given otherwise."""
     run = seed.spawn_key[-1] if len(seed.spawn_key) == 1 else None
-    where = (f"in run {run} of seed {seed.entropy} (run_bench(..., seed={seed.entropy}, first_run={run}, runs=1) "
-             f"repeats it)" if run is not None else f"in the run of {seed!r}")
-    return f"kbfilter bench: raised by method {method!r} {where}"
+    return run, f"in run {run} of seed {seed.entropy}" if run is not None else f"in the run of {seed!r}"
+
+
+def _run_named(method, seed):
+    """The note of a failure of ``method`` in the run of ``seed``, with the call that repeats that
+    run alone."""
+    run, where = _run_of(seed)
+    again = f" (run_bench(..., seed={seed.entropy}, first_run={run}, runs=1) repeats it)" if run is not None else ""
+    return f"kbfilter bench: raised by method {method!r} {where}{again}"
 
 
 #: what :func:`run_trial` and :func:`run_bench` do when a method raises in a run
@@ -306,8 +312,7 @@ def _failure_recorded(row, name, exc, seed):
     for entry in ("tune_s", "fit_s", "params", "extended"):  # what _fitted records before the method can fail
         row[entry].pop(name, None)
     row["failed"][name] = f"{type(exc).__name__}: {exc}"
-    run = seed.spawn_key[-1] if len(seed.spawn_key) == 1 else None
-    where = f"in run {run} of seed {seed.entropy}" if run is not None else f"in the run of {seed!r}"
+    run, where = _run_of(seed)
     again = (f"; run_bench(..., seed={seed.entropy}, first_run={run}, runs=1, on_error='raise') repeats it with its "
              f"traceback (on the command line: the same options with --seed {seed.entropy} --first-run {run} --runs 1 "
              f"--on-error raise)" if run is not None else "; on_error='raise' gives its traceback")
