@@ -48,7 +48,7 @@ from sklearn.decomposition import PCA
 from sklearn.kernel_approximation import Nystroem, RBFSampler
 from sklearn.preprocessing import StandardScaler
 
-from ._validation import check_path
+from ._validation import check_path, check_within_magnitude
 
 FORMAT = "kbfilter"
 VERSION = 16
@@ -444,15 +444,68 @@ def _check_jobs(n_jobs, where):
                          f"{n_jobs!r}")
 
 
+# the shape of each fitted array a scikit-learn part's ``transform`` reads, by axis: "n" is the
+# input width (n_features_in_), a name the part has is that attribute (a positive integer), and
+# any other name is the length its first array gives. Checked because numpy broadcasts: a scaler's
+# mean of one entry, or a 0-d random offset, maps every input without complaint, to another map
+_LAYOUTS = {
+    "StandardScaler": {"mean_": ("n",), "var_": ("n",), "scale_": ("n",)},
+    "RBFSampler": {"random_weights_": ("n", "n_components"), "random_offset_": ("n_components",)},
+    "Nystroem": {"components_": ("c", "n"), "normalization_": ("c", "c"), "component_indices_": ("c",)},
+    "PCA": {"components_": ("n_components_", "n"), "mean_": ("n",), "explained_variance_": ("n_components_",),
+            "explained_variance_ratio_": ("n_components_",), "singular_values_": ("n_components_",)},
+}
+# fitted arrays in squared units: within the square of the training bound, not the bound itself
+_SQUARED = {"var_", "explained_variance_"}
+# spreads fit never makes negative (a scale of 0 is stored as 1)
+_NON_NEGATIVE = {"var_", "explained_variance_", "explained_variance_ratio_", "singular_values_"}
+
+
+def _check_layout(part, where):
+    """Each fitted array of a scikit-learn part read from a file has its class's shape (see
+    ``_LAYOUTS``), the dtype fit stores, and finite values within the training bound."""
+    lengths = {"n": part.n_features_in_}
+    for name, axes in _LAYOUTS[type(part).__name__].items():
+        arr = getattr(part, name, None)
+        if arr is None and name in ("mean_", "var_", "scale_"):  # a scaler without centring or scaling
+            continue
+        indices = name == "component_indices_"
+        if not (isinstance(arr, np.ndarray) and (arr.dtype.kind in "iu" if indices else arr.dtype == np.float64)):
+            raise ValueError(f"{where}.{name}: expected {'an integer' if indices else 'a float64'} array, as fit "
+                             f"stores it")
+        for axis in axes:
+            if axis not in lengths and hasattr(part, axis):
+                size = getattr(part, axis)
+                if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
+                    raise ValueError(f"{where}.{axis}: expected a positive integer, got {size!r}")
+                lengths[axis] = int(size)
+            elif axis not in lengths and arr.ndim == len(axes):
+                lengths[axis] = arr.shape[axes.index(axis)]
+        if arr.shape != tuple(lengths.get(axis) for axis in axes):
+            expected = ", ".join(str(lengths.get(axis, axis)) for axis in axes)
+            raise ValueError(f"{where}.{name}: expected shape ({expected}{',' * (len(axes) == 1)}) (as the saved "
+                             f"{type(part).__name__}'s input width and sizes say), got {arr.shape}")
+        if not indices:
+            if not np.all(np.isfinite(arr)):
+                raise ValueError(f"{where}.{name}: contains NaN or infinite values")
+            check_within_magnitude(np.sqrt(np.abs(arr)) if name in _SQUARED else arr, f"{where}.{name}")
+            if (name in _NON_NEGATIVE and np.any(arr < 0)) or (name == "scale_" and np.any(arr <= 0)):
+                raise ValueError(f"{where}.{name}: expected {'positive' if name == 'scale_' else 'non-negative'} "
+                                 f"values, as fit leaves them")
+
+
 def _probe_part(part, where):
-    """A scikit-learn part from a file maps a row of zeros of its input width to one finite row.
+    """A scikit-learn part from a file has the fitted arrays its class lays out, and maps a row of
+    zeros of its input width to one finite row.
 
     Its parameters and fitted arrays are what ``transform`` reads: a kernel name it does not know,
-    a component count that is not a number or NaN frequencies fail here, where they would
-    otherwise load and fail at the part's first use, with whatever error scikit-learn raises."""
+    a component count that is not a number, NaN frequencies or an array of another shape fail
+    here, where they would otherwise load and fail at the part's first use, with whatever error
+    scikit-learn raises, or broadcast into another map and fail nowhere."""
     n = getattr(part, "n_features_in_", None)
     if isinstance(n, bool) or not isinstance(n, int) or not 0 < n < 2**31:
         raise ValueError(f"{where}.n_features_in_: expected a positive integer, got {n!r}")
+    _check_layout(part, where)
     with np.errstate(all="ignore"):
         row = np.asarray(part.transform(np.zeros((1, n))), dtype=np.float64)
     if row.ndim != 2 or row.shape[0] != 1 or not np.all(np.isfinite(row)):

@@ -52,6 +52,47 @@ SETUP = textwrap.dedent('''
 ''')
 
 CASES = {
+    # a file's predecessors are what partial_fit extends and predecessors_ reports: in stacking order
+    "predecessors out of order": '''
+        path = kb.KernelBayesFilter().fit(X, Z).save(out + "/kbf.npz")
+        arrays, meta = parts(path)
+        key = meta["root"]["fields"]["model_"]["fields"]["predecessors"]["key"]
+        arrays[key] = arrays[key][::-1].copy()
+        load(write(out + "/evil.npz", arrays, meta))
+    ''',
+    "a predecessor whose successor was not kept": '''
+        path = kb.KernelBayesFilter(compress=10).fit(X, Z).save(out + "/kbf.npz")
+        arrays, meta = parts(path)
+        key = meta["root"]["fields"]["model_"]["fields"]["predecessors"]["key"]
+        arrays[key] = arrays[key] - 1
+        load(write(out + "/evil.npz", arrays, meta))
+    ''',
+    "Kernel Monte Carlo weights of another length": '''
+        kmc = kb.KernelMonteCarloFilter(kb.systems.Rotation(), n_particles=20, random_state=0).fit(X, Z)
+        arrays, meta = parts(kmc.save(out + "/kmc.npz"))
+        key = meta["root"]["fields"]["weights"]["key"]
+        arrays[key] = arrays[key][:-1] * 40 / 39
+        load(write(out + "/evil.npz", arrays, meta))
+    ''',
+    # a loaded filter's hyperparameters are what tune_filter and partial_fit refit it with
+    "a kernel Bayes filter's approximation nobody knows": '''
+        arrays, meta = parts(kb.KernelBayesFilter().fit(X, Z).save(out + "/kbf.npz"))
+        meta["root"]["params"]["approximation"] = "exactly"
+        load(write(out + "/evil.npz", arrays, meta))
+    ''',
+    "a learned-motion filter's negative seed": '''
+        track, path = learned_motion_file()
+        arrays, meta = parts(path)
+        meta["root"]["params"]["random_state"] = -3
+        load(write(out + "/evil.npz", arrays, meta))
+    ''',
+    "local predecessors repeated": '''
+        path = kb.KernelBayesFilter(approximation="local", support=16).fit(X, Z).save(out + "/kbf.npz")
+        arrays, meta = parts(path)
+        key = meta["root"]["fields"]["model_"]["fields"]["predecessors"]["key"]
+        arrays[key][1] = arrays[key][0]
+        load(write(out + "/evil.npz", arrays, meta))
+    ''',
     "lu pivots out of range reach LAPACK": '''
         path = kb.ConditionalEmbedding().fit(X, Z).save(out + "/cme.npz")
         arrays, meta = parts(path)
@@ -601,11 +642,57 @@ def test_a_saved_part_that_would_fail_at_first_use_is_refused_at_load(tmp_path):
     assert lines[0].startswith("refused ValueError: prior_factor_: solves with a matrix of order 41, expected one row "
                                "per training state (40)"), result.stdout
     assert lines[1].startswith("refused KeyError: 'sigmoidal'"), result.stdout  # scikit-learn's, at the probe
-    assert lines[2].startswith("refused ValueError: RBFSampler: the saved RBFSampler does not map an input to one "
-                               "finite row"), result.stdout
+    assert lines[2] == "refused ValueError: RBFSampler.random_weights_: contains NaN or infinite values)", result.stdout
     assert lines[3] == "refused ValueError: features_: expected a fitted feature map or None, got 7)", result.stdout
-    assert lines[4] == ("refused ValueError: features_: the first training input's saved features are not the ones "
-                        "its map gives now (the map or the features were changed))"), result.stdout
+    assert lines[4].startswith("refused ValueError: ConditionalEmbedding.weights_.nystroem_.normalization_: holds "
+                               "values up to 1e+300 in size"), result.stdout
+
+
+def test_a_saved_part_whose_arrays_would_broadcast_is_refused_at_load(tmp_path):
+    """Found by mutating each array of saved filters: numpy broadcasts, so a learned-motion filter
+    whose input scaler's mean was one number (0-d, or one entry for two columns), or a random
+    Fourier feature map whose offsets were one number, loaded and filtered, finite and wrong; so
+    did a scaler whose scale was negative (every input reflected)."""
+    body = '''
+        track, path = learned_motion_file()
+
+        def scaler(meta):
+            return find(meta["root"], lambda n: n.get("class") == "StandardScaler")["fitted"]
+
+        def changed(change, path=path, lookup=scaler):
+            arrays, meta = parts(path)
+            fitted = lookup(meta)
+            arrays[fitted[change[0]]["key"]] = change[1](arrays[fitted[change[0]]["key"]])
+            return write(out + "/evil.npz", arrays, meta)
+
+        rff = kb.KernelBayesFilter(approximation="rff", rank=20).fit(X, Z).save(out + "/rff.npz")
+        def sampler(meta):
+            return find(meta["root"], lambda n: n.get("class") == "RBFSampler")["fitted"]
+
+        cases = [(("mean_", lambda a: np.array(a[0])), path, scaler),
+                 (("mean_", lambda a: a[:1]), path, scaler),
+                 (("scale_", lambda a: -a), path, scaler),
+                 (("var_", lambda a: a.reshape(1, -1)), path, scaler),
+                 (("random_offset_", lambda a: np.array(a[0])), rff, sampler),
+                 (("random_weights_", lambda a: a[:1]), rff, sampler)]
+        for change, source, lookup in cases:
+            try:
+                load(changed(change, source, lookup))
+                print("loaded")
+            except ValueError as exc:
+                print(str(exc).split("damaged kbfilter file (ValueError: ")[-1].split(".")[-1])
+    '''
+    result = _run(body, tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines() == [
+        "mean_: expected shape (2,) (as the saved StandardScaler's input width and sizes say), got ())",
+        "mean_: expected shape (2,) (as the saved StandardScaler's input width and sizes say), got (1,))",
+        "scale_: expected positive values, as fit leaves them)",
+        "var_: expected shape (2,) (as the saved StandardScaler's input width and sizes say), got (1, 2))",
+        "random_offset_: expected shape (20,) (as the saved RBFSampler's input width and sizes say), got ())",
+        "random_weights_: expected shape (2, 20) (as the saved RBFSampler's input width and sizes say), got (1, 20))",
+        "loaded and used without error",
+    ], result.stdout + result.stderr[-2000:]
 
 
 def test_negative_subsample_indices_never_reach_a_sparse_matrix(tmp_path):

@@ -106,6 +106,8 @@ class FilterModel(SharedModel):
         if kept.shape != (n,):
             raise ValueError(f"kept: expected one index per training state ({n}), got shape {kept.shape}")
         predecessors = _indices(predecessors, "predecessors")
+        if not np.array_equal(kept[np.minimum(np.searchsorted(kept, predecessors + 1), n - 1)], predecessors + 1):
+            raise ValueError("predecessors: expected states whose successors are among the kept states")
         if not isinstance(observation, LearnedObservationModel) or observation.rule.states_.shape != states.shape:
             raise ValueError("observation: expected the learned observation model of these training states")
         if not (callable(getattr(transition, "apply", None)) and callable(getattr(transition, "adjoint", None))):
@@ -337,10 +339,13 @@ class _Belief:
 
 
 def _indices(values, name):
-    """``values`` as a 1-D array of non-negative integer indices."""
+    """``values`` as a 1-D array of non-negative integer indices in increasing order (training
+    states in the order they were stacked)."""
     values = np.asarray(values)
     if values.ndim != 1 or values.dtype.kind not in "iu" or (values.size and values.min() < 0):
         raise ValueError(f"{name}: expected a 1-D array of non-negative integer indices")
+    if np.any(np.diff(values) <= 0):
+        raise ValueError(f"{name}: expected indices of training states in increasing order, each once")
     return values
 
 
@@ -1253,6 +1258,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
 
     def _after_load(self):
         super()._after_load()
+        self._checked_settings()  # what a loaded filter is refitted with (tune_filter clones it)
         if saved_before_fit(self, "model_"):
             return
         # a saved file is untrusted: its belief must fit its model, and one step must run, so that a

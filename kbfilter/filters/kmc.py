@@ -12,7 +12,7 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import (check_choice, check_fraction, check_int, check_memory, check_rng, check_saved_matrix,
-                           check_state_samples)
+                           check_saved_vector, check_state_samples)
 from ..embedding import KernelMean, clipped_weights, herd, normalise_weights, weighted_covariance
 from ..persistence import Persistent, persistent, saved_before_fit
 from ..threads import limited_blas
@@ -410,6 +410,11 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, DrawsFromOwnGenerator, 
         check_motion(motion_of(self))
         self.n_features_in_ = self.states_.shape[1]  # derived, as fit sets it
         check_loaded_estimates(self, self.n_features_in_)
+        # what the filter reports as its last update's weights over the training states
+        weights = check_saved_vector(self.weights, "weights", length=self.states_.shape[0])
+        if not abs(weights.sum() - 1.0) <= 1e-6:
+            raise ValueError(f"weights: expected weights over the training states summing to 1, got a sum of "
+                             f"{weights.sum():.6g}")
         probe_loaded(self, self._probe)
 
     @staticmethod

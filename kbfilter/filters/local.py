@@ -255,8 +255,9 @@ class LocalFilterModel(SharedModel):
                              f"number of successors in every row")
         predecessors = np.asarray(predecessors)
         if not (predecessors.ndim == 1 and predecessors.dtype.kind in "iu" and predecessors.size
-                and predecessors.min() >= 0 and predecessors.max() < T - 1):
-            raise ValueError(f"predecessors: expected indices of training states below {T - 1}")
+                and predecessors.min() >= 0 and predecessors.max() < T - 1 and np.all(np.diff(predecessors) > 0)):
+            raise ValueError(f"predecessors: expected indices of training states below {T - 1}, in increasing "
+                             f"order, each once")
         reach = check_vector(reach, "reach", length=T)
         if np.any(reach < 0):
             raise ValueError(f"reach: expected {T} non-negative distances")

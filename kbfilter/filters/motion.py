@@ -622,6 +622,7 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
         check_choice(self.proposal, "proposal", PROPOSALS)
         check_choice(self.local_mean, "local_mean", LOCAL_MEANS)
         check_fraction(self.ess_threshold, "ess_threshold")
+        check_rng(self.random_state)  # before any work (reset draws from it)
         if self.degenerate_ess is not None:
             check_fraction(self.degenerate_ess, "degenerate_ess")
         if self.roughening is not None:
