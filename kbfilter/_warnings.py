@@ -102,8 +102,10 @@ class _ThreadScopes:
     process's filters so that each warning reaches it (a worker's second run must not be muted by
     its first); the hook looks at the scopes of the thread that raised the warning, innermost
     first: an ignoring one that matches drops it, a recording one keeps it. A thread in no scope,
-    or whose scopes let the warning through, gets it as the process's own filters say (their
-    "ignore" and "error"; any other action shows it). The last scope to end puts the process's
+    or whose scopes let the warning through, gets it as the process's own filters say: "ignore"
+    drops it, "error" raises it, "default", "module" and "once" show it once a line, a module or
+    at all while any scope is open (as ``warnings`` would, whose own record of what it showed is
+    bypassed by ``"always"``), any other action shows it. The last scope to end puts the process's
     state back.
     """
 
@@ -111,6 +113,7 @@ class _ThreadScopes:
         self._lock = threading.Lock()
         self._scopes = {}  # thread ident -> its scopes, innermost last
         self._saved = self._filters = self._passed_on = None
+        self._shown = set()  # what the "default", "module" and "once" actions have shown
 
     def _show(self, message, category, filename, lineno, file=None, line=None):
         text = str(message)
@@ -126,6 +129,11 @@ class _ThreadScopes:
         action = _action(filters, text, category, filename, lineno)
         if action == "error":
             raise message if isinstance(message, Warning) else category(text)
+        if action in _ONCE_PER:
+            key = (action, text, category, *_ONCE_PER[action](filename, lineno))
+            if key in self._shown:
+                return
+            self._shown.add(key)
         if action != "ignore":
             passed_on(message, category, filename, lineno, file, line)
 
@@ -151,6 +159,13 @@ class _ThreadScopes:
                 if not self._scopes:
                     self._saved.__exit__(None, None, None)
                     self._saved = self._filters = self._passed_on = None
+                    self._shown = set()
+
+
+# where each of warnings' showing-once actions shows a warning once: a line, a module, anywhere
+_ONCE_PER = {"default": lambda filename, lineno: (filename, lineno),
+             "module": lambda filename, lineno: (filename,),
+             "once": lambda filename, lineno: ()}
 
 
 def _action(filters, text, category, filename, lineno):

@@ -423,6 +423,33 @@ def test_what_a_scope_lets_through_follows_the_callers_filters():
     assert [str(w.message) for w in caught] == ["shown", "kept: its text does not"]
 
 
+def test_a_warning_a_scope_lets_through_is_shown_as_often_as_the_callers_filters_say():
+    """The scope puts "always" in front of the process's filters, so that every warning reaches it:
+    one it let through was then shown at every step of a loop, where the caller's "default" shows
+    it once a line ("module" once a module, "once" once)."""
+    import warnings
+
+    from kbfilter._warnings import ignored
+
+    def three_times(text, category=UserWarning):
+        for _ in range(3):
+            warnings.warn(text, category)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        warnings.simplefilter("always", FutureWarning)
+        warnings.filterwarnings("once", message="once")
+        with ignored(RuntimeWarning):
+            three_times("a line")
+            three_times("a line, again")
+            three_times("always", FutureWarning)
+            three_times("once")
+            three_times("once")
+        with ignored(RuntimeWarning):  # a new scope, as a new catch_warnings, forgets what was shown
+            three_times("a line")
+    assert [str(w.message) for w in caught] == ["a line", "a line, again"] + ["always"] * 3 + ["once", "a line"]
+
+
 def test_cli_bench_compares_with_the_reference_it_is_given(tmp_path, capsys):
     code = main(["bench", "rotation", "--runs", "2", "--train-length", "50", "--validation-length", "20",
                  "--test-length", "10", "--methods", "ekf", "ukf", "--reference", "ukf", "--jobs", "1", "--quiet",
