@@ -3,7 +3,8 @@ RECORDING ...`` (the benchmark on recorded tracks), and the scenario scripts, wh
 commands with the studies' defaults.
 
 Every argument is checked before any work starts: a bad one gives one line on standard error
-and exit code 2.
+and exit code 2. A study that ran to its end with some method's failures recorded exits with
+:data:`EXIT_FAILED_RUNS` (1).
 """
 
 import argparse
@@ -13,6 +14,7 @@ import re
 import signal
 import sys
 import warnings
+from collections import Counter
 from pathlib import Path
 
 from . import __version__
@@ -267,9 +269,9 @@ def tracks_command(args, parser):
     matplotlib.use("Agg")
     with _terminated_as_interrupted():
         print(f"kbfilter bench {args.data}: results in {out}", flush=True)
-        run_tracks_bench(config, out, n_jobs=args.jobs, progress=not args.quiet, command=args.command_line,
-                         on_error=args.on_error)
-    return 0
+        _, summary = run_tracks_bench(config, out, n_jobs=args.jobs, progress=not args.quiet,
+                                      command=args.command_line, on_error=args.on_error)
+    return _exit_status(parser.prog, {m: counts["failed"] for m, counts in summary["left_out"].items()}, "track")
 
 
 def tracks_scenario_main(argv=None):
@@ -403,14 +405,33 @@ def bench_command(args, parser, folder_per_length=False):
     import matplotlib
 
     matplotlib.use("Agg")
+    failed = Counter()
     with backend(), _terminated_as_interrupted():
         for T, folder in folders.items():
             print(f"kbfilter bench {args.system}: {args.runs} runs, training {T} steps "
                   f"(last {configs[T].validation_length} for tuning), test {args.test_length} steps; results in "
                   f"{folder}", flush=True)
-            run_and_report(configs[T], folder, n_jobs=args.jobs, progress=not args.quiet, command=args.command_line,
-                           first_run=args.first_run, on_error=args.on_error)
-    return 0
+            rows, _ = run_and_report(configs[T], folder, n_jobs=args.jobs, progress=not args.quiet,
+                                     command=args.command_line, first_run=args.first_run, on_error=args.on_error)
+            failed.update(m for row in rows for m in row.get("failed", {}))
+    return _exit_status(parser.prog, failed, "run")
+
+
+#: the exit status of a study that ran to its end with some method raising somewhere (recorded, not stopped)
+EXIT_FAILED_RUNS = 1
+
+
+def _exit_status(prog, failed, unit):
+    """0, or :data:`EXIT_FAILED_RUNS` with a line on standard error when a method raised in some
+    ``unit`` (run or track): the results are written, but a script running the study must be able
+    to tell that a method's entries are missing from them."""
+    failed = {m: n for m, n in failed.items() if n}
+    if not failed:
+        return 0
+    counts = ", ".join(f"{m} failed on {n} {unit}{'s' if n > 1 else ''}" for m, n in failed.items())
+    print(f"{prog}: {counts} (the results hold the messages; --on-error raise stops at the first with its "
+          f"traceback); exit status {EXIT_FAILED_RUNS}", file=sys.stderr)
+    return EXIT_FAILED_RUNS
 
 
 @contextlib.contextmanager

@@ -10,7 +10,9 @@ Writes ``results.json``, ``results.csv``, ``mse_boxplot.png``, ``trajectory.png`
 Usage:  python scenarios/camera.py [--runs 10] [--train-lengths 1000] [--jobs -1] [--out results/camera]
 """
 
+import sys
+
 from kbfilter.cli import scenario_main
 
 if __name__ == "__main__":
-    scenario_main("camera")
+    sys.exit(scenario_main("camera"))

@@ -30,7 +30,9 @@ Usage:  python scenarios/localization.py [--runs 10] [--train-lengths 200 1000 5
         [--out results/localization]
 """
 
+import sys
+
 from kbfilter.cli import scenario_main
 
 if __name__ == "__main__":
-    scenario_main("localization")
+    sys.exit(scenario_main("localization"))

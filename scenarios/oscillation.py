@@ -7,7 +7,9 @@ filter with 1,000 particles that know the true model. Writes one folder per trai
 Usage:  python scenarios/oscillation.py [--runs 30] [--train-lengths 500 1000] [--jobs -1] [--out results/oscillation]
 """
 
+import sys
+
 from kbfilter.cli import scenario_main
 
 if __name__ == "__main__":
-    scenario_main("oscillation")
+    sys.exit(scenario_main("oscillation"))

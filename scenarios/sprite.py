@@ -9,7 +9,9 @@ Writes ``results.json``, ``results.csv``, ``mse_boxplot.png``, ``trajectory.png`
 Usage:  python scenarios/sprite.py [--runs 10] [--train-lengths 1000] [--jobs -1] [--out results/sprite]
 """
 
+import sys
+
 from kbfilter.cli import scenario_main
 
 if __name__ == "__main__":
-    scenario_main("sprite")
+    sys.exit(scenario_main("sprite"))

@@ -10,7 +10,7 @@ import pytest
 
 import kbfilter as kb
 from kbfilter.bench import format_table, run_bench, run_trial, summarise
-from kbfilter.cli import main
+from kbfilter.cli import EXIT_FAILED_RUNS, main
 
 TINY = dict(runs=2, train_length=60, test_length=15, validation_length=20, progress=False,
             methods=("kbf-iw", "ekf", "pf"),
@@ -812,7 +812,12 @@ def test_the_command_line_repeats_one_run_of_a_study_and_stops_at_a_failure_when
         raise np.linalg.LinAlgError("no sigma points")
 
     monkeypatch.setattr(kb.filters.UnscentedKalman, "batch_filter", fails)
-    assert main([*args, "--runs", "1", "--out", str(tmp_path / "recorded")]) == 0
-    assert "--seed 3 --first-run 0 --runs 1 --on-error raise" in capsys.readouterr().err
+    # the results are written, and a script running the study can tell a method's entries are missing
+    assert main([*args, "--runs", "2", "--out", str(tmp_path / "recorded")]) == EXIT_FAILED_RUNS == 1
+    err = capsys.readouterr().err
+    assert "--seed 3 --first-run 0 --runs 1 --on-error raise" in err
+    assert err.splitlines()[-1] == ("kbfilter bench: ukf failed on 2 runs (the results hold the messages; --on-error "
+                                    "raise stops at the first with its traceback); exit status 1")
+    assert (tmp_path / "recorded" / "results.json").exists()
     with pytest.raises(np.linalg.LinAlgError, match="no sigma points"):
         main([*args, "--runs", "1", "--on-error", "raise", "--out", str(tmp_path / "raised")])

@@ -10,7 +10,7 @@ import pytest
 from scipy.stats import wilcoxon
 
 from kbfilter.bench.tracks import TracksConfig, format_tracks_table, run_tracks_bench, summarise_tracks
-from kbfilter.cli import main, tracks_scenario_main
+from kbfilter.cli import EXIT_FAILED_RUNS, main, tracks_scenario_main
 from kbfilter.filters.motion import PROPOSALS
 from kbfilter.plots import plot_tracks
 
@@ -235,7 +235,7 @@ def test_the_map_draws_one_panel_a_track_in_kilometres_from_its_start():
         plot_tracks([], [])
 
 
-def test_a_track_a_method_fails_or_diverges_on_costs_that_tracks_scores_not_the_study(monkeypatch, tmp_path):
+def test_a_track_a_method_fails_or_diverges_on_costs_that_tracks_scores_not_the_study(monkeypatch, tmp_path, capsys):
     """A method raising on one test track had stopped the benchmark, every split's scores lost;
     one diverging (an infinite or NaN RMSE) had made the summary refuse the results after all
     the splits had run."""
@@ -285,7 +285,8 @@ def test_a_track_a_method_fails_or_diverges_on_costs_that_tracks_scores_not_the_
     args = ["bench", "solent", "--splits", "1", "--max-test-tracks", "1", "--map-tracks", "0", "--methods", "cv", "imm",
             "--jobs", "1", "--quiet"]
     calls.clear()
-    assert main([*args, "--out", str(tmp_path / "cli")]) == 0
+    assert main([*args, "--out", str(tmp_path / "cli")]) == EXIT_FAILED_RUNS
+    assert capsys.readouterr().err.splitlines()[-1].startswith("kbfilter bench solent: imm failed on 1 track (")
     calls.clear()
     with pytest.raises(np.linalg.LinAlgError, match="singular"):
         main([*args, "--on-error", "raise", "--out", str(tmp_path / "cli-raise")])
