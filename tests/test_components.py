@@ -380,7 +380,33 @@ def test_an_observation_no_particle_explains_keeps_the_prediction(rotation):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         pf.batch_filter([obs[1], [1e200, 1e200], obs[2], [1e200, 1e200]])
-    assert pf.diagnostics == {"kept_prediction": 3}
+    assert pf.diagnostics["kept_prediction"] == 3
+
+
+def test_a_particle_filter_update_left_on_about_one_particle_is_counted_and_warned():
+    """A likelihood far sharper than the predicted spread leaves the weight on one particle: the
+    pixel-likelihood filter on the moving sprite did so at 99 of 100 steps, and nothing said so
+    (its covariance is the spread of one particle)."""
+    from kbfilter.filters.classical import DEGENERATE_ESS
+
+    sharp = kb.systems.LinearGaussian(F=[[0.9]], H=[[1.0]], Q=[[1.0]], R=[[1e-6]])
+    states, obs = sharp.simulate(20, rng=0)
+    pf = ParticleFilter(sharp, n_particles=50, rng=0).initialize(np.zeros(1), np.eye(1))
+    ess = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for z in obs:
+            pf.predict()
+            pf.update(z)
+            ess.append(pf.ess)
+    degenerate = sum(e < DEGENERATE_ESS for e in ess)
+    assert degenerate >= 15 and pf.diagnostics["degenerate"] == degenerate
+    assert sum("fewer than 2 effective particles" in str(w.message) for w in caught) == degenerate
+    # a likelihood as wide as the prediction leaves the weights spread: nothing to count
+    wide = kb.systems.LinearGaussian(F=[[0.9]], H=[[1.0]], Q=[[1.0]], R=[[1.0]])
+    pf = ParticleFilter(wide, n_particles=500, rng=0).initialize(np.zeros(1), np.eye(1))
+    pf.batch_filter(wide.simulate(20, rng=0)[1])
+    assert pf.diagnostics["degenerate"] == 0
 
 
 def test_an_observation_no_model_explains_keeps_the_model_probabilities_and_is_counted(rotation):

@@ -34,7 +34,8 @@ from .base import Filter, checked_controls, motion_control_dimension, sample_nex
 from .likelihood import Innovation, KnownInnovation, Likelihood, SensorInnovation
 from .particles import MAX_PARTICLES, HoldsParticles, ParticleBelief, ParticleWeightsAlias, check_particle_weights
 
-__all__ = ["ExtendedKalman", "UnscentedKalman", "ParticleFilter", "InteractingMultipleModel", "backward_smoothing"]
+__all__ = ["ExtendedKalman", "UnscentedKalman", "ParticleFilter", "InteractingMultipleModel", "backward_smoothing",
+           "DEGENERATE_ESS"]
 
 
 class _StartsFromFirstObservation(Filter):
@@ -567,6 +568,10 @@ class UnscentedKalman(_GaussianFilter):
         return xs, Ps
 
 
+#: the effective sample size below which a particle filter's update is counted and warned as degenerate
+DEGENERATE_ESS = 2.0
+
+
 class ParticleFilter(HoldsParticles, ParticleWeightsAlias, Likelihood, Innovation, _StartsFromFirstObservation):
     """Bootstrap particle filter with the true model and systematic resampling.
 
@@ -607,9 +612,12 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, Likelihood, Innovatio
     resampled : bool
         Whether the last update resampled.
     diagnostics : dict
-        ``{"kept_prediction": n}``: how many updates kept the prediction because no particle gave
-        the observation a finite likelihood (each is warned about too, but Python shows a warning
-        once a line by default: the count says how often it happened).
+        ``{"kept_prediction": n, "degenerate": m}``: how many updates kept the prediction because
+        no particle gave the observation a finite likelihood, and how many left an effective
+        sample size below :data:`~kbfilter.filters.classical.DEGENERATE_ESS` (the weight on
+        about one particle: the estimate is that particle, its ``P`` the spread of nearly
+        nothing). Each is warned about too, but Python shows a warning once a line by default:
+        the counts say how often it happened.
 
     Examples
     --------
@@ -630,7 +638,7 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, Likelihood, Innovatio
         self.rng = check_rng(rng, "rng")
         self.ess_threshold = check_fraction(ess_threshold, "ess_threshold")
         self.initialized = False
-        self.diagnostics = {"kept_prediction": 0}
+        self.diagnostics = {"kept_prediction": 0, "degenerate": 0}
 
     def initialize(self, x0, P0):
         """Draw the particles from ``N(x0, P0)``.
@@ -760,6 +768,12 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, Likelihood, Innovatio
             self._keep_prediction()
             return
         self.ess = self.belief.ess
+        if self.ess < DEGENERATE_ESS:
+            self.diagnostics["degenerate"] += 1
+            warn_user(f"ParticleFilter: an update left fewer than {DEGENERATE_ESS:g} effective particles: the "
+                      f"estimate is about one particle and P understates its error (a likelihood far sharper than "
+                      f"the predicted spread; more particles help); diagnostics['degenerate'] counts such updates",
+                      NumericalWarning)
         self._estimate_particles("post")
         self.resampled = self.belief.resample_if_due(self.ess_threshold, self.rng)
 
