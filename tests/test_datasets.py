@@ -95,6 +95,20 @@ def test_loading_drops_corrupt_fixes_and_says_how_many(tmp_path):
         load_tracks_csv(path, time="t", step=10.0, max_gap=30.0, min_length=1000)
 
 
+def test_a_time_column_in_milliseconds_is_named_when_no_track_survives(tmp_path):
+    """Epoch milliseconds read as seconds make every gap between reports longer than max_gap, and
+    the loader said only that no piece of track had enough rows."""
+    origin = (50.0, -1.0)
+    times = np.arange(0, 300, 10.0)
+    lat, lon = unproject(np.zeros_like(times), 5.0 * times, origin)
+    rows = [(1.7e12 + 1000 * t, "b", la, lo) for t, la, lo in zip(times, lat, lon)]
+    with pytest.raises(ValueError, match=r"median time between a vehicle's consecutive reports is 1e\+04 s, longer "
+                                         r"than max_gap: if the 't' column counts milliseconds"):
+        load_tracks_csv(_write(tmp_path / "ms.csv", rows), time="t", step=10.0, max_gap=30.0)
+    rows = [(1.7e9 + t, "b", la, lo) for t, la, lo in zip(times, lat, lon)]
+    assert len(load_tracks_csv(_write(tmp_path / "s.csv", rows), time="t", step=10.0, max_gap=30.0).tracks) == 1
+
+
 @pytest.mark.parametrize("corrupt", [[0], [1], [0, 1]])
 def test_a_corrupt_fix_at_the_start_is_dropped_not_the_track_after_it(tmp_path, corrupt):
     # every later report was measured from the first one, so a corrupt first fix dropped them all

@@ -500,8 +500,15 @@ def load_tracks_csv(path, time="time", vehicle="id", lat="lat", lon="lon", step=
         kept.append((name, mine, _spans(t[mine], step, max_gap, min_length)))
     total = sum(rows for _, _, spans in kept for _, _, rows in spans)
     if total == 0:
+        intervals = np.concatenate([np.diff(t[mine]) for _, mine, _ in kept])
+        hint = ""
+        if intervals.size and np.median(intervals) > max_gap:
+            # a time column in milliseconds or nanoseconds, read as seconds, makes every gap too long
+            hint = (f"; the median time between a vehicle's consecutive reports is {np.median(intervals):.4g} s, "
+                    f"longer than max_gap: if the {time!r} column counts milliseconds (or nanoseconds), divide it by "
+                    f"1000 (or 1e9) first, or raise max_gap")
         raise ValueError(f"min_length: no piece of track in {path} has {min_length} rows at step {step} s with gaps "
-                         f"of at most max_gap = {max_gap} s")
+                         f"of at most max_gap = {max_gap} s{hint}")
     if total > MAX_RESAMPLED_ROWS:
         # counted before any row is made: a step far below the reports' spacing would otherwise
         # interpolate until memory runs out
