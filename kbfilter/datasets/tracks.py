@@ -501,10 +501,11 @@ def load_tracks_csv(path, time="time", vehicle="id", lat="lat", lon="lon", step=
     total = sum(rows for _, _, spans in kept for _, _, rows in spans)
     if total == 0:
         intervals = np.concatenate([np.diff(t[mine]) for _, mine, _ in kept])
+        spacing = np.median(intervals) if intervals.size else 0.0
         hint = ""
-        if intervals.size and np.median(intervals) > max_gap:
+        if spacing > max_gap:
             # a time column in milliseconds or nanoseconds, read as seconds, makes every gap too long
-            hint = (f"; the median time between a vehicle's consecutive reports is {np.median(intervals):.4g} s, "
+            hint = (f"; the median time between a vehicle's consecutive reports is {spacing:.4g} s, "
                     f"longer than max_gap: if the {time!r} column counts milliseconds (or nanoseconds), divide it by "
                     f"1000 (or 1e9) first, or raise max_gap")
         raise ValueError(f"min_length: no piece of track in {path} has {min_length} rows at step {step} s with gaps "
