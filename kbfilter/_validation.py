@@ -178,16 +178,20 @@ def check_vector(v, name, *, length=None):
     return arr
 
 
-def check_indices(values, name, upper, *, length=None, distinct=False):
+def check_indices(values, name, upper=None, *, length=None, distinct=False, increasing=False):
     """``values`` as a 1-D integer array of indices in ``[0, upper)`` (``length`` of them, all
-    different with ``distinct``): a negative index would count from the end, silently."""
+    different with ``distinct``, in strictly increasing order with ``increasing``; no upper bound
+    when ``upper`` is None): a negative index would count from the end, silently."""
     idx = np.asarray(values)
     if idx.ndim != 1 or (length is not None and idx.shape[0] != length) or (idx.size and idx.dtype.kind not in "iu"):
         count = "" if length is None else f"{length} "
         raise ValueError(f"{name}: expected {count}integer indices (a 1-D array), got an array of shape {idx.shape} "
                          f"and dtype {idx.dtype}")
-    if idx.size and (idx.min() < 0 or idx.max() >= upper):
-        raise ValueError(f"{name}: expected indices in [0, {upper}), got values from {idx.min()} to {idx.max()}")
+    if idx.size and (idx.min() < 0 or (upper is not None and idx.max() >= upper)):
+        bounds = "non-negative indices" if upper is None else f"indices in [0, {upper})"
+        raise ValueError(f"{name}: expected {bounds}, got values from {idx.min()} to {idx.max()}")
+    if increasing and np.any(np.diff(idx) <= 0):
+        raise ValueError(f"{name}: expected indices in increasing order, each once")
     if distinct and np.unique(idx).size != idx.size:
         raise ValueError(f"{name}: expected distinct indices")
     return idx

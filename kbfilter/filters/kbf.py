@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import as_steps, check_choice, check_controls, check_int, check_positive, check_rng, \
+from .._validation import as_steps, check_choice, check_controls, check_indices, check_int, check_positive, check_rng, \
     check_saved_matrix, check_sequences, check_state_samples, check_vector, ndim_or_none
 from .._warnings import warn_user
 from ..embedding import KernelMean, clipped_weights, normalise_weights, probability_weights, weighted_covariance
@@ -102,10 +102,10 @@ class FilterModel(SharedModel):
         # built by fit, or from a saved file (untrusted): each part must fit the others
         states = check_saved_matrix(states, "states")
         n = states.shape[0]
-        kept = _indices(kept, "kept")
+        kept = check_indices(kept, "kept", increasing=True)
         if kept.shape != (n,):
             raise ValueError(f"kept: expected one index per training state ({n}), got shape {kept.shape}")
-        predecessors = _indices(predecessors, "predecessors")
+        predecessors = check_indices(predecessors, "predecessors", increasing=True)
         if not np.array_equal(kept[np.minimum(np.searchsorted(kept, predecessors + 1), n - 1)], predecessors + 1):
             raise ValueError("predecessors: expected states whose successors are among the kept states")
         if not isinstance(observation, LearnedObservationModel) or observation.rule.states_.shape != states.shape:
@@ -336,17 +336,6 @@ class _Belief:
         if self._dense is None:
             self._dense = model.dense(self.values, self.support)
         return self._dense
-
-
-def _indices(values, name):
-    """``values`` as a 1-D array of non-negative integer indices in increasing order (training
-    states in the order they were stacked)."""
-    values = np.asarray(values)
-    if values.ndim != 1 or values.dtype.kind not in "iu" or (values.size and values.min() < 0):
-        raise ValueError(f"{name}: expected a 1-D array of non-negative integer indices")
-    if np.any(np.diff(values) <= 0):
-        raise ValueError(f"{name}: expected indices of training states in increasing order, each once")
-    return values
 
 
 def _checked_weights(weights, n):

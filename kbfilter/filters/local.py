@@ -253,11 +253,9 @@ class LocalFilterModel(SharedModel):
                 and successors.matrix.nnz % T == 0 and np.all(np.diff(successors.matrix.indptr) == successors.matrix.nnz // T)):
             raise ValueError(f"successors: expected a sparse operator over the {T} training states, with the same "
                              f"number of successors in every row")
-        predecessors = np.asarray(predecessors)
-        if not (predecessors.ndim == 1 and predecessors.dtype.kind in "iu" and predecessors.size
-                and predecessors.min() >= 0 and predecessors.max() < T - 1 and np.all(np.diff(predecessors) > 0)):
-            raise ValueError(f"predecessors: expected indices of training states below {T - 1}, in increasing "
-                             f"order, each once")
+        predecessors = check_indices(predecessors, "predecessors", T - 1, increasing=True)
+        if not predecessors.size:
+            raise ValueError("predecessors: expected at least one training state with a successor")
         reach = check_vector(reach, "reach", length=T)
         if np.any(reach < 0):
             raise ValueError(f"reach: expected {T} non-negative distances")
