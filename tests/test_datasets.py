@@ -109,6 +109,29 @@ def test_a_time_column_in_milliseconds_is_named_when_no_track_survives(tmp_path)
     assert len(load_tracks_csv(_write(tmp_path / "s.csv", rows), time="t", step=10.0, max_gap=30.0).tracks) == 1
 
 
+def test_times_float_seconds_cannot_tell_apart_are_refused(tmp_path):
+    """Times are counted from the first report: one corrupt time long before the others rounded
+    every time after it to a coarse float grid, and the loader then cut or bent the track."""
+    origin = (50.0, -1.0)
+    times = np.arange(0, 300, 10.0)
+    lat, lon = unproject(np.zeros_like(times), 5.0 * times, origin)
+    rows = [(t, "b", la, lo) for t, la, lo in zip(times, lat, lon)]
+    early = _write(tmp_path / "early.csv", [(-1e17, "b", lat[0], lon[0])] + rows)
+    with pytest.raises(ValueError, match=r"t: report 1 is at -1e\+17 s, so long before the others .* 16 s apart, "
+                                         r"too coarse for step = 10 s: expected a corrupt time to be removed"):
+        load_tracks_csv(early, time="t", step=10.0, max_gap=30.0, origin=origin)
+    # one long after the others rounds only itself, and max_gap cuts it off the track
+    late = load_tracks_csv(_write(tmp_path / "late.csv", rows + [(1e20, "b", lat[-1], lon[-1])]), time="t",
+                           step=10.0, max_gap=30.0, origin=origin)
+    assert len(late) == 1
+    np.testing.assert_allclose(late.times[0], times)
+    np.testing.assert_allclose(late.tracks[0][:, 1], 5.0 * times, atol=1e-6)
+    nanoseconds = [(1.7e18 + 1e9 * t, "b", la, lo) for t, _, la, lo in rows]
+    with pytest.raises(ValueError, match=r"t: report times of about 1\.7e\+18 s are 256 s apart .* \(a column of "
+                                         r"nanoseconds divided by 1e9 first\)"):
+        load_tracks_csv(_write(tmp_path / "ns.csv", nanoseconds), time="t", step=10.0, max_gap=30.0)
+
+
 @pytest.mark.parametrize("corrupt", [[0], [1], [0, 1]])
 def test_a_corrupt_fix_at_the_start_is_dropped_not_the_track_after_it(tmp_path, corrupt):
     # every later report was measured from the first one, so a corrupt first fix dropped them all

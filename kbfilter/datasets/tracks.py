@@ -407,6 +407,27 @@ def _resampled(t, east, north, step, span):
     return grid, np.hstack([pos, np.gradient(pos, step, axis=0)])
 
 
+def _check_time_resolution(t, timed, name, step):
+    """Refuse times that, counted from the first report, float seconds cannot tell apart at ``step``."""
+    # counting from the first report rounds each time to the float spacing of the larger of the
+    # two: a corrupt time far before the others, or epoch nanoseconds read as seconds, leaves
+    # every report on a coarse grid (repeated times, steps of the wrong length, a silently wrong
+    # track); a corrupt time far after the others rounds only itself, and max_gap cuts it off
+    known = t[timed]
+    first, typical = known.min(), np.median(known)
+    resolution = np.spacing(max(abs(first), abs(typical)))
+    if resolution <= 1e-3 * step:
+        return
+    if np.spacing(abs(typical)) > 1e-3 * step:
+        raise ValueError(f"{name}: report times of about {typical:.4g} s are {resolution:.3g} s apart as float "
+                         f"seconds, too coarse for step = {step:g} s: expected seconds (a column of nanoseconds "
+                         f"divided by 1e9 first)")
+    report = np.flatnonzero(timed)[np.argmin(known)]
+    raise ValueError(f"{name}: report {report + 1} is at {first:.6g} s, so long before the others (their median is "
+                     f"{typical:.6g} s) that times counted from it are {resolution:.3g} s apart, too coarse for "
+                     f"step = {step:g} s: expected a corrupt time to be removed first")
+
+
 def load_tracks_csv(path, time="time", vehicle="id", lat="lat", lon="lon", step=10.0, max_gap=60.0, min_length=10,
                     origin=None, bounds=None, max_speed=None, attribution=""):
     """Tracks from a CSV of position reports, one row per report.
@@ -465,6 +486,7 @@ def load_tracks_csv(path, time="time", vehicle="id", lat="lat", lon="lon", step=
     t = _seconds(times, time, path)
     timed = np.isfinite(t)
     if np.any(timed):
+        _check_time_resolution(t, timed, time, step)
         t = t - t[timed].min()
     ids = np.array(ids)
     la, lo = _numbers(lats, lat, path), _numbers(lons, lon, path)
