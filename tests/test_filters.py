@@ -612,6 +612,32 @@ class _Drift(kb.systems.System):
         return np.array([z0[0], 0.0]), np.eye(2)
 
 
+@pytest.mark.parametrize("attr, value", [("dim_x", None), ("dim_x", 2.5), ("dim_x", "2"), ("dim_z", None),
+                                         ("dim_z", True)])
+def test_a_system_without_whole_dimensions_is_named_before_it_is_used(attr, value):
+    """A subclass that forgot dim_z, or set dim_x to 2.5, failed with a TypeError about None deep
+    inside numpy: the simulation and every filter on the true model name the class and attribute."""
+    system = type("MySystem", (_Drift,), {attr: value})()
+    _, zs = _Drift().simulate(5, rng=0)
+    message = rf"MySystem\.{attr}: expected a positive integer .* got {re.escape(repr(value))}"
+    with pytest.raises(ValueError, match=message):
+        system.simulate(5, rng=0)
+    for make in (kb.filters.ExtendedKalman, kb.filters.UnscentedKalman, kb.filters.ParticleFilter):
+        with pytest.raises(ValueError, match=message):
+            make(system).batch_filter(zs)
+
+
+def test_an_initial_state_is_checked_and_may_be_a_list():
+    listed = type("Listed", (_Drift,), {"initial_state": lambda self, rng: rng.normal(size=2).tolist()})()
+    states, _ = listed.simulate(5, rng=0)
+    np.testing.assert_array_equal(states, _Drift().simulate(5, rng=0)[0])
+    longer = type("Longer", (_Drift,), {"initial_state": lambda self, rng: rng.normal(size=3)})()
+    with pytest.raises(ValueError, match=r"Longer\.initial_state: expected length 2, got 3"):
+        longer.simulate(5, rng=0)
+    with pytest.raises(ValueError, match=r"Longer\.initial_state: expected length 2, got 3"):
+        kb.filters.ParticleFilter(longer, n_particles=10, rng=0).initialize_stationary()
+
+
 def test_a_system_draws_its_noise_from_the_covariance_it_holds_at_the_draw():
     """The draws are numpy's multivariate_normal (the same standard normals) for whatever covariance
     the system holds when it draws, even one changed in place between two draws."""

@@ -28,8 +28,8 @@ from .._validation import (
 from .._warnings import warn_user
 from ..linalg import NumericalWarning, psd_solve
 from ..systems import System
-from ..systems.base import (initial_belief_of, model_covariance, model_jacobian, observation_mean_of,
-                            transition_jacobian_given, transition_mean_given)
+from ..systems.base import (check_dimensions, initial_belief_of, initial_state_of, model_covariance, model_jacobian,
+                            observation_mean_of, transition_jacobian_given, transition_mean_given)
 from .base import Filter, checked_controls, motion_control_dimension, sample_next, system_control
 from .likelihood import Innovation, KnownInnovation, Likelihood, SensorInnovation
 from .particles import MAX_PARTICLES, HoldsParticles, ParticleBelief, ParticleWeightsAlias, check_particle_weights
@@ -80,7 +80,7 @@ class _StartsFromFirstObservation(Filter):
 def _check_system(system, name="system"):
     if not isinstance(system, System):
         raise ValueError(f"{name}: expected a kbfilter System, got {type(system).__name__}")
-    return system
+    return check_dimensions(system)
 
 
 def _belief_part(name, check, doc):
@@ -686,7 +686,7 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, Likelihood, Innovatio
             The filter, with its belief set.
         """
         burn_in = check_int(burn_in, "burn_in", minimum=0)
-        particles = np.array([self.system.initial_state(self.rng) for _ in range(self.n_particles)])
+        particles = np.array([initial_state_of(self.system, self.rng) for _ in range(self.n_particles)])
         for _ in range(burn_in):
             particles = self.system.sample_transition(particles, self.rng)
         return self._start_from(particles)

@@ -1,6 +1,7 @@
 """The interface a simulated system offers to the filters and benchmarks."""
 
 from functools import lru_cache
+from numbers import Integral
 
 import numpy as np
 
@@ -442,6 +443,27 @@ def _takes_control(function, positional):
     return len(named) > positional or any(p.kind is p.VAR_POSITIONAL for p in params)
 
 
+def check_dimensions(system):
+    """``system`` itself, once its ``dim_x`` and ``dim_z`` (and ``dim_u``, if it has one) are
+    positive integers: every array made for it is sized by them, and a subclass that forgot one
+    would otherwise fail deep inside numpy with a ``TypeError`` about ``None``."""
+    name = type(system).__name__
+    dims = ("dim_x", "dim_z") + (("dim_u",) if getattr(system, "dim_u", None) is not None else ())
+    for attr in dims:
+        value = getattr(system, attr, None)
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral) or value < 1:
+            raise ValueError(f"{name}.{attr}: expected a positive integer (a subclass of System sets dim_x and "
+                             f"dim_z), got {value!r}")
+    return system
+
+
+def initial_state_of(system, rng):
+    """``system.initial_state(rng)`` as a finite state of ``dim_x`` values, the user's system named
+    when it returns something else."""
+    return check_vector(system.initial_state(rng), f"{type(system).__name__}.initial_state",
+                        length=system.dim_x)
+
+
 def check_simulation_memory(system, T, dim_u=0):
     """Refuse, before the first step, a simulation of ``T`` steps whose arrays would not fit in the
     machine's memory: the states and controls, and the observations three times over (an image
@@ -491,8 +513,9 @@ def controlled_run(system, T, policy, rng=None, burn_in=0, return_latent=False):
     if not callable(policy):
         raise ValueError(f"policy: expected a callable policy(x, rng) giving each step's control, got "
                          f"{type(policy).__name__}")
+    check_dimensions(system)
     check_simulation_memory(system, T, system.dim_u)
-    x = system.initial_state(rng)
+    x = initial_state_of(system, rng)
     states, controls = np.empty((T, system.dim_x)), np.empty((T, system.dim_u))
     for t in range(burn_in + T):
         # checked a step at a time: a control of the wrong length would broadcast into the model
@@ -829,8 +852,9 @@ class System:
         T = check_int(T, "T")
         burn_in = check_int(burn_in, "burn_in", minimum=0)
         rng = check_rng(rng, "rng")
+        check_dimensions(self)
         check_simulation_memory(self, T)
-        x = self.initial_state(rng)
+        x = initial_state_of(self, rng)
         states = np.empty((T, self.dim_x))
         for t in range(burn_in + T):
             if t >= burn_in:
