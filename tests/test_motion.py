@@ -116,6 +116,47 @@ def test_a_sensor_that_cannot_be_learned_is_refused_before_the_fit(cv_data):
         LearnedMotionFilter(random_state=0).fit(short, images)
 
 
+class _Faulty:
+    """A user's sensor whose log likelihood is PositionFixes' own, spoiled by ``spoil``."""
+
+    def __init__(self, spoil):
+        self.spoil, self.fixes = spoil, PositionFixes(3.0)
+
+    def observation_loglik(self, z, X):
+        return self.spoil(self.fixes.observation_loglik(z, X))
+
+    def observe_mean(self, X):
+        return self.fixes.observe_mean(X)
+
+
+@pytest.mark.parametrize("spoil, message", [
+    (lambda v: float(v[0]), r"expected an array of shape \(\d+,\) .* got shape \(\)"),
+    (lambda v: v[:-1], r"expected an array of shape \((\d+),\) .* got shape \(\d+,\)"),
+    (lambda v: v + 0j, r"expected real log likelihoods, got an array of dtype complex128"),
+    (lambda v: np.where(np.arange(v.size) == 3, np.nan, v), r"expected finite log likelihoods .* got nan at 1 of"),
+    (lambda v: np.where(np.arange(v.size) == 3, np.inf, v), r"expected finite log likelihoods .* got inf at 1 of"),
+])
+def test_a_sensor_whose_log_likelihood_is_no_log_density_is_named(cv_data, spoil, message):
+    """A complex log likelihood reached the estimates; one NaN left every update without a
+    likelihood and the filter on its predictions, a number failed inside numpy."""
+    train, _, test_obs = cv_data
+    learned = LearnedMotionFilter(sensor=_Faulty(spoil), n_particles=50, random_state=0).fit(train[:2], [x[:, :2] for x in train[:2]])
+    with pytest.raises(ValueError, match=r"_Faulty\.observation_loglik: " + message):
+        learned.batch_filter(test_obs[:5])
+    system = type("Faulty", (kb.systems.System,), {"dim_x": 4, "dim_z": 2, "observation_loglik":
+                                                   lambda self, z, X: spoil(PositionFixes(3.0).observation_loglik(z, X)),
+                                                   "initial_belief": lambda self, z0: (np.r_[z0, 0, 0], np.eye(4))})()
+    pf = kb.filters.ParticleFilter(system, n_particles=50, rng=0)
+    pf.initialize(np.zeros(4), np.eye(4))
+    with pytest.raises(ValueError, match=r"Faulty\.observation_loglik: " + message):
+        pf.update(test_obs[0])
+    # -inf everywhere is a legitimate answer: no particle explains the observation
+    impossible = LearnedMotionFilter(sensor=_Faulty(lambda v: np.full(v.shape, -np.inf)), n_particles=50,
+                                     random_state=0).fit(train[:2], [x[:, :2] for x in train[:2]])
+    with pytest.warns(kb.NumericalWarning, match="no particle gives the observation a finite likelihood"):
+        impossible.batch_filter(test_obs[:3])
+
+
 def test_given_no_sensor_the_filter_learns_one_that_carries_over_with_the_motion(cv_data, tmp_path):
     """With the sensor learned too, the filter still approaches the Kalman filter that knows the
     model, and follows a track 36 km from every training track."""

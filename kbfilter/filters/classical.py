@@ -28,8 +28,8 @@ from .._validation import (
 from .._warnings import warn_user
 from ..linalg import NumericalWarning, psd_solve
 from ..systems import System
-from ..systems.base import (check_dimensions, initial_belief_of, initial_state_of, model_covariance, model_jacobian,
-                            observation_mean_of, transition_jacobian_given, transition_mean_given)
+from ..systems.base import (check_dimensions, initial_belief_of, initial_state_of, log_likelihood_of, model_covariance,
+                            model_jacobian, observation_mean_of, transition_jacobian_given, transition_mean_given)
 from .base import Filter, checked_controls, motion_control_dimension, sample_next, system_control
 from .likelihood import Innovation, KnownInnovation, Likelihood, SensorInnovation
 from .particles import MAX_PARTICLES, HoldsParticles, ParticleBelief, ParticleWeightsAlias, check_particle_weights
@@ -758,8 +758,7 @@ class ParticleFilter(HoldsParticles, ParticleWeightsAlias, Likelihood, Innovatio
             self._keep_prediction()
             return
         self._measured = SensorInnovation(self.system, z, self.belief.particles, self.belief.weights.copy())
-        with np.errstate(over="ignore", invalid="ignore"):
-            loglik = self.system.observation_loglik(z, self.belief.particles)
+        loglik = log_likelihood_of(self.system, z, self.belief.particles)
         self.log_likelihood = self.belief.reweight_log(loglik)
         if not np.isfinite(self.log_likelihood):
             self.diagnostics["kept_prediction"] += 1

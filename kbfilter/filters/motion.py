@@ -46,7 +46,7 @@ from .._validation import check_choice, check_fraction, check_int, check_matrix,
 from ..embedding import weighted_covariance
 from ..linalg import psd_solve
 from ..persistence import Persistent, persistent, saved_before_fit
-from ..systems.base import sensor_residual
+from ..systems.base import log_likelihood_of, sensor_residual
 from ..systems.linear import LinearGaussianSensor
 from ..threads import limited_blas
 from .base import (TUNING_RECORD, LearnedFilter, SharedModel, SharesFittedParts, check_loaded_estimates,
@@ -383,7 +383,9 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
     Parameters
     ----------
     sensor : object with ``observation_loglik(z, X)``, or None, default=None
-        The sensor model. When it also has ``initial_belief(z0)`` returning ``(mean, cov)``,
+        The sensor model: ``observation_loglik(z, X)`` gives one real log density a row of ``X``
+        (finite, or ``-inf`` where ``z`` is impossible; anything else is refused, the sensor
+        named). When it also has ``initial_belief(z0)`` returning ``(mean, cov)``,
         ``batch_filter`` starts from that Gaussian (drawn once); otherwise from the training states.
         None learns it with the motion: ``z = H x + offset + N(0, R)`` by least squares on the
         training pairs (:meth:`~kbfilter.systems.LinearGaussianSensor.fitted`), a map that carries
@@ -848,8 +850,7 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
         k = 1 if candidates is None else candidates.shape[1]
         point_weights = np.repeat(self.belief.weights / k, k)
         self._measured = SensorInnovation(self.sensor_, z.ravel(), points, point_weights)
-        with np.errstate(over="ignore", invalid="ignore"):
-            loglik = self.sensor_.observation_loglik(z, points)
+        loglik = log_likelihood_of(self.sensor_, z, points)
         if candidates is not None:
             loglik = loglik.reshape(candidates.shape[:2])
             # a particle's weight is the likelihood of the observation under its law of the next

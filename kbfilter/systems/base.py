@@ -343,6 +343,47 @@ def observation_mean_of(system, X):
     return model_values(system.observe_mean(X), system, "observe_mean", X.shape[0], system.dim_z)
 
 
+def log_likelihood_of(model, z, X):
+    """``model.observation_loglik(z, X)``, checked to be one real log density a state: finite, or
+    -inf where the observation is impossible.
+
+    A sensor written by a user may return a number, a column or complex values, which a particle
+    step would broadcast or carry into the estimates, or a NaN, which would leave every later
+    update without a likelihood and the filter silently on its predictions.
+
+    Parameters
+    ----------
+    model : object with ``observation_loglik(z, X)``
+        A system or a sensor model (its class name goes in the message).
+    z : ndarray
+        The observation.
+    X : ndarray of shape (n, dim_x)
+        The states (particles).
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        The log likelihoods.
+    """
+    name = f"{type(model).__name__}.observation_loglik"
+    n = X.shape[0]
+    # a state so far from the observation that its squared distance overflows has likelihood 0
+    with np.errstate(over="ignore", invalid="ignore"):
+        values = np.asarray(model.observation_loglik(z, X))
+    if values.dtype.kind not in "biuf":
+        raise ValueError(f"{name}: expected real log likelihoods, got an array of dtype {values.dtype}")
+    values = values.astype(np.float64, copy=False)
+    if values.shape != (n,):
+        raise ValueError(f"{name}: expected an array of shape ({n},) for {n} state(s), one log likelihood a state, "
+                         f"got shape {values.shape}")
+    bad = np.isnan(values) | (values == np.inf)
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{name}: expected finite log likelihoods (or -inf where the observation is impossible), "
+                         f"got {values[first]} at {bad.sum()} of {n} states, the first {X[first].tolist()}")
+    return values
+
+
 def initial_belief_of(system, z0):
     """``system.initial_belief(z0)``, the pair ``(mean, cov)`` checked to be of the state's size (a
     user's system is named when it returns something else, not the filter's ``x0``)."""
@@ -782,7 +823,9 @@ class System:
         Returns
         -------
         ndarray of shape (n,)
-            ``log p(z | x)`` for each row of ``X``, up to a constant the same for every row.
+            ``log p(z | x)`` for each row of ``X``, up to a constant the same for every row. An
+            override returns real values, finite or ``-inf`` where ``z`` is impossible: the
+            particle filters refuse NaN, ``+inf`` or another shape, naming the class.
         """
         X = np.atleast_2d(X)
         return gaussian_loglik(one_observation(self, z) - observation_mean_of(self, X),
