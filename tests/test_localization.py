@@ -246,6 +246,11 @@ def test_kmc_rejects_bad_input_before_work():
     bad = kb.KernelMonteCarloFilter(lambda X, u, rng: X[:, :1] * np.nan, n_particles=5).fit(states, obs)
     with pytest.raises(ValueError, match="motion: expected finite next states"):
         bad.predict()
+    # an imaginary part was dropped with only numpy's warning
+    for spoilt, dtype in ((lambda X, u, rng: X + 1j, "complex128"), (lambda X, u, rng: X.astype(str), "<U")):
+        bad = kb.KernelMonteCarloFilter(spoilt, n_particles=5).fit(states, obs)
+        with pytest.raises(ValueError, match=f"motion: expected real next states, got an array of dtype {dtype}"):
+            bad.predict()
 
 
 # -- the controlled kernel Bayes filter -------------------------------------------------------------

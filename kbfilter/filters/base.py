@@ -194,7 +194,11 @@ def sample_next(motion, X, u, rng, name="motion"):
         out = motion.sample_transition(X, rng) if u is None else motion.sample_transition(X, rng, u=u)
     else:
         out = motion(X, u, rng)
-    out = np.asarray(out, dtype=np.float64)
+    out = np.asarray(out)
+    if out.dtype.kind not in "biuf":
+        # numpy would drop an imaginary part with only a warning, or fail on text unnamed
+        raise ValueError(f"{name}: expected real next states, got an array of dtype {out.dtype}")
+    out = out.astype(np.float64, copy=False)
     if out.shape != X.shape or not np.all(np.isfinite(out)):
         raise ValueError(f"{name}: expected finite next states of shape {X.shape}, got "
                          f"{'non-finite values' if out.shape == X.shape else f'shape {out.shape}'}")
