@@ -619,7 +619,7 @@ def test_a_system_without_whole_dimensions_is_named_before_it_is_used(attr, valu
     inside numpy: the simulation and every filter on the true model name the class and attribute."""
     system = type("MySystem", (_Drift,), {attr: value})()
     _, zs = _Drift().simulate(5, rng=0)
-    message = rf"MySystem\.{attr}: expected a positive integer .* got {re.escape(repr(value))}"
+    message = rf"MySystem\.{attr}: expected an integer, got {re.escape(repr(value))}$"
     with pytest.raises(ValueError, match=message):
         system.simulate(5, rng=0)
     for make in (kb.filters.ExtendedKalman, kb.filters.UnscentedKalman, kb.filters.ParticleFilter):

@@ -1,7 +1,6 @@
 """The interface a simulated system offers to the filters and benchmarks."""
 
 from functools import lru_cache
-from numbers import Integral
 
 import numpy as np
 
@@ -491,10 +490,7 @@ def check_dimensions(system):
     name = type(system).__name__
     dims = ("dim_x", "dim_z") + (("dim_u",) if getattr(system, "dim_u", None) is not None else ())
     for attr in dims:
-        value = getattr(system, attr, None)
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral) or value < 1:
-            raise ValueError(f"{name}.{attr}: expected a positive integer (a subclass of System sets dim_x and "
-                             f"dim_z), got {value!r}")
+        check_int(getattr(system, attr, None), f"{name}.{attr}", minimum=1)
     return system
 
 
