@@ -90,6 +90,20 @@ def check_array(X, name, what="a numeric array"):
     return _as_float(X, name, what)
 
 
+def check_real_output(values, name, what):
+    """What a user's callable returned, as a float64 array of its own shape (the caller checks the
+    shape): refused, naming the callable, unless its values are real numbers. ``numpy`` would drop
+    an imaginary part with only a warning, read numeric text as numbers, or fail on ragged rows
+    without saying whose output it was."""
+    try:
+        values = np.asarray(values)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}: expected an array of real {what} ({exc})") from exc
+    if values.dtype.kind not in "biuf":
+        raise ValueError(f"{name}: expected real {what}, got an array of dtype {values.dtype}")
+    return values.astype(np.float64, copy=False)
+
+
 def check_square(A, name, what="matrix"):
     """Return ``A`` as a float64 array of shape (n, n); its values are the caller's to check."""
     A = _as_float(A, name, "a numeric array")

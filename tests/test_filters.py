@@ -680,6 +680,16 @@ class _NegativeNoise(_Drift):
     process_cov = np.diag([0.01, -0.01])
 
 
+class _ComplexObservation(_Drift):
+    def observe_mean(self, X):
+        return X[:, :1] + 1j * X[:, 1:]  # numpy's cast would drop the imaginary part with only a warning
+
+
+class _TextTransition(_Drift):
+    def transition_mean(self, X):
+        return X.astype(str)  # numeric text: numpy's cast would read it as numbers
+
+
 class _UnknownNoise(_Drift):
     observation_cov = np.array([[np.nan]])
 
@@ -695,6 +705,9 @@ class _UnknownNoise(_Drift):
     (_NegativeNoise(), r"_NegativeNoise\.process_cov: expected a positive semi-definite covariance matrix; its "
                        r"smallest eigenvalue is -0\.01"),
     (_UnknownNoise(), r"_UnknownNoise\.observation_cov: contains NaN or infinite values"),
+    (_ComplexObservation(), r"_ComplexObservation\.observe_mean: expected real values, got an array of dtype "
+                            r"complex128"),
+    (_TextTransition(), r"_TextTransition\.transition_mean: expected real values, got an array of dtype <U"),
 ])
 def test_a_users_system_whose_model_has_the_wrong_shape_or_values_is_named_not_broadcast(system, message):
     zs = _Drift().simulate(20, rng=1)[1]

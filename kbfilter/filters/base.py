@@ -11,7 +11,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import MISSING_IN_RUN, as_steps, check_int, check_matrix, check_memory, check_observation, \
-    check_sequences, check_step_control, check_vector
+    check_real_output, check_sequences, check_step_control, check_vector
 from .._warnings import ignored, warn_user
 from ..linalg import NumericalWarning
 from ..threads import limited_blas
@@ -194,11 +194,7 @@ def sample_next(motion, X, u, rng, name="motion"):
         out = motion.sample_transition(X, rng) if u is None else motion.sample_transition(X, rng, u=u)
     else:
         out = motion(X, u, rng)
-    out = np.asarray(out)
-    if out.dtype.kind not in "biuf":
-        # numpy would drop an imaginary part with only a warning, or fail on text unnamed
-        raise ValueError(f"{name}: expected real next states, got an array of dtype {out.dtype}")
-    out = out.astype(np.float64, copy=False)
+    out = check_real_output(out, name, "next states")
     if out.shape != X.shape or not np.all(np.isfinite(out)):
         raise ValueError(f"{name}: expected finite next states of shape {X.shape}, got "
                          f"{'non-finite values' if out.shape == X.shape else f'shape {out.shape}'}")

@@ -5,7 +5,7 @@ from functools import lru_cache
 import numpy as np
 
 from .._validation import check_array, check_bool, check_covariance, check_int, check_matrix, check_memory, \
-    check_observation, check_rng, check_step_control, check_vector
+    check_observation, check_real_output, check_rng, check_step_control, check_vector
 
 
 def pixel_loglik(z, renders, pixel_noise):
@@ -205,7 +205,7 @@ def model_values(values, system, method, n, dim):
     ndarray of shape (n, dim)
         The values.
     """
-    values = np.asarray(values, dtype=np.float64)
+    values = check_real_output(values, f"{type(system).__name__}.{method}", "values")
     if values.shape != (n, dim):
         raise ValueError(f"{type(system).__name__}.{method}: expected an array of shape ({n}, {dim}) for {n} "
                          f"state(s), one row a state, got shape {values.shape}")
@@ -368,10 +368,8 @@ def log_likelihood_of(model, z, X):
     n = X.shape[0]
     # a state so far from the observation that its squared distance overflows has likelihood 0
     with np.errstate(over="ignore", invalid="ignore"):
-        values = np.asarray(model.observation_loglik(z, X))
-    if values.dtype.kind not in "biuf":
-        raise ValueError(f"{name}: expected real log likelihoods, got an array of dtype {values.dtype}")
-    values = values.astype(np.float64, copy=False)
+        values = model.observation_loglik(z, X)
+    values = check_real_output(values, name, "log likelihoods")
     if values.shape != (n,):
         raise ValueError(f"{name}: expected an array of shape ({n},) for {n} state(s), one log likelihood a state, "
                          f"got shape {values.shape}")
