@@ -104,6 +104,35 @@ def check_real_output(values, name, what):
     return values.astype(np.float64, copy=False)
 
 
+def check_transformer(value, name, others="None"):
+    """``value`` when it is ``others`` (its caller's to test first) or a scikit-learn transformer:
+    callable ``fit`` and ``transform``, and ``get_params``, without which scikit-learn's ``clone``
+    (a map is cloned, never fitted in place) fails with a ``TypeError`` that does not say which
+    argument; refused, naming ``name``, before any work otherwise."""
+    if value is None:
+        return value
+    missing = [m for m in ("fit", "transform", "get_params") if not callable(getattr(value, m, None))]
+    if missing:
+        raise ValueError(f"{name}: expected {others} or a scikit-learn transformer (fit, transform and get_params, as "
+                         f"sklearn.base.BaseEstimator gives them), got {type(value).__name__}"
+                         + (f" (it has no {' and no '.join(missing)})" if len(missing) < 3 else ""))
+    return value
+
+
+def check_feature_rows(mapped, n, name="features"):
+    """A feature map's output on ``n`` observations as a float array: one finite real row per
+    observation (a map that drops rows, flattens or overflows is named, not met later as a
+    kernel's error about its ``X`` or as NaN weights)."""
+    mapped = check_real_output(mapped.toarray() if hasattr(mapped, "toarray") else mapped,
+                               f"{name}: the feature map", "features")
+    if mapped.ndim != 2 or mapped.shape[0] != n:
+        raise ValueError(f"{name}: expected the feature map to give one row per observation, shape ({n}, "
+                         f"n_features), got shape {mapped.shape}")
+    if not np.all(np.isfinite(mapped)):
+        raise ValueError(f"{name}: the feature map gave NaN or infinite values on the observations")
+    return mapped
+
+
 def check_square(A, name, what="matrix"):
     """Return ``A`` as a float64 array of shape (n, n); its values are the caller's to check."""
     A = _as_float(A, name, "a numeric array")

@@ -757,7 +757,7 @@ def test_window_regressor_is_reproducible_and_works_on_low_dimensional_observati
     ("hidden_layer_sizes", "ab", "a non-empty tuple of layer widths"),   # numpy's UFuncTypeError inside scikit-learn
     ("hidden_layer_sizes", 5, "a non-empty tuple of layer widths"),      # a TypeError
     ("hidden_layer_sizes", (64, 0), "an integer >= 1"),
-    ("features", "pca", "None or a transformer with fit and transform"),  # a TypeError from clone
+    ("features", "pca", "None or a scikit-learn transformer"),  # a TypeError from clone
     ("alpha", -1.0, "a non-negative finite number"), ("max_iter", 0, "an integer >= 1"),
     ("random_state", "x", "an integer"), ("window", 0, "an integer >= 1")])
 def test_window_regressor_names_a_bad_hyperparameter_before_it_fits(param, value, match):

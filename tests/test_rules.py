@@ -202,6 +202,63 @@ def test_a_zero_original_update_falls_back_to_ckme_regression_in_closed_form(obs
     np.testing.assert_allclose(W, np.linalg.solve(G + n * delta * np.eye(n), k), rtol=1e-8, atol=1e-12)
 
 
+class _MapWithoutParams:
+    """A feature map without ``get_params`` (scikit-learn's ``clone`` needs it)."""
+
+    def fit(self, Z, y=None):
+        return self
+
+    def transform(self, Z):
+        return np.asarray(Z)
+
+
+class _FlatMap(RBFSampler):
+    def transform(self, Z):
+        return super().transform(Z)[:, 0]  # one value an observation, but 1-D
+
+
+class _OverflowingMap(RBFSampler):
+    def transform(self, Z):
+        out = super().transform(Z)
+        return np.where(np.asarray(Z)[:, :1] > 5.0, np.inf, out)  # as an overflow far from the data
+
+
+@pytest.mark.parametrize("features, where, message", [
+    ("rff", "fit", r"features: expected None or a scikit-learn transformer .* got str$"),
+    (_MapWithoutParams(), "fit", r"features: expected None or a scikit-learn transformer .* got _MapWithoutParams \(it has no "
+                           r"get_params\)"),
+    (_FlatMap(n_components=20, random_state=0), "fit",
+     r"features: expected the feature map to give one row per observation, shape \(120, n_features\), got shape "
+     r"\(120,\)"),
+    (_OverflowingMap(n_components=20, random_state=0), "posterior",
+     r"features: the feature map gave NaN or infinite values"),
+])
+def test_a_rules_observation_features_are_named_when_they_are_not_a_map_or_its_rows(features, where, message):
+    """The rule's ``features`` are checked before any work, and what they give (at fit and on a test
+    observation) is one finite row an observation; before, a ``TypeError`` from ``clone`` or an
+    ``AttributeError``, numpy's broadcast of a flat map, and NaN posterior weights."""
+    x, z, _ = gaussian_bayes_problem(120, 4)
+    rule = KernelBayesRule(features=features)
+    if where == "fit":
+        with pytest.raises(ValueError, match=message):
+            rule.fit(x, z)
+        return
+    rule.fit(x, z)
+    prior = KernelMean(x, kernel=rule.kernel_x_)
+    assert np.all(np.isfinite(rule.posterior(prior, [1.0]).weights))
+    with pytest.raises(ValueError, match=message):
+        rule.posterior(prior, [6.0])
+
+
+def test_a_rules_observations_are_checked_with_their_name():
+    x, z, _ = gaussian_bayes_problem(120, 4)
+    rule = KernelBayesRule().fit(x, z)
+    with pytest.raises(ValueError, match="z: Complex data not supported"):
+        rule.observation_vectors([1.0 + 1j])  # numpy's TypeError about float()
+    with pytest.raises(ValueError, match="z: expected a numeric array, got None among the values"):
+        rule.observation_vectors([[1.0], [None]])
+
+
 def test_all_zero_ratio_falls_back_and_reports_it():
     x, z, _ = gaussian_bayes_problem(200, 7)
     far = KernelMean(np.full((10, 1), 50.0), kernel=GaussianKernel(1.0))

@@ -15,7 +15,8 @@ from functools import cached_property
 import numpy as np
 from sklearn.base import clone
 
-from .._validation import check_choice, check_int, check_observation, check_positive, check_square_memory
+from .._validation import check_choice, check_feature_rows, check_int, check_observation, check_positive, \
+    check_square_memory, check_transformer
 from .._warnings import warn_user
 from ..features import GaussianBlur
 from ..kernel_approximation import NystromKernel, RandomFourierKernel
@@ -64,24 +65,7 @@ def observation_features(features, obs_shape):
     if isinstance(features, str):
         check_choice(features, "features", ("auto",))
         return IMAGE_FEATURES if len(obs_shape) > 1 else None
-    if features is not None and not (callable(getattr(features, "fit", None))
-                                     and callable(getattr(features, "transform", None))):
-        raise ValueError(f"features: expected 'auto', None or a transformer with fit and transform, got "
-                         f"{type(features).__name__}")
-    return features
-
-
-def _checked_features(mapped, n):
-    """A feature map's output on ``n`` observations, as the observation kernel needs it: one finite
-    row per observation (a map that drops rows, flattens or overflows is named, not met later as
-    the kernel's error about its ``X``)."""
-    mapped = np.asarray(mapped.toarray() if hasattr(mapped, "toarray") else mapped, dtype=np.float64)
-    if mapped.ndim != 2 or mapped.shape[0] != n:
-        raise ValueError(f"features: expected the feature map to give one row per observation, shape ({n}, "
-                         f"n_features), got shape {mapped.shape}")
-    if not np.all(np.isfinite(mapped)):
-        raise ValueError("features: the feature map gave NaN or infinite values on the training observations")
-    return mapped
+    return check_transformer(features, "features", "'auto', None")
 
 
 def mapped_observation(z, obs_shape, features):
@@ -475,7 +459,7 @@ class ObservationSpace(SharedModel):
                 raise  # the library's own maps name their parameters
             raise ValueError(f"features: {type(features).__name__} failed on the training observations "
                              f"({exc})") from exc
-        return cls(obs_shape, features), _checked_features(mapped, Z.shape[0])
+        return cls(obs_shape, features), check_feature_rows(mapped, Z.shape[0])
 
     def gated(self, Z, quantile):
         """This space with the outlier gate of ``quantile`` fitted on ``Z``.
@@ -508,7 +492,7 @@ class ObservationSpace(SharedModel):
         ndarray of shape (n, d)
             After the feature map (``Z`` itself without one).
         """
-        return Z if self.features is None else _checked_features(self.features.transform(Z), Z.shape[0])
+        return Z if self.features is None else check_feature_rows(self.features.transform(Z), Z.shape[0])
 
     def map(self, z):
         """One observation, checked, as a row in this space (see :func:`mapped_observation`).

@@ -9,7 +9,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import (check_covariance, check_int, check_positive, check_saved_matrix, check_saved_vector,
-                           check_sequences)
+                           check_sequences, check_transformer)
 from .._warnings import ignored
 from ..features import (check_layer_sizes, check_network, check_network_memory, check_positive_scales, exact_pca,
                         network_layers)
@@ -198,10 +198,7 @@ class WindowRegressor(Persistent, Filter, BaseEstimator):
             Naming the first parameter that is not what the regressor accepts.
         """
         check_int(self.window, "window")
-        if self.features is not None and not (callable(getattr(self.features, "fit", None))
-                                              and callable(getattr(self.features, "transform", None))):
-            raise ValueError(f"features: expected None or a transformer with fit and transform, got "
-                             f"{type(self.features).__name__}")
+        check_transformer(self.features, "features")
         check_layer_sizes(self.hidden_layer_sizes)
         check_positive(self.alpha, "alpha", allow_zero=True)
         check_int(self.max_iter, "max_iter")

@@ -12,12 +12,15 @@ from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import (
+    check_array,
     check_choice,
+    check_feature_rows,
     check_matrix,
     check_positive,
     check_same_length,
     check_saved_matrix,
     check_square_memory,
+    check_transformer,
     check_vector,
     check_within_magnitude,
     ndim_or_none,
@@ -253,6 +256,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
         """
         check_choice(self.method, "method", ("iw", "original"))
         check_choice(self.solver, "solver", ("auto", "dense"))
+        check_transformer(self.features, "features")
         X = check_within_magnitude(check_matrix(states, "states", min_samples=2), "states")
         Z = check_within_magnitude(check_matrix(observations, "observations", min_samples=2), "observations")
         check_same_length("states", X, "observations", Z)
@@ -288,7 +292,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
         self.features_, self.kernel_z_, self.G_z_ = None, None, None
         if self.features is not None:
             self.features_ = with_saved_layout(clone(self.features).fit(Z))
-            self.Phi_ = np.asarray(self.features_.transform(Z), dtype=np.float64)
+            self.Phi_ = check_feature_rows(self.features_.transform(Z), n)
         else:
             self.kernel_z_ = kernel_z
             # a kernel with an explicit feature map (linear, Nystrom, Fourier) gives Phi directly
@@ -513,7 +517,7 @@ class KernelBayesRule(Persistent, BaseEstimator):
         return self._observations_side.vectors(Z, check_input)
 
     def _check_observations(self, Z):
-        Z = np.asarray(Z, dtype=np.float64) if not isinstance(Z, np.ndarray) else Z
+        Z = check_array(Z, "z")
         if Z.ndim == 1:
             Z = Z[None, :]
         return check_matrix(Z, "z", n_features=self.observations_.shape[1], allow_1d=False)

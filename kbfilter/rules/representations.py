@@ -17,6 +17,7 @@ do not test what the rule holds.
 import numpy as np
 from scipy.linalg import LinAlgWarning, lu_factor, lu_solve
 
+from .._validation import check_feature_rows
 from .._warnings import ignored
 from ..linalg import Woodbury, ridge_factor
 from ..operators import DenseOperator, LowRankOperator
@@ -197,7 +198,7 @@ class TransformedFeatures:
         self.transformer = transformer
 
     def __call__(self, Z, check_input=True):
-        return np.asarray(self.transformer.transform(Z), dtype=np.float64)
+        return check_feature_rows(self.transformer.transform(Z), Z.shape[0])
 
 
 class FeatureObservations:
