@@ -77,7 +77,9 @@ def log_pseudolikelihood(X, inducing, bandwidth, noise=None):
     """
     X = check_matrix(X, "X")
     Z = check_matrix(inducing, "inducing", n_features=X.shape[1])
+    _check_jacobian_rank(Z.shape[0], X.shape[1], "inducing")
     s = check_positive(bandwidth, "bandwidth")
+    _prior_scale(s, X.shape[1])
     if noise is None:
         return _profile(X, Z, s)[0]
     return _log_pseudolikelihood(X, Z, s, check_positive(noise, "noise"))
@@ -88,9 +90,30 @@ def _features(Z, X, s):
     return np.exp(-cdist(Z, X, "sqeuclidean") / (2 * s * s))
 
 
+def _prior_scale(s, d, name="bandwidth"):
+    """``r(z, z) = (pi s^2)^(d/2)``, refused when it (or ``s^2``) over- or underflows float64: the
+    pseudolikelihood would be NaN, or an ``OverflowError``, with nothing said about why."""
+    log_scale = 0.5 * d * np.log(np.pi * s * s) if s * s > 0 else -np.inf
+    if not abs(log_scale) < 700:  # exp overflows near 709.8; the margin keeps n r(z, z) finite
+        raise ValueError(f"{name}: the prior's scale (pi s^2)^(d/2) over- or underflows float64 for s = {s:g} in "
+                         f"d = {d} dimensions; rescale X (the scale is 1 at s = {1 / np.sqrt(np.pi):.3g}) or reduce "
+                         f"its dimension")
+    return float(np.exp(log_scale))
+
+
 def _prior_covariance(A, B, s):
     """``r(a, b)``: the Gaussian kernel of bandwidth ``s`` convolved with itself."""
-    return (np.pi * s * s) ** (A.shape[1] / 2) * np.exp(-cdist(A, B, "sqeuclidean") / (4 * s * s))
+    return _prior_scale(s, A.shape[1]) * np.exp(-cdist(A, B, "sqeuclidean") / (4 * s * s))
+
+
+def _check_jacobian_rank(m, d, name):
+    """The Jacobian of ``x -> phi(x)`` (``m`` features of ``d`` coordinates) has rank at most
+    ``m``: with fewer held-out points than dimensions its factor, and the pseudolikelihood, is 0
+    at every bandwidth (``-inf`` in logs), and no bandwidth is better than another."""
+    if m < d:
+        raise ValueError(f"{name}: expected at least as many points as X has dimensions ({d}), got {m}: with fewer "
+                         f"the Jacobian of the feature map is singular and the pseudolikelihood is -inf at every "
+                         f"bandwidth")
 
 
 def _gaussian_part(X, Z, s):
@@ -186,7 +209,8 @@ def bayesian_bandwidth(X, n_inducing=None, n_grid=25, min_ratio=0.005, max_ratio
     X : array-like of shape (n, d)
         The sample, at least 4 points.
     n_inducing : int or None, default=None
-        How many points to hold out as ``z``; None takes ``min(50, n // 5)``.
+        How many points to hold out as ``z``, at least ``d`` (the Jacobian of the feature map
+        has rank at most ``n_inducing``); None takes ``min(max(50, d), n // 5)``.
     n_grid : int, default=25
         Bandwidths on the grid.
     min_ratio, max_ratio : float, default=0.005 and 1.0
@@ -212,9 +236,12 @@ def bayesian_bandwidth(X, n_inducing=None, n_grid=25, min_ratio=0.005, max_ratio
     True
     """
     X = check_matrix(X, "X", min_samples=4)
-    n_total = X.shape[0]
-    m = min(50, n_total // 5) if n_inducing is None else check_int(n_inducing, "n_inducing", maximum=n_total - 2)
+    n_total, d = X.shape
+    m = min(max(50, d), n_total // 5) if n_inducing is None else check_int(n_inducing, "n_inducing",
+                                                                         maximum=n_total - 2)
     m = max(m, 1)
+    _check_jacobian_rank(m, d, "n_inducing" if n_inducing is not None else
+                         f"n_inducing: the default, min(max(50, d), n // 5) for n = {n_total}")
     n_grid = check_int(n_grid, "n_grid", minimum=3)
     min_ratio = check_positive(min_ratio, "min_ratio")
     max_ratio = check_positive(max_ratio, "max_ratio")
@@ -227,10 +254,17 @@ def bayesian_bandwidth(X, n_inducing=None, n_grid=25, min_ratio=0.005, max_ratio
     median = float(np.median(pdist(X if n_total <= 1000 else X[rng.choice(n_total, 1000, replace=False)])))
     if not median > 0:
         raise ValueError("X: the median pairwise distance is 0 (constant or duplicated points)")
+    for ratio, name in ((min_ratio, "min_ratio"), (max_ratio, "max_ratio")):  # the scale is monotone in s
+        _prior_scale(ratio * median, d, f"{name} x the median distance ({median:g})")
 
     log_grid = np.linspace(np.log(min_ratio * median), np.log(max_ratio * median), n_grid)
     values = np.array([_profile(rest, Z, np.exp(t))[0] for t in log_grid])
     values = np.where(np.isfinite(values), values, -np.inf)
+    if not np.isfinite(values).any():
+        raise ValueError(f"X: the pseudolikelihood is -inf at every bandwidth from {min_ratio:g} to {max_ratio:g} x the "
+                         f"median distance ({median:g}): the Jacobian of the feature map is numerically singular "
+                         f"for some observation at each (points far from all {m} held-out points); raise n_inducing "
+                         f"or min_ratio, or give the kernel a float or 'median' bandwidth")
     padded = np.concatenate([[-np.inf], values, [-np.inf]])
     peaks = [i for i in range(n_grid) if padded[i + 1] >= padded[i] and padded[i + 1] >= padded[i + 2]]
     best = (-np.inf, log_grid[int(np.argmax(values))])
@@ -308,6 +342,7 @@ def posterior_embedding(X, points, bandwidth, noise, inducing=None):
     points = check_matrix(points, "points", n_features=d)
     Z = X if inducing is None else check_matrix(inducing, "inducing", n_features=d)
     s = check_positive(bandwidth, "bandwidth")
+    prior_variance = _prior_scale(s, d)  # r(y, y)
     tau2 = check_positive(noise, "noise")
     n = X.shape[0]
     mu_hat = _features(Z, X, s).mean(axis=1)
@@ -316,6 +351,5 @@ def posterior_embedding(X, points, bandwidth, noise, inducing=None):
     C = Q / np.sqrt(np.maximum(lam, 0.0) + tau2 / n)
     projected = C.T @ _prior_covariance(Z, points, s)  # (m, q)
     mean = projected.T @ (C.T @ mu_hat)
-    prior_variance = (np.pi * s * s) ** (d / 2)  # r(y, y)
     var = np.maximum(prior_variance - np.sum(projected**2, axis=0), 0.0)
     return EmbeddingPosterior(mean, np.sqrt(var))

@@ -118,3 +118,42 @@ def test_posterior_embedding_errors():
         posterior_embedding(X, X, 1.0, 0.0)
     with pytest.raises(ValueError, match="bandwidth"):
         posterior_embedding(X, X, -1.0, 0.1)
+
+
+def test_a_pseudolikelihood_that_is_minus_infinity_everywhere_is_refused_not_maximised():
+    """With fewer held-out points than dimensions the feature map's Jacobian is singular, the
+    pseudolikelihood is -inf at every bandwidth, and the search returned an arbitrary grid point
+    (0.41 for a median of 42 on this sample) as if it were the maximum."""
+    rng = np.random.default_rng(0)
+    X = 3.0 * rng.normal(size=(200, 100))
+    with pytest.raises(ValueError, match=r"n_inducing: the default, .* expected at least as many points as X has "
+                                         r"dimensions \(100\), got 40"):
+        bayesian_bandwidth(X, random_state=0)
+    with pytest.raises(ValueError, match=r"n_inducing: expected at least as many points as X has dimensions \(100\), "
+                                         r"got 60"):
+        bayesian_bandwidth(X, n_inducing=60, random_state=0)
+    with pytest.raises(ValueError, match=r"inducing: expected at least as many points as X has dimensions \(100\)"):
+        log_pseudolikelihood(X, X[:10], 1.0)
+    # enough points in few dimensions, but a grid so narrow that every observation's Jacobian is
+    # numerically singular: no value to maximise either
+    X = rng.normal(size=(200, 3))
+    with pytest.raises(ValueError, match=r"X: the pseudolikelihood is -inf at every bandwidth from 0.0001 to 0.002"):
+        bayesian_bandwidth(X, min_ratio=1e-4, max_ratio=2e-3, random_state=0)
+    # the same sample on the default grid has a finite maximum, inside it
+    fit = bayesian_bandwidth(X, random_state=0)
+    assert np.isfinite(fit.log_pseudolikelihood) and 0.005 * fit.median <= fit.bandwidth <= fit.median
+
+
+@pytest.mark.parametrize("bandwidth", [1e-300, 1e300])
+def test_a_bandwidth_whose_prior_scale_overflows_is_named_not_a_nan(bandwidth):
+    """``(pi s^2)^(d/2)`` out of float64's range gave a NaN pseudolikelihood (or an ``OverflowError``
+    from Python's power in the posterior) with nothing said about why."""
+    X = np.random.default_rng(1).normal(size=(40, 2))
+    with pytest.raises(ValueError, match=r"bandwidth: the prior's scale \(pi s\^2\)\^\(d/2\) over- or underflows"):
+        log_pseudolikelihood(X, X[:5], bandwidth)
+    with pytest.raises(ValueError, match=r"bandwidth: the prior's scale \(pi s\^2\)\^\(d/2\) over- or underflows"):
+        posterior_embedding(X, X[:3], bandwidth, 0.1)
+    # in many dimensions an ordinary bandwidth overflows it too
+    X = np.random.default_rng(1).normal(size=(40, 300))
+    with pytest.raises(ValueError, match=r"bandwidth: the prior's scale .* for s = 100 in d = 300 dimensions"):
+        posterior_embedding(X, X[:3], 100.0, 0.1)
