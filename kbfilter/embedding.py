@@ -203,11 +203,15 @@ def weighted_covariance(points, p=None):
 
 def weighted_sum(weights, f, *points):
     """``sum_i w_i f(...)_i``: ``f`` of the ``n`` points (one array, or several of ``n`` rows each),
-    its output checked to have ``n`` finite rows before they are weighed."""
+    its output checked to have ``n`` finite rows before they are weighed. A complex ``f`` (a
+    characteristic function, say) gives a complex sum; text is refused, not read as numbers."""
     if not callable(f):
         raise ValueError(f"f: expected a callable of the {' and '.join(['(n, d)'] * len(points))} points, got "
                          f"{type(f).__name__}")
-    values = np.asarray(f(*points), dtype=np.float64)
+    values = np.asarray(f(*points))
+    if values.dtype.kind not in "biufc":
+        raise ValueError(f"f: expected real or complex values, got an array of dtype {values.dtype}")
+    values = values.astype(np.complex128 if values.dtype.kind == "c" else np.float64, copy=False)
     if values.shape[:1] != weights.shape:
         raise ValueError(f"f: expected an output with {len(weights)} rows, got shape {values.shape}")
     if not np.all(np.isfinite(values)):
@@ -307,12 +311,13 @@ class KernelMean:
         Parameters
         ----------
         f : callable
-            Maps the (n, d) array of points to an array with n rows.
+            Maps the (n, d) array of points to an array with n rows, real or complex.
 
         Returns
         -------
         ndarray
-            The weighted sum of ``f``'s rows (a float array of ``f``'s trailing shape).
+            The weighted sum of ``f``'s rows (an array of ``f``'s trailing shape, complex when
+            ``f`` is: ``lambda x: np.exp(1j * x @ t)`` gives the characteristic function at ``t``).
         """
         return weighted_sum(self.weights, f, self.points)
 

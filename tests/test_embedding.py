@@ -59,6 +59,11 @@ def test_mean_expect_covariance():
     np.testing.assert_allclose(m.mean(), w @ pts)
     np.testing.assert_allclose(m.mean(normalize=False), w @ pts)
     np.testing.assert_allclose(m.expect(lambda x: x.sum(axis=1)), w @ pts.sum(axis=1))
+    # a complex function keeps its imaginary part (numpy's cast to float dropped it with a warning):
+    # the characteristic function at t
+    t = np.array([0.3, -0.7])
+    np.testing.assert_allclose(m.expect(lambda x: np.exp(1j * x @ t)), w @ np.exp(1j * pts @ t), rtol=1e-14)
+    assert np.iscomplexobj(m.expect(lambda x: np.exp(1j * x @ t)))
     np.testing.assert_allclose(m.covariance(), np.cov(pts.T, aweights=w, bias=True))
     doubled = KernelMean(pts, 2 * w, kernel=GaussianKernel(1.0))
     np.testing.assert_allclose(doubled.mean(), w @ pts)
@@ -139,6 +144,8 @@ def test_bad_input():
         m.expect("x")
     with pytest.raises(ValueError, match="f: returned values that are not finite"):
         m.expect(lambda x: np.where(x[:, 0] > 0, 1.0, np.inf))
+    with pytest.raises(ValueError, match="f: expected real or complex values, got an array of dtype <U"):
+        m.expect(lambda x: x.astype(str))  # read as numbers before
     with pytest.raises(ValueError, match="weights: their sum overflows a float"):
         KernelMean([[0.0], [1.0]], [1e308, 1e308])
     # a kernel fitted on points of another dimension is named here, not inside its first evaluation
