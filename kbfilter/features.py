@@ -214,7 +214,7 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
             ``n_components`` random Fourier features.
         """
         check_is_fitted(self, "sampler_")
-        return self.sampler_.transform(check_matrix(Z, "Z"))
+        return self.sampler_.transform(check_matrix(Z, "Z", n_features=self.n_features_in_))
 
 
 _ACTIVATIONS = {
@@ -466,7 +466,7 @@ class LearnedFeatures(TransformerMixin, BaseEstimator):
             The activations of the network's last hidden layer.
         """
         check_is_fitted(self, "weights_")
-        h = check_matrix(Z, "Z")
+        h = check_matrix(Z, "Z", n_features=self.n_features_in_)
         if self.pca_ is not None:
             h = self.pca_.transform(h)
         h = h / self.input_scale_

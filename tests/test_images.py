@@ -139,6 +139,19 @@ def test_gaussian_blur_makes_image_distance_grow_with_the_displacement():
     assert np.all(np.diff(smooth) > 0) and smooth[3] / smooth[1] > 1.1   # 1.2 measured
 
 
+def test_a_feature_map_names_observations_of_another_width():
+    """The maps' ``transform`` says which argument and what width, as ``fit`` does; before, the
+    message was scikit-learn's about its ``X`` and its RBFSampler or PCA."""
+    rng = np.random.default_rng(0)
+    Z, X = rng.random((30, 64)), rng.normal(size=(30, 2))
+    maps = [(RandomFourierFeatures(n_components=20, random_state=0).fit(X), X, 2),
+            (LearnedFeatures(n_pca=5, hidden_layer_sizes=(8, 4), max_iter=5).fit(Z, X), Z, 64)]
+    for fitted, data, width in maps:
+        assert fitted.transform(data[:3]).shape[0] == 3
+        with pytest.raises(ValueError, match=rf"^Z: expected {width} columns \(features per sample\), got 10$"):
+            fitted.transform(rng.random((3, 10)))
+
+
 def test_gaussian_blur_validates_and_gets_its_shape_from_the_filter(tmp_path):
     with pytest.raises(ValueError, match="image_shape: expected the shape of one image"):
         GaussianBlur().fit(np.zeros((3, 16)))
