@@ -16,8 +16,8 @@ import scipy.sparse as sp
 from scipy.linalg import LinAlgError, LinAlgWarning, cho_factor, lu_factor
 from scipy.linalg.lapack import dgetrs as getrs, dpotrf as potrf, dpotrs as potrs
 
-from ._validation import (check_indices, check_int, check_matrix, check_memory, check_positive, check_square,
-                          check_vector)
+from ._validation import (check_indices, check_int, check_matrix, check_memory, check_positive, check_real_output,
+                          check_square, check_vector)
 from ._warnings import ignored, warn_user
 from .persistence import persistent
 from .progress import progress_bar
@@ -396,6 +396,11 @@ def pivoted_cholesky(diag, column, max_rank, tol=1e-12, trace_tol=None, name="ma
     """
     residual = check_vector(diag, "diag").copy()
     n = residual.shape[0]
+    if n and residual.min() < -1e-8 * max(float(np.abs(residual).max()), np.finfo(float).tiny):
+        # a Gram matrix's diagonal is not negative: this G has no Cholesky factor, and the greedy
+        # search, which takes the largest residual first, would return one without columns
+        raise ValueError(f"diag: expected the diagonal of a positive semi-definite G (no negative entry beyond "
+                         f"round-off), got {residual.min():g} at row {int(np.argmin(residual))}")
     max_rank = min(check_int(max_rank, "max_rank", minimum=0), n)
     # the factor grows a block of columns at a time (column-major, so a block's first columns are
     # contiguous), and each block is checked against the machine's memory first: a large max_rank
@@ -421,7 +426,7 @@ def pivoted_cholesky(diag, column, max_rank, tol=1e-12, trace_tol=None, name="ma
                 check_memory(16.0 * n * reach, name, f"a pivoted Cholesky factor of {n:,} rows reaching {reach:,} "
                              f"columns (and its returned copy)", f"lower {name} or its tolerance")
                 blocks.append(np.empty((n, reach - j), order="F"))
-            col = np.asarray(column(i), dtype=np.float64)
+            col = check_real_output(column(i), "column", "values")
             if col.shape != (n,):
                 raise ValueError(f"column: expected column({i}) of shape ({n},), got shape {col.shape}")
             if not np.all(np.isfinite(col)):

@@ -106,6 +106,16 @@ def test_pivoted_cholesky_exact_at_full_rank_and_improves_with_rank():
         pivoted_cholesky(np.diag(G).copy(), lambda i: G[:-1, i], 5)
     with pytest.raises(ValueError, match="max_rank: expected an integer >= 0"):
         pivoted_cholesky(np.diag(G).copy(), lambda i: G[:, i], -1)
+    # no Gram matrix has a negative diagonal: the greedy search returned a factor without columns
+    with pytest.raises(ValueError, match=r"diag: expected the diagonal of a positive semi-definite G .* got -1 at "
+                                         r"row 0"):
+        pivoted_cholesky(-np.diag(G), lambda i: -G[:, i], 5)
+    # ... but round-off below zero on an exact factor's residual is not refused
+    L, _ = pivoted_cholesky(np.r_[-1e-17, np.diag(G)[1:]], lambda i: G[:, i], 5)
+    assert L.shape == (80, 5)
+    # a complex column lost its imaginary part with only numpy's warning
+    with pytest.raises(ValueError, match="column: expected real values, got an array of dtype complex128"):
+        pivoted_cholesky(np.diag(G).copy(), lambda i: G[:, i] + 1j, 5)
 
 
 def test_a_negative_ridge_is_refused_not_subtracted():
