@@ -12,6 +12,7 @@ import numpy as np
 
 from ._validation import check_int, check_matrix, check_memory, check_rng
 from .kernels import fitted_kernel
+from .progress import progress_bar
 from .threads import limited_blas
 
 __all__ = ["mmd_test", "MMDTestResult"]
@@ -48,7 +49,8 @@ def mmd_test(X, Y, kernel=None, n_permutations=1000, random_state=None):
     kernel : Kernel, optional
         The kernel, fitted on the pooled sample; Gaussian with the median heuristic by default.
     n_permutations : int, default=1000
-        Random splits of the pooled sample that make the null distribution.
+        Random splits of the pooled sample that make the null distribution (counted on a progress
+        bar when they take long; :func:`~kbfilter.progress.quiet_progress` keeps it quiet).
     random_state : int, Generator or None, default=None
         Seeds the permutations.
 
@@ -83,10 +85,12 @@ def mmd_test(X, Y, kernel=None, n_permutations=1000, random_state=None):
     statistic = float(signs @ G @ signs)
     batch = max(1, _BATCH_ENTRIES // total)
     exceed = 0
-    for start in range(0, n_permutations, batch):
-        count = min(batch, n_permutations - start)
-        S = np.column_stack([signs[rng.permutation(total)] for _ in range(count)])
-        permuted = np.einsum("ij,ij->j", S, G @ S)
-        # a permuted statistic equal to the observed one up to rounding counts as reaching it
-        exceed += int(np.sum(permuted >= statistic - 1e-12 * abs(statistic)))
+    with progress_bar(n_permutations, "MMD test", unit="permutation") as bar:
+        for start in range(0, n_permutations, batch):
+            count = min(batch, n_permutations - start)
+            S = np.column_stack([signs[rng.permutation(total)] for _ in range(count)])
+            permuted = np.einsum("ij,ij->j", S, G @ S)
+            # a permuted statistic equal to the observed one up to rounding counts as reaching it
+            exceed += int(np.sum(permuted >= statistic - 1e-12 * abs(statistic)))
+            bar.update(count)
     return MMDTestResult(statistic, (1 + exceed) / (1 + n_permutations))

@@ -104,3 +104,15 @@ def test_the_localized_embedding_answers_in_blocks_as_query_by_query():
         alone = embedding.local_weights(Q[rows], return_distance=True)
         for whole, part in zip((idx, vals, reach), alone):
             np.testing.assert_array_equal(whole[rows], part)
+
+
+def test_the_mmd_test_counts_its_permutations(immediate, capsys):
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(40, 2)), rng.normal(size=(30, 2))
+    result = kb.mmd_test(X, Y, n_permutations=300, random_state=0)
+    shown = capsys.readouterr().err
+    assert "MMD test" in shown and "0/300 " in shown
+    # the bar changes nothing the test computes
+    with kb.progress.quiet_progress():
+        assert kb.mmd_test(X, Y, n_permutations=300, random_state=0) == result
+    assert capsys.readouterr().err == ""
