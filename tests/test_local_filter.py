@@ -300,6 +300,13 @@ def test_with_params_needs_a_fit_for_what_the_fit_learns_and_refuses_bad_values(
     for filt in (local, kb.KernelMonteCarloFilter(kb.systems.Oscillation(), n_particles=50).fit(X, Z)):
         with pytest.raises(ValueError, match=r"^params: \['reg_updte'\] are not parameters of "):
             filt.with_params(reg_updte=0.1)
+    # nor a value the fit it asks for would refuse, where it asks for one (None before)
+    for filt in (local, kb.KernelBayesFilter().fit(X, Z),
+                 kb.KernelMonteCarloFilter(kb.systems.Oscillation(), n_particles=50).fit(X, Z)):
+        with pytest.raises(ValueError, match="scale: expected a positive finite number, got -1.0"):
+            filt.with_params(scale=-1.0)
+    with pytest.raises(ValueError, match="reg_update: expected a positive finite number"):
+        kb.KernelBayesFilter().fit(X, Z).with_params(reg_update=-1.0)
 
 
 def test_tuning_sweeps_the_update_on_one_fit_and_scores_as_fresh_fits(oscillation, monkeypatch, count_fits):

@@ -6,7 +6,7 @@ import inspect
 from collections import Counter
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
@@ -890,10 +890,11 @@ class LearnedFilter(CountedFallbacks, Filter, BaseEstimator):
         Raises
         ------
         ValueError
-            For a name that is not a parameter of the filter (:meth:`set_params` would refuse
-            it, so None, "fit again with it", would be no answer).
+            For a name that is not a parameter of the filter, or a value :meth:`check_params`
+            refuses (a fit with it would fail, so None, "fit again with it", would be no answer).
         """
         check_param_names(self, params)
+        clone(self).set_params(**params).check_params()
         return None
 
     def default_grid(self, observations):

@@ -806,6 +806,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         check_is_fitted(self, "model_")
         check_param_names(self, params)
         if not (isinstance(self.model_, LocalFilterModel) and set(params) <= set(LocalFilterModel.UPDATE_SETTINGS)):
+            clone(self).set_params(**params).check_params()  # refused now, as the fit it asks for would
             return None
         copied = copy.deepcopy(self).set_params(**params)
         settings, _ = copied._checked_settings()
