@@ -694,6 +694,10 @@ class _UnknownNoise(_Drift):
     observation_cov = np.array([[np.nan]])
 
 
+class _ComplexNoise(_Drift):
+    process_cov = np.diag([0.01, 0.01]) + 0.01j  # its real part was taken, with only numpy's warning
+
+
 @pytest.mark.parametrize("system, message", [
     (_FlatObservation(), r"_FlatObservation\.observe_mean: expected an array of shape \(\d+, 1\) for \d+ state\(s\), "
                          r"one row a state, got shape \(\d+,\)"),
@@ -708,6 +712,8 @@ class _UnknownNoise(_Drift):
     (_ComplexObservation(), r"_ComplexObservation\.observe_mean: expected real values, got an array of dtype "
                             r"complex128"),
     (_TextTransition(), r"_TextTransition\.transition_mean: expected real values, got an array of dtype <U"),
+    (_ComplexNoise(), r"_ComplexNoise\.process_cov: expected a \(2, 2\) array of real numbers, got ndarray of dtype "
+                      r"complex128"),
 ])
 def test_a_users_system_whose_model_has_the_wrong_shape_or_values_is_named_not_broadcast(system, message):
     zs = _Drift().simulate(20, rng=1)[1]
@@ -1021,6 +1027,9 @@ def test_gaussian_filters_take_a_known_control_and_equal_the_kalman_filter():
             filt.predict()
         with pytest.raises(ValueError, match=r"u: expected a control of shape \(2,\), got shape \(3,\)"):
             filt.predict(u=[1.0, 2.0, 3.0])
+    # the system's own motion, given a complex control, kept its real part with only numpy's warning
+    with pytest.raises(ValueError, match="u: expected real control values, got an array of dtype complex128"):
+        system.transition_mean(states[:3], u=[1.0 + 1j, 2.0])
     # the particle filter with the same model: close to the exact means
     pf = ParticleFilter(system, n_particles=4000, rng=0).initialize(np.zeros(2), system.stationary_cov)
     means = pf.batch_filter(obs, us=controls)[0]
@@ -1080,6 +1089,14 @@ def test_the_ekf_linearises_a_controlled_transition_under_its_control():
     with pytest.raises(ValueError, match=r"^Blind.observation_jacobian: expected a finite array of shape \(2, 3\), "
                                          r"got NaN or infinite values$"):
         ExtendedKalman(Blind()).initialize(x0, P0).update([1.0, 2.0])
+
+    class Complex(_Unicycle):
+        def transition_jacobian(self, x, u=None):
+            return np.eye(3) + 1j * np.eye(3)
+
+    with pytest.raises(ValueError, match=r"^Complex.transition_jacobian: expected real values, got an array of dtype "
+                                         r"complex128$"):
+        ExtendedKalman(Complex()).initialize(x0, P0).predict(u)
 
 
 def test_a_controlled_system_of_ones_own_is_simulated_by_a_policy_and_filtered_with_its_controls():

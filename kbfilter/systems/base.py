@@ -170,7 +170,7 @@ def check_control(u, n, dim_u, system, meaning=""):
     label = f"control {meaning} " if meaning else "control "
     if u is None:
         raise ValueError(f"u: {system}'s motion needs a {label}of shape ({dim_u},)")
-    given = np.asarray(u, dtype=np.float64)
+    given = check_real_output(u, "u", "control values")
     u = given.reshape(1) if given.ndim == 0 and dim_u == 1 else given
     if u.shape == (dim_u,):
         u = np.broadcast_to(u, (n, dim_u))
@@ -299,10 +299,10 @@ def model_covariance(system, name, dim):
         raise ValueError(f"{type(system).__name__}.{name}: expected a ({dim}, {dim}) array (a class attribute, one set "
                          f"in __init__, or a property), got {got}")
     try:
-        cov = np.asarray(given, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{type(system).__name__}.{name}: expected a ({dim}, {dim}) array of numbers, got "
-                         f"{type(given).__name__}") from None
+        cov = check_real_output(given, f"{type(system).__name__}.{name}", "numbers")
+    except ValueError:
+        raise ValueError(f"{type(system).__name__}.{name}: expected a ({dim}, {dim}) array of real numbers, got "
+                         f"{type(given).__name__}{f' of dtype {given.dtype}' if hasattr(given, 'dtype') else ''}") from None
     if cov.shape != (dim, dim):
         raise ValueError(f"{type(system).__name__}.{name}: expected an array of shape ({dim}, {dim}), "
                          f"got shape {cov.shape}")
@@ -460,7 +460,7 @@ def model_jacobian(values, system, method, shape):
     ndarray of shape ``shape``
         The Jacobian.
     """
-    values = np.asarray(values, dtype=np.float64)
+    values = check_real_output(values, f"{type(system).__name__}.{method}", "values")
     if values.shape != shape or not np.all(np.isfinite(values)):
         raise ValueError(f"{type(system).__name__}.{method}: expected a finite array of shape {shape}, got "
                          f"{'shape ' + str(values.shape) if values.shape != shape else 'NaN or infinite values'}")
