@@ -380,6 +380,56 @@ def test_learned_motion_refuses_states_or_observations_its_sensor_cannot_read(cv
         sensor.observe_mean(np.zeros((5, 1)))  # what a filter calls on its particles at every step
 
 
+class _FlatJacobian(PositionFixes):
+    def observation_jacobian(self, x):
+        return np.ones(3)
+
+
+class _ComplexJacobian(PositionFixes):
+    def observation_jacobian(self, x):
+        return np.eye(2, 4) + 1j
+
+
+class _ShortBelief(PositionFixes):
+    def initial_belief(self, z0):
+        return np.zeros(3), np.eye(3)
+
+
+class _UnknownTwoPointBelief(PositionFixes):
+    observation_jacobian = None  # not linearisable: a restart is from the last two fixes
+
+    def initial_belief(self, z0):
+        return np.r_[z0, 0.0, 0.0], np.diag([9.0, 9.0, 100.0, 100.0])
+
+    def two_point_belief(self, z_a, z_b, steps):
+        return np.full(4, np.nan), np.eye(4)
+
+
+@pytest.mark.parametrize("sensor, message", [
+    # numpy's matmul error about core dimensions, unnamed
+    (_FlatJacobian(3.0), r"_FlatJacobian\.observation_jacobian: expected a finite array of shape \(2, 4\), got "
+                         r"shape \(1, 3\)"),
+    # the complex Jacobian reached the prior's check, named "prior[0]"
+    (_ComplexJacobian(3.0), r"_ComplexJacobian\.observation_jacobian: expected real values"),
+    (_ShortBelief(3.0), r"_ShortBelief\.initial_belief: the mean: expected length 4, got 3"),
+    (_UnknownTwoPointBelief(3.0), r"_UnknownTwoPointBelief\.two_point_belief: the mean: contains NaN"),
+])
+def test_a_sensors_own_methods_are_named_when_what_they_return_cannot_be_used(cv_data, sensor, message):
+    """The learned-motion filter reads a sensor's Jacobian (a degenerate or lost track's update)
+    and its beliefs (the first step, a restart) where a track needs them; what they return is
+    checked there, with the sensor's method named."""
+    train, _, test_obs = cv_data
+    zs = list(test_obs[:80])
+    zs[40] = zs[40] + 500.0  # outside every particle's gate: the track restarts from the sensor
+    filt = LearnedMotionFilter(sensor, n_particles=200, degenerate_ess=0.5, random_state=0)
+    filt.fit(train, [x[:, :2] for x in train])
+    with pytest.raises(ValueError, match=message):
+        filt.batch_filter(zs)
+    # the sensor it derives from runs the same track
+    plain = LearnedMotionFilter(PositionFixes(3.0), n_particles=200, degenerate_ess=0.5, random_state=0)
+    assert np.all(np.isfinite(plain.fit(train, [x[:, :2] for x in train]).batch_filter(zs)[0]))
+
+
 def test_particle_filters_refuse_training_states_of_another_dimension_than_their_motions():
     system = kb.systems.Oscillation()
     states, obs = system.simulate(100, rng=0)

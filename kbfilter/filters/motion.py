@@ -46,7 +46,7 @@ from .._validation import check_choice, check_fraction, check_int, check_matrix,
 from ..embedding import weighted_covariance
 from ..linalg import psd_solve
 from ..persistence import Persistent, persistent, saved_before_fit
-from ..systems.base import log_likelihood_of, sensor_residual
+from ..systems.base import checked_belief, log_likelihood_of, model_jacobian, observation_mean_of, sensor_residual
 from ..systems.linear import LinearGaussianSensor
 from ..threads import limited_blas
 from .base import (TUNING_RECORD, LearnedFilter, SharedModel, SharesFittedParts, check_loaded_estimates,
@@ -682,10 +682,10 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
             return 0, []
         z0 = check_observation(zs[0], self.obs_shape_, "zs[0]").reshape(self.obs_shape_)
         try:
-            belief = start(z0)
+            belief = self._sensor_belief("initial_belief", z0)
         except NotImplementedError:
             return 0, []
-        self.reset(prior=tuple(belief))
+        self.reset(prior=belief)
         self._recent = self._recent.with_observation(z0)
         return 1, [(self.x.copy(), self.P.copy(), self.x.copy(), self.P.copy())]
 
@@ -736,7 +736,17 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
         their candidates)."""
         if self.gate_ is None:
             return False
-        return not self.gate_.admits_any(sensor_residual(self.sensor_, z, self.sensor_.observe_mean(points)))
+        return not self.gate_.admits_any(sensor_residual(self.sensor_, z, self._sensor_mean(points)))
+
+    def _sensor_mean(self, X):
+        """The sensor's ``observe_mean`` of states, checked: one finite row of the observation's
+        size a state (a sensor of one's own is named, not met as numpy's broadcasting error)."""
+        return observation_mean_of(self.sensor_, X, int(np.prod(self.obs_shape_)))
+
+    def _sensor_belief(self, method, *args):
+        """The sensor's ``initial_belief(z)`` or ``two_point_belief(...)``, checked to be a Gaussian
+        of the state's size."""
+        return checked_belief(getattr(self.sensor_, method)(*args), self.sensor_, method, self.n_features_in_)
 
     def _linearisable(self):
         """Whether the sensor says enough for an extended Kalman update."""
@@ -762,13 +772,14 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
         R = check_matrix(self.sensor_.observation_cov, "sensor.observation_cov")
         x = mean
         for _ in range(UPDATE_ITERATIONS):
-            H = np.atleast_2d(self.sensor_.observation_jacobian(x))
+            H = model_jacobian(np.atleast_2d(self.sensor_.observation_jacobian(x)), self.sensor_,
+                               "observation_jacobian", (int(np.prod(self.obs_shape_)), len(mean)))
             K, singular = psd_solve(H @ cov @ H.T + R, H @ cov)
             K = K.T
             if singular:
                 self._record("pseudo_inverse", "the covariance of the predicted observation (H P H^T + R) was "
                                                "singular to working precision; conditioned through its pseudo-inverse")
-            innovation = sensor_residual(self.sensor_, z, self.sensor_.observe_mean(x[None])[0]) - H @ (mean - x)
+            innovation = sensor_residual(self.sensor_, z, self._sensor_mean(x[None])[0]) - H @ (mean - x)
             x, moved = mean + K @ innovation, x
             if np.all(np.abs(x - moved) <= 1e-6 * np.sqrt(np.diag(cov))):
                 break
@@ -782,7 +793,7 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
         ``reacquire``)."""
         Z, ages = self._recent.observations, self._recent.ages
         if len(Z) > 1 and self._linearisable():
-            mean, cov = self.sensor_.initial_belief(Z[0])
+            mean, cov = self._sensor_belief("initial_belief", Z[0])
             F, c, Q = self.motion_.linear_part()
             for z, steps in zip(Z[1:], -np.diff(ages)):
                 for _ in range(steps):
@@ -792,10 +803,10 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
         two_point = getattr(self.sensor_, "two_point_belief", None)
         if len(Z) > 1 and callable(two_point) and ages[-2] > 0:
             try:
-                return tuple(two_point(Z[-2], Z[-1], int(ages[-2])))
+                return self._sensor_belief("two_point_belief", Z[-2], Z[-1], int(ages[-2]))
             except NotImplementedError:
                 pass
-        return tuple(self.sensor_.initial_belief(Z[-1]))
+        return self._sensor_belief("initial_belief", Z[-1])
 
     def _control_dimension(self):
         return 0

@@ -117,7 +117,7 @@ def predicted_measurement(sensor, X, weights):
     residuals : ndarray of shape (n, dim_z)
         The ``r_i``.
     """
-    Z = np.asarray(sensor.observe_mean(X), dtype=np.float64)
+    Z = observation_mean_of(sensor, X)
     mean = sensor_average(sensor, Z, weights)
     residuals = sensor_residual(sensor, Z, mean)
     return mean, (residuals * weights[:, None]).T @ residuals, residuals
@@ -197,8 +197,8 @@ def model_values(values, system, method, n, dim):
         The method's name.
     n : int
         The number of states it was given.
-    dim : int
-        The dimension of one value.
+    dim : int or None
+        The dimension of one value (None: any, for a sensor that does not declare it).
 
     Returns
     -------
@@ -206,9 +206,10 @@ def model_values(values, system, method, n, dim):
         The values.
     """
     values = check_real_output(values, f"{type(system).__name__}.{method}", "values")
-    if values.shape != (n, dim):
-        raise ValueError(f"{type(system).__name__}.{method}: expected an array of shape ({n}, {dim}) for {n} "
-                         f"state(s), one row a state, got shape {values.shape}")
+    if values.ndim != 2 or values.shape[0] != n or (dim is not None and values.shape[1] != dim):
+        raise ValueError(f"{type(system).__name__}.{method}: expected an array of shape ({n}, "
+                         f"{'dim_z' if dim is None else dim}) for {n} state(s), one row a state, got shape "
+                         f"{values.shape}")
     if not np.isfinite(values).all():
         # caught here rather than as a NaN estimate many steps later (or a simulation of NaNs)
         finite = np.isfinite(values).all(axis=1)
@@ -324,22 +325,25 @@ def _covariance_fault(cov_bytes, dim):
     return None
 
 
-def observation_mean_of(system, X):
-    """``system.observe_mean(X)``, checked to have one row of ``dim_z`` values a state.
+def observation_mean_of(system, X, dim_z=None):
+    """``system.observe_mean(X)``, checked to have one row of ``dim_z`` finite values a state.
 
     Parameters
     ----------
-    system : System
-        The system.
+    system : System or sensor
+        The system, or a sensor model (its ``dim_z``, when it declares one, is the default).
     X : ndarray of shape (n, dim_x)
         States.
+    dim_z : int or None, default=None
+        The observation's dimension; None: ``system.dim_z``, or any for a sensor without one.
 
     Returns
     -------
     ndarray of shape (n, dim_z)
         The mean observations.
     """
-    return model_values(system.observe_mean(X), system, "observe_mean", X.shape[0], system.dim_z)
+    dim_z = getattr(system, "dim_z", None) if dim_z is None else dim_z
+    return model_values(system.observe_mean(X), system, "observe_mean", X.shape[0], dim_z)
 
 
 def log_likelihood_of(model, z, X):
@@ -381,15 +385,22 @@ def log_likelihood_of(model, z, X):
     return values
 
 
-def initial_belief_of(system, z0):
-    """``system.initial_belief(z0)``, the pair ``(mean, cov)`` checked to be of the state's size (a
-    user's system is named when it returns something else, not the filter's ``x0``)."""
-    belief = system.initial_belief(z0)
-    name = f"{type(system).__name__}.initial_belief"
+def initial_belief_of(system, z0, dim_x=None):
+    """``system.initial_belief(z0)``, checked by :func:`checked_belief` to be of the state's size
+    ``dim_x`` (None: ``system.dim_x``)."""
+    return checked_belief(system.initial_belief(z0), system, "initial_belief",
+                          system.dim_x if dim_x is None else dim_x)
+
+
+def checked_belief(belief, system, method, dim_x):
+    """What ``system.method`` returned as a Gaussian belief, the pair ``(mean, cov)`` checked to be
+    of the state's size: a user's system or sensor is named when it returns something else, not
+    the filter's ``x0`` or its particles."""
+    name = f"{type(system).__name__}.{method}"
     if not isinstance(belief, (tuple, list)) or len(belief) != 2:
         raise ValueError(f"{name}: expected a pair (mean, cov), got {type(belief).__name__}")
-    return (check_vector(belief[0], f"{name}: the mean", length=system.dim_x),
-            check_covariance(belief[1], f"{name}: the covariance", system.dim_x))
+    return (check_vector(belief[0], f"{name}: the mean", length=dim_x),
+            check_covariance(belief[1], f"{name}: the covariance", dim_x))
 
 
 def transition_mean_given(system, X, u=None):
