@@ -245,6 +245,39 @@ def test_a_learned_motion_filter_saved_between_prediction_and_update_continues_t
     np.testing.assert_array_equal(back.batch_filter(test_obs[21:40])[0], lmf.batch_filter(test_obs[21:40])[0])
 
 
+def test_one_fix_far_from_the_track_is_an_outlier_until_reacquire_after_in_a_row_say_otherwise(cv_data, tmp_path):
+    train, test_states, test_obs = cv_data
+    obs = [x[:, :2] for x in train]
+
+    def run(reacquire_after, zs):
+        filt = LearnedMotionFilter(CV, n_particles=200, random_state=0, reacquire_after=reacquire_after).fit(train, obs)
+        return filt, filt.batch_filter(zs)[0][:, :2]
+
+    truth = test_states[:80, :2]
+    glitch = list(test_obs[:80])
+    glitch[40] = glitch[40] + 500.0
+    # restarting at the first: the bad fix throws the track hundreds of metres off
+    filt, means = run(1, glitch)
+    assert filt.diagnostics["reacquired"] >= 1 and np.linalg.norm(means[40] - truth[40]) > 100.0
+    # two in a row needed: it is left out, the prediction kept, and counted
+    filt, means = run(2, glitch)
+    assert filt.diagnostics["outlier"] == 1 and filt.diagnostics["reacquired"] == 0
+    assert np.max(np.linalg.norm(means[38:] - truth[38:], axis=1)) < 15.0
+    # a target that has really jumped (the fixes stay 500 m off, a missed one between them) is
+    # followed there after the second
+    jumped = [None if t == 41 else z + 500.0 if t >= 40 else z for t, z in enumerate(test_obs[:80])]
+    filt, means = run(2, jumped)
+    assert filt.diagnostics["outlier"] >= 1 and filt.diagnostics["reacquired"] >= 1
+    assert np.mean(np.linalg.norm(means[60:] - (truth[60:] + 500.0), axis=1)) < 15.0
+    # the row of outliers so far is part of a saved run
+    filt = LearnedMotionFilter(CV, n_particles=200, random_state=0, reacquire_after=3).fit(train, obs)
+    filt.batch_filter(jumped[:41])
+    back = kb.LearnedMotionFilter.load(filt.save(tmp_path / "row.npz"))
+    np.testing.assert_array_equal(back.batch_filter(jumped[41:])[0], filt.batch_filter(jumped[41:])[0])
+    with pytest.raises(ValueError, match="reacquire_after: expected an integer >= 1, got 0"):
+        LearnedMotionFilter(CV, reacquire_after=0).fit(train, obs)
+
+
 def test_a_track_where_the_log_never_went_is_followed_by_learned_motion_and_lost_by_the_kernel_bayes_filter(cv_data):
     train, test_states, _ = cv_data
     far = test_states + [2e4, -3e4, 0.0, 0.0]
