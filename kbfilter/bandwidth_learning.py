@@ -261,8 +261,8 @@ def bayesian_bandwidth(X, n_inducing=None, n_grid=25, min_ratio=0.005, max_ratio
     values = np.array([_profile(rest, Z, np.exp(t))[0] for t in log_grid])
     values = np.where(np.isfinite(values), values, -np.inf)
     if not np.isfinite(values).any():
-        raise ValueError(f"X: the pseudolikelihood is -inf at every bandwidth from {min_ratio:g} to {max_ratio:g} x the "
-                         f"median distance ({median:g}): the Jacobian of the feature map is numerically singular "
+        raise ValueError(f"X: the pseudolikelihood is -inf at every bandwidth from {min_ratio:g} to {max_ratio:g} x "
+                         f"the median distance ({median:g}): the Jacobian of the feature map is numerically singular "
                          f"for some observation at each (points far from all {m} held-out points); raise n_inducing "
                          f"or min_ratio, or give the kernel a float or 'median' bandwidth")
     padded = np.concatenate([[-np.inf], values, [-np.inf]])

@@ -484,7 +484,8 @@ def test_arguments_that_fell_through_to_dependencies_are_value_errors_naming_the
         ("random_state: expected None", lambda: kb.KernelBayesFilter(approximation="rff", random_state="seed").fit(X, Z)),
         ("random_state: expected None", lambda: kb.KernelMonteCarloFilter(system, random_state="seed").fit(X, Z)),
         ("rng: expected None", lambda: ParticleFilter(system, rng="seed")),
-        ("features: expected 'auto', None or a scikit-learn transformer", lambda: kb.KernelBayesFilter(features=3).fit(X, Z)),
+        ("features: expected 'auto', None or a scikit-learn transformer",
+         lambda: kb.KernelBayesFilter(features=3).fit(X, Z)),
         ("kernel_x: bandwidth: expected scale x bandwidth between",
          lambda: kb.KernelBayesFilter(kernel_x=kb.GaussianKernel(1e-300)).fit(X, Z)),
         # the kNN transition's state kernel was refused as the conditional embedding's kernel_in

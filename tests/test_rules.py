@@ -225,8 +225,8 @@ class _OverflowingMap(RBFSampler):
 
 @pytest.mark.parametrize("features, where, message", [
     ("rff", "fit", r"features: expected None or a scikit-learn transformer .* got str$"),
-    (_MapWithoutParams(), "fit", r"features: expected None or a scikit-learn transformer .* got _MapWithoutParams \(it has no "
-                           r"get_params\)"),
+    (_MapWithoutParams(), "fit",
+     r"features: expected None or a scikit-learn transformer .* got _MapWithoutParams \(it has no get_params\)"),
     (_FlatMap(n_components=20, random_state=0), "fit",
      r"features: expected the feature map to give one row per observation, shape \(120, n_features\), got shape "
      r"\(120,\)"),

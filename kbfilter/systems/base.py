@@ -302,8 +302,9 @@ def model_covariance(system, name, dim):
     try:
         cov = check_real_output(given, f"{type(system).__name__}.{name}", "numbers")
     except ValueError:
+        dtype = f" of dtype {given.dtype}" if hasattr(given, "dtype") else ""
         raise ValueError(f"{type(system).__name__}.{name}: expected a ({dim}, {dim}) array of real numbers, got "
-                         f"{type(given).__name__}{f' of dtype {given.dtype}' if hasattr(given, 'dtype') else ''}") from None
+                         f"{type(given).__name__}{dtype}") from None
     if cov.shape != (dim, dim):
         raise ValueError(f"{type(system).__name__}.{name}: expected an array of shape ({dim}, {dim}), "
                          f"got shape {cov.shape}")
@@ -385,11 +386,9 @@ def log_likelihood_of(model, z, X):
     return values
 
 
-def initial_belief_of(system, z0, dim_x=None):
-    """``system.initial_belief(z0)``, checked by :func:`checked_belief` to be of the state's size
-    ``dim_x`` (None: ``system.dim_x``)."""
-    return checked_belief(system.initial_belief(z0), system, "initial_belief",
-                          system.dim_x if dim_x is None else dim_x)
+def initial_belief_of(system, z0):
+    """``system.initial_belief(z0)``, checked by :func:`checked_belief` to be of the state's size."""
+    return checked_belief(system.initial_belief(z0), system, "initial_belief", system.dim_x)
 
 
 def checked_belief(belief, system, method, dim_x):
