@@ -26,6 +26,7 @@ def _script(name):
     ("ckme_accuracy", ["--queries", "0"], "argument --queries: expected an integer >= 1, got '0'"),
     ("sparse_ckme", ["--jobs", "0"], "argument --jobs: expected a positive number of workers, or -1 for all cores"),
     ("bkl_mixture", ["--permutations", "-5"], "argument --permutations: expected an integer >= 1, got '-5'"),
+    ("fix_glitches", ["--offset", "-5"], "argument --offset: expected a positive number of metres, got -5.0"),
 ])
 def test_a_study_script_refuses_a_bad_count_before_any_work(name, argv, message, tmp_path, capsys):
     # before: 0 runs wrote tables of NaN (and "IW below original at every d: True" over no run)
@@ -71,3 +72,17 @@ def test_the_herding_study_compares_three_filters_and_says_when_no_test_is_possi
     table = (tmp_path / "table.md").read_text()
     assert "nan" not in table
     assert "| herding | " in table and "(Wilcoxon p = n/a with one run)" in table
+
+
+def test_the_glitch_study_scores_both_rules_on_clean_glitched_and_jumped_fixes(tmp_path, capsys):
+    out = tmp_path / "glitches"
+    _script("fix_glitches").main(["--runs", "1", "--particles", "100", "--out", str(out)])
+    row = json.loads((out / "runs.json").read_text())[0]
+    # a glitch restarts the track at once with the default and is left out when a second is awaited
+    assert row["glitch_1"]["reacquired"] >= 1 and row["glitch_1"]["outliers"] == 0
+    assert row["glitch_2"]["outliers"] == 2 and row["glitch_2"]["reacquired"] == 0
+    assert row["glitch_2"]["after"] < 0.2 * row["glitch_1"]["after"]
+    # the clean fixes never leave the gate: both rules are the same filter there
+    assert row["clean_1"] == row["clean_2"]
+    assert row["jump_2"]["reacquired"] >= 1
+    assert "| glitch | 2 |" in (out / "table.md").read_text()
