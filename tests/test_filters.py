@@ -790,6 +790,43 @@ def test_window_regressor_on_a_one_dimensional_state_reports_its_residual_varian
         reg.batch_filter(obs[:3], us=[[1.0]] * 3)
 
 
+def test_window_regressor_counts_an_estimate_that_leaves_the_training_states_box(tmp_path):
+    """Frames unlike the training ones made the network extrapolate without a word (an observation
+    of 1e300 gave an estimate near 1e299): the estimate is checked against the training states'
+    widened box, as a kernel filter's is, counted and warned about once until reset."""
+    from kbfilter.filters import WindowRegressor
+    from kbfilter.filters.base import OUTSIDE_MARGIN
+    from kbfilter.filters.window import WindowNetwork
+
+    states, obs = Oscillation().simulate(300, rng=0)
+    reg = WindowRegressor(window=3, max_iter=50).fit(states, obs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", kb.NumericalWarning)  # the test run stays inside: no warning
+        means = reg.batch_filter(obs[:50])[0]
+    assert reg.diagnostics["outside_training"] == 0
+    low, high = states.min(axis=0), states.max(axis=0)
+    margin = OUTSIDE_MARGIN * (high - low)
+    assert np.all((means >= low - margin) & (means <= high + margin))
+    reg.reset()
+    with pytest.warns(kb.NumericalWarning, match="WindowRegressor: the estimate left the training states' bounding box"):
+        reg.update(np.array([1e3, 1e3]))
+    assert np.any((reg.x < low - margin) | (reg.x > high + margin))
+    reg.update(np.array([1e3, 1e3]))
+    assert reg.diagnostics["outside_training"] == 2
+    assert reg.reset().diagnostics["outside_training"] == 0
+    # the box is saved with the network; a network without one (a file from before) checks none
+    back = WindowRegressor.load(reg.save(tmp_path / "window.npz"))
+    back.update(np.array([1e3, 1e3]))
+    assert back.diagnostics["outside_training"] == 1
+    net = reg.model_
+    bare = WindowNetwork(net.space, net.input_scale, net.weights, net.biases, net.target_mean, net.target_scale,
+                         net.residual_cov)
+    assert bare.box is None
+    with pytest.raises(ValueError, match="state_range: expected the smallest and the largest training state values"):
+        WindowNetwork(net.space, net.input_scale, net.weights, net.biases, net.target_mean, net.target_scale,
+                      net.residual_cov, net.state_range[::-1])
+
+
 def test_saver_records_200_steps_without_copying_the_fitted_model():
     import tracemalloc
 

@@ -1,5 +1,6 @@
 """A windowed regressor: the sequence-model baseline of Xu et al. (2022) §6.3 (their LSTM's analogue)."""
 
+from collections import Counter
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
@@ -15,8 +16,8 @@ from ..features import (check_layer_sizes, check_network, check_network_memory, 
                         network_layers)
 from ..persistence import Persistent, persistent, saved_before_fit, with_saved_layout
 from ..threads import limited_blas
-from .base import (TUNING_RECORD, Filter, SharedModel, check_loaded_estimates, check_tuning_record, no_control,
-                   probe_loaded, tuning_record_holds)
+from .base import (OUTSIDE_MARGIN, TUNING_RECORD, CountedFallbacks, Filter, SharedModel, TrainingBox,
+                   check_loaded_estimates, check_tuning_record, no_control, probe_loaded, tuning_record_holds)
 from .observation import ObservationSpace
 
 __all__ = ["WindowRegressor", "WindowNetwork"]
@@ -29,7 +30,7 @@ def _regressed(windows, input_scale, weights, biases, target_mean, target_scale)
 
 
 @persistent("space", "input_scale", "weights", "biases", "target_mean", "target_scale", "residual_cov",
-            holds={"space": "ObservationSpace"})
+            "state_range", holds={"space": "ObservationSpace"})
 class WindowNetwork(SharedModel):
     """What a :class:`WindowRegressor` fits, read-only once built and shared by the regressor's
     copies (filterpy's ``Saver`` deep-copies a filter every step).
@@ -46,9 +47,14 @@ class WindowNetwork(SharedModel):
         The network answers standardised states: these bring them back to the states' units.
     residual_cov : ndarray of shape (dim_x, dim_x)
         The covariance of the training states about the network's answers.
+    state_range : ndarray of shape (2, dim_x) or None, default=None
+        The training states' smallest and largest values, whose widened box
+        (:class:`~kbfilter.filters.base.TrainingBox`) an answer is checked against; None (a file
+        saved before it was kept) checks none.
     """
 
-    def __init__(self, space, input_scale, weights, biases, target_mean, target_scale, residual_cov):
+    def __init__(self, space, input_scale, weights, biases, target_mean, target_scale, residual_cov,
+                 state_range=None):
         # built by fit, or from a saved file (untrusted): each part must fit the others
         if not isinstance(space, ObservationSpace):
             raise ValueError(f"space: expected an ObservationSpace, got {type(space).__name__}")
@@ -59,6 +65,13 @@ class WindowNetwork(SharedModel):
         check_network(weights, biases, len(self.input_scale), dim_x, names=("weights", "biases"))
         check_covariance(check_saved_matrix(residual_cov, "residual_cov", allow_1d=False), "residual_cov", dim_x)
         self.space, self.weights, self.biases, self.residual_cov = space, weights, biases, residual_cov
+        self.state_range, self.box = None, None
+        if state_range is not None:
+            self.state_range = check_saved_matrix(state_range, "state_range", n_features=dim_x, allow_1d=False)
+            if self.state_range.shape[0] != 2 or np.any(self.state_range[0] > self.state_range[1]):
+                raise ValueError(f"state_range: expected the smallest and the largest training state values, two rows "
+                                 f"of {dim_x}, the first not above the second")
+            self.box = TrainingBox(self.state_range)
 
     def regressed(self, windows):
         """The network's states for rows of windowed features.
@@ -79,7 +92,7 @@ class WindowNetwork(SharedModel):
 @persistent("model_", "n_features_in_", "n_iter_", "frames", "x", "P", "x_prior", "P_prior", "x_post", "P_post",
             *TUNING_RECORD, holds={"model_": "WindowNetwork", "features": "TransformerMixin",
                                    **tuning_record_holds("TransformerMixin")})
-class WindowRegressor(Persistent, Filter, BaseEstimator):
+class WindowRegressor(Persistent, CountedFallbacks, Filter, BaseEstimator):
     """An ``MLPRegressor`` from the features of the last ``window`` frames to the current state.
 
     It learns no dynamics and no likelihood; it is what a practitioner would try first with a
@@ -115,6 +128,10 @@ class WindowRegressor(Persistent, Filter, BaseEstimator):
     frames : ndarray of shape (window, n_features) or None
         The features of the most recent frames, oldest first (None before the first frame of a
         sequence).
+    diagnostics : Counter
+        ``"outside_training"``: the estimates since the last reset that left the training states'
+        bounding box by more than 10 % of their range on some coordinate (the network
+        extrapolating from frames unlike its training ones), each run's first warned about.
 
     Examples
     --------
@@ -181,7 +198,8 @@ class WindowRegressor(Persistent, Filter, BaseEstimator):
         # the layers, and the states' mean and scale that bring the network's answers back to their units
         network = ([w.copy() for w in mlp.coefs_], [b.copy() for b in mlp.intercepts_], target.mean_, target.scale_)
         residual = X - _regressed(inputs, input_scale, *network)
-        self.model_ = WindowNetwork(space, input_scale, *network, np.atleast_2d(np.cov(residual.T)))
+        self.model_ = WindowNetwork(space, input_scale, *network, np.atleast_2d(np.cov(residual.T)),
+                                    np.vstack([X.min(axis=0), X.max(axis=0)]))
         return self.reset()
 
     def check_params(self):
@@ -217,6 +235,7 @@ class WindowRegressor(Persistent, Filter, BaseEstimator):
         """
         check_is_fitted(self, "model_")
         self.frames = None
+        self._events = Counter()
         self._set_estimate("prior", self.model_.target_mean.copy(), self.model_.residual_cov.copy())
         self._set_estimate("post", self.x, self.P)
         return self
@@ -255,6 +274,11 @@ class WindowRegressor(Persistent, Filter, BaseEstimator):
             self.frames = np.vstack([self.frames[1:], row])
         window = self.frames.reshape(1, -1)
         self._set_estimate("post", self.model_.regressed(window)[0], self.model_.residual_cov.copy())
+        if self.model_.box is not None and self.model_.box.outside(self.x):
+            # the network's answer is a function of frames it may never have seen the like of
+            self._record("outside_training", f"the estimate left the training states' bounding box by more than "
+                                             f"{OUTSIDE_MARGIN:.0%} of their range (the network extrapolates from "
+                                             f"frames unlike its training ones)")
 
     @property
     def features_(self):
@@ -269,6 +293,7 @@ class WindowRegressor(Persistent, Filter, BaseEstimator):
     def _after_load(self):
         # a saved file is untrusted: the network must take windows of the features the map makes,
         # answer states of the saved dimension, and run one update
+        super()._after_load()
         if saved_before_fit(self, "model_"):
             return
         self.check_params()
