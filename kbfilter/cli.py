@@ -66,6 +66,19 @@ def study_parser(doc):
     return _Parser(description=doc.splitlines()[0])
 
 
+def write_study(out, rows, lines):
+    """A study script's results: ``rows`` (one a run) as ``runs.json`` and the table ``lines`` as
+    ``table.md`` in the folder ``out``, made if need be; the table is printed, and where it went."""
+    import json
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "runs.json").write_text(json.dumps(rows, indent=1))
+    (out / "table.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    print(f"\nwrote {out / 'runs.json'}, {out / 'table.md'}")
+
+
 def _as_flags(message):
     """A library ``ValueError`` message with its argument names spelled as command-line flags."""
     return re.sub(r"\b(" + "|".join(_FLAGS) + r")\b", lambda m: _FLAGS[m.group(1)], message)

@@ -13,16 +13,14 @@ the clean fixes, with the restarts and outliers each counted.
 Usage:  python scenarios/fix_glitches.py [--runs 10] [--offset 500] [--particles 300] [--jobs 1]
 """
 
-import json
 import warnings
-from pathlib import Path
 
 import numpy as np
 from joblib import Parallel, delayed
 from scipy.stats import wilcoxon
 from tqdm import tqdm
 
-from kbfilter.cli import integer_at_least, study_parser, workers
+from kbfilter.cli import integer_at_least, study_parser, workers, write_study
 from kbfilter.filters import LearnedMotionFilter
 from kbfilter.systems import ConstantVelocity, PositionFixes
 
@@ -95,12 +93,7 @@ def main(argv=None):
     p = f"{wilcoxon(once, twice).pvalue:.3g}" if args.runs > 1 else "n/a with one run"
     lines += ["", f"after a glitch, waiting for a second fix is better in {int(np.sum(twice < once))}/{args.runs} "
               f"runs (Wilcoxon p = {p})"]
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "runs.json").write_text(json.dumps(rows, indent=1))
-    (out / "table.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    print(f"\nwrote {out / 'runs.json'}, {out / 'table.md'}")
+    write_study(args.out, rows, lines)
 
 
 if __name__ == "__main__":

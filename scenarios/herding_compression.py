@@ -12,10 +12,8 @@ random subset (with a Wilcoxon signed-rank test).
 Usage:  python scenarios/herding_compression.py [--runs 10] [--train-length 2000] [--keep 200] [--jobs 2]
 """
 
-import json
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -23,7 +21,7 @@ from scipy.stats import wilcoxon
 from tqdm import tqdm
 
 import kbfilter as kb
-from kbfilter.cli import integer_at_least, study_parser, workers
+from kbfilter.cli import integer_at_least, study_parser, workers, write_study
 
 FILTERS = {"full": {}, "herding": {"compression": "herding"}, "random": {"compression": "random"}}
 
@@ -75,12 +73,7 @@ def main(argv=None):
     # a signed-rank test needs two runs at least
     p = f"{wilcoxon(herding, random).pvalue:.3g}" if args.runs > 1 else "n/a with one run"
     lines += ["", f"herding below random in {wins}/{args.runs} runs (Wilcoxon p = {p})"]
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "runs.json").write_text(json.dumps(rows, indent=1))
-    (out / "table.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    print(f"\nwrote {out / 'runs.json'}, {out / 'table.md'}")
+    write_study(args.out, rows, lines)
 
 
 if __name__ == "__main__":
