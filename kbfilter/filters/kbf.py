@@ -804,10 +804,9 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         True
         """
         check_is_fitted(self, "model_")
-        check_param_names(self, params)
         if not (isinstance(self.model_, LocalFilterModel) and set(params) <= set(LocalFilterModel.UPDATE_SETTINGS)):
-            clone(self).set_params(**params).check_params()  # refused now, as the fit it asks for would
-            return None
+            return super().with_params(**params)  # a new fit: the names and values checked, None
+        check_param_names(self, params)
         copied = copy.deepcopy(self).set_params(**params)
         settings, _ = copied._checked_settings()
         copied.model_ = self.model_.with_update(**copied._step_settings(settings))
