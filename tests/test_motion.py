@@ -646,13 +646,18 @@ def test_a_vehicle_faster_than_the_log_is_reacquired_with_the_speed_its_recent_f
     assert np.sqrt(_mse(means_at_rest[20:25], fast[20:25], skip=0)) > 300.0
 
 
-def _kalman_of_fixes(lmf, fixes, ages):
+def _kalman_of_fixes(lmf, fixes, ages, prior=None):
     """The Kalman filter of position fixes (oldest first, ``ages`` steps before the last) through
-    the learned motion's linear part, from the sensor's first belief at the oldest: by hand."""
+    the learned motion's linear part, by hand: from the sensor's first belief at the oldest, or
+    from ``prior`` before it."""
     F, c, Q = lmf.motion_.linear_part()
     H, R = np.hstack([np.eye(2), np.zeros((2, 2))]), lmf.sensor_.observation_cov
-    mean, cov = lmf.sensor_.initial_belief(fixes[0])
-    for z, steps in zip(fixes[1:], -np.diff(ages)):
+    if prior is None:
+        (mean, cov), steps = lmf.sensor_.initial_belief(fixes[0]), -np.diff(ages)
+        fixes = fixes[1:]
+    else:
+        (mean, cov), steps = prior, -np.diff(ages, prepend=ages[0])
+    for z, steps in zip(fixes, steps):
         for _ in range(steps):
             mean, cov = F @ mean + c, F @ cov @ F.T + Q
         K = cov @ H.T @ np.linalg.inv(H @ cov @ H.T + R)
@@ -697,6 +702,39 @@ def test_a_lost_track_restarts_from_the_kalman_filter_of_the_fixes_of_the_last_w
     assert checked >= 1
     with pytest.raises(ValueError, match="reacquire_window"):
         LearnedMotionFilter(slow, reacquire_window=0).fit(train, [x[:, :2] for x in train])
+
+
+@pytest.mark.parametrize("sensor, bound", [(PositionFixes(3.0), 10.0),
+                                           (RangeBearing(site=(0.0, -2000.0), range_noise=3.0, bearing_noise=0.002), 20.0)])
+def test_a_bare_sensor_restarts_a_lost_track_from_the_spread_of_the_training_states(sensor, bound):
+    """A sensor with no belief of its own (no ``initial_belief``) restarts from each state
+    coordinate's training mean and variance, independently, updated by the recent observations
+    (for fixes, the Kalman filter by hand; a radar without a Jacobian is linearised by finite
+    differences), and follows a track far from every training state. It had been counted lost
+    at every fix, hundreds of metres off."""
+    model = ConstantVelocity(step=1.0, accel=0.5, sensor=sensor, speed=10.0)
+    rng = np.random.default_rng(3)
+    train = [model.simulate(200, rng=rng, burn_in=0)[0] for _ in range(5)]
+    states = model.simulate(100, rng=rng, burn_in=0)[0] + [3e3, 1e3, 0.0, 0.0]
+    zs = sensor.observe(states, rng=4)
+    obs = [sensor.observe(x, rng=0) for x in train]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kb.NumericalWarning)
+        lmf = LearnedMotionFilter(sensor, inputs=(2, 3), n_particles=300, random_state=0).fit(train, obs)
+        means = lmf.batch_filter(zs)[0]
+    assert set(lmf.diagnostics) <= {"reacquired", "degenerate"} and 1 <= lmf.diagnostics["reacquired"] <= 3
+    assert np.sqrt(_mse(means, states, skip=10)) < bound
+    if isinstance(sensor, PositionFixes):
+        n = 20000
+        lmf = LearnedMotionFilter(sensor, inputs=(2, 3), n_particles=n, random_state=0).fit(train, obs)
+        with pytest.warns(kb.NumericalWarning, match="drew the particles afresh"):
+            lmf.update(zs[0])
+        X = lmf.states_
+        mean, cov = _kalman_of_fixes(lmf, zs[:1], np.zeros(1, dtype=int), (X.mean(axis=0), np.diag(X.var(axis=0))))
+        np.testing.assert_array_less(np.abs(lmf.x - mean), 4 * np.sqrt(np.diag(cov) / n))
+        sd = np.sqrt(np.diag(cov))
+        np.testing.assert_array_less(np.abs(lmf.P - cov) / np.outer(sd, sd), 0.05)
+
 
 
 def test_a_restart_under_a_radar_is_the_mode_of_the_posterior_not_one_linearisation():

@@ -332,34 +332,6 @@ def test_the_learned_motion_filter_gates_radar_observations_with_the_wrapped_bea
     assert _rmse(means[20:], track[20:]) < 30.0
 
 
-def test_a_bare_sensor_that_cannot_restart_a_lost_track_says_it_is_lost():
-    from kbfilter import LearnedMotionFilter
-    from kbfilter.linalg import NumericalWarning
-
-    # the test track starts 60 km from every training state; the fixes alone (no initial_belief)
-    # give the filter nothing to draw the particles afresh from, and it said nothing while its
-    # estimates stayed kilometres from the fixes
-    fixes = PositionFixes(10.0)
-    t = np.arange(60.0)
-    track = np.column_stack([10.0 * t, np.zeros_like(t), np.full_like(t, 10.0), np.zeros_like(t)])
-    training = [track + [0.0, 1000.0 * k, 0.0, 0.0] for k in range(1, 4)]
-    far = track + [6e4, 0.0, 0.0, 0.0]
-    zs = fixes.observe(far, rng=0)
-    bare = LearnedMotionFilter(fixes, inputs=(2, 3), n_particles=300, random_state=0).fit(training, [x[:, :2] for x
-                                                                                              in training])
-    with pytest.warns(NumericalWarning, match=r"outside the gate of every particle, and the sensor \(PositionFixes\) "
-                                              r"has no initial_belief"):
-        means = bare.batch_filter(zs)[0]
-    assert bare.diagnostics["lost"] == len(zs) and "reacquired" not in bare.diagnostics
-    assert _rmse(means, far) > 1e4
-    # the tracking model around the same fixes restarts the track, and follows it
-    model = ConstantVelocity(step=1.0, accel=0.1, sensor=fixes, speed=20.0)
-    lmf = LearnedMotionFilter(model, inputs=(2, 3), n_particles=300, random_state=0).fit(training, [x[:, :2] for x in
-                                                                                                   training])
-    means = lmf.batch_filter(zs)[0]
-    assert "lost" not in lmf.diagnostics and _rmse(means[10:], far[10:]) < 30.0
-
-
 @pytest.mark.parametrize("model", [ConstantVelocity(step=10.0, accel=0.2, sensor=PositionFixes(4.0)),
                                    CoordinatedTurn(step=10.0, accel=0.2, turn_noise=0.01, sensor=PositionFixes(4.0))])
 def test_two_fixes_say_the_velocity_between_them_with_the_covariance_of_their_difference(model):

@@ -46,7 +46,8 @@ from .._validation import check_choice, check_fraction, check_int, check_matrix,
 from ..embedding import weighted_covariance
 from ..linalg import psd_solve
 from ..persistence import Persistent, persistent, saved_before_fit
-from ..systems.base import checked_belief, log_likelihood_of, model_jacobian, observation_mean_of, sensor_residual
+from ..systems.base import (checked_belief, finite_difference_jacobian, log_likelihood_of, model_jacobian,
+                            observation_mean_of, sensor_residual)
 from ..systems.linear import LinearGaussianSensor
 from ..threads import limited_blas
 from .base import (TUNING_RECORD, LearnedFilter, SharedModel, SharesFittedParts, check_loaded_estimates,
@@ -410,12 +411,16 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
         ``sensor.initial_belief`` at the oldest, through the motion's linear part
         (:meth:`LearnedMotion.linear_part`); else the sensor's ``two_point_belief(z_before, z,
         steps)`` of the last observation and this one, when it has one; from
-        ``sensor.initial_belief(z)`` alone otherwise. When no observation is that recent, the
-        last one serves. Counted as ``"reacquired"`` in ``diagnostics`` and warned about. None
-        never does. A sensor with ``observe_mean`` and ``observation_cov`` but no
-        ``initial_belief`` (a bare :class:`~kbfilter.systems.tracking.PositionFixes`) has the gate
-        but nothing to restart from: an observation outside it is counted as ``"lost"`` and warned
-        about, and the update goes on as usual.
+        ``sensor.initial_belief(z)`` alone otherwise. A sensor with ``observe_mean`` and
+        ``observation_cov`` but no ``initial_belief`` (a bare
+        :class:`~kbfilter.systems.tracking.PositionFixes` or
+        :class:`~kbfilter.systems.tracking.RangeBearing`) restarts from the same Kalman filter of
+        the recent observations, started before the oldest from each state coordinate's mean and
+        variance over the training states, independently (their correlations, extrapolated to a
+        fix far from every training state, would say a velocity the fixes do not); its
+        ``observation_jacobian``, or central finite differences of ``observe_mean`` without one.
+        When no observation is that recent, the last one serves. Counted as ``"reacquired"`` in
+        ``diagnostics`` and warned about. None never does.
     reacquire_window : int, default=6
         The steps back whose observations a reacquisition starts from (see ``reacquire``).
         Two fixes one step apart say a velocity with the error of their difference (a radar's
@@ -578,8 +583,7 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
                              f"{tuple(obs_shape)}; give the filter a sensor model for them (sensor=...)")
         sensor = LinearGaussianSensor.fitted(xs, zs) if self.sensor is None else self.sensor
         gate = None
-        # the gate needs the sensor's mean and noise; a restart also its initial_belief, and a
-        # sensor without one is still told apart from a track it has lost (see update)
+        # the gate needs the sensor's mean and noise, and so does a restart (see reacquire)
         if self.reacquire is not None and hasattr(sensor, "observation_cov") \
                 and callable(getattr(sensor, "observe_mean", None)):
             gate = ChiSquareGate.of_noise(sensor.observation_cov, self.reacquire, "sensor.observation_cov")
@@ -765,6 +769,16 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
         of the state's size."""
         return checked_belief(getattr(self.sensor_, method)(*args), self.sensor_, method, self.n_features_in_)
 
+    def _sensor_jacobian(self, x):
+        """The sensor's ``observation_jacobian`` at ``x``, checked; central finite differences of its
+        ``observe_mean`` for a sensor without one."""
+        shape = (int(np.prod(self.obs_shape_)), len(x))
+        jacobian = getattr(self.sensor_, "observation_jacobian", None)
+        if callable(jacobian):
+            return model_jacobian(np.atleast_2d(jacobian(x)), self.sensor_, "observation_jacobian", shape)
+        return model_jacobian(finite_difference_jacobian(self._sensor_mean, x), self.sensor_,
+                              "observe_mean (its finite differences)", shape)
+
     def _linearisable(self):
         """Whether the sensor says enough for an extended Kalman update."""
         sensor = self.sensor_
@@ -789,8 +803,7 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
         R = check_matrix(self.sensor_.observation_cov, "sensor.observation_cov")
         x = mean
         for _ in range(UPDATE_ITERATIONS):
-            H = model_jacobian(np.atleast_2d(self.sensor_.observation_jacobian(x)), self.sensor_,
-                               "observation_jacobian", (int(np.prod(self.obs_shape_)), len(mean)))
+            H = self._sensor_jacobian(x)
             K, singular = psd_solve(H @ cov @ H.T + R, H @ cov)
             K = K.T
             if singular:
@@ -809,14 +822,14 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
         included, say together (a vehicle that outran its particles keeps its speed; see
         ``reacquire``)."""
         Z, ages = self._recent.observations, self._recent.ages
+        steps = -np.diff(ages, prepend=ages[0])  # the steps before each observation: none before the oldest
+        if not callable(getattr(self.sensor_, "initial_belief", None)):
+            # no belief of the sensor's own (a bare PositionFixes): each coordinate as the
+            # training states spread it, without their correlations (see reacquire)
+            prior = self.states_.mean(axis=0), np.diag(self.states_.var(axis=0))
+            return self._kalman_of(Z, steps, *prior)
         if len(Z) > 1 and self._linearisable():
-            mean, cov = self._sensor_belief("initial_belief", Z[0])
-            F, c, Q = self.motion_.linear_part()
-            for z, steps in zip(Z[1:], -np.diff(ages)):
-                for _ in range(steps):
-                    mean, cov = F @ mean + c, F @ cov @ F.T + Q
-                mean, cov = self._linearised_update(z, mean, cov)
-            return mean, cov
+            return self._kalman_of(Z[1:], steps[1:], *self._sensor_belief("initial_belief", Z[0]))
         two_point = getattr(self.sensor_, "two_point_belief", None)
         if len(Z) > 1 and callable(two_point) and ages[-2] > 0:
             try:
@@ -824,6 +837,16 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
             except NotImplementedError:
                 pass
         return self._sensor_belief("initial_belief", Z[-1])
+
+    def _kalman_of(self, Z, steps, mean, cov):
+        """The iterated extended Kalman filter of the observations ``Z`` from ``N(mean, cov)``,
+        moved ``steps[i]`` steps through the motion's linear part before ``Z[i]``."""
+        F, c, Q = self.motion_.linear_part()
+        for z, n in zip(Z, steps):
+            for _ in range(n):
+                mean, cov = F @ mean + c, F @ cov @ F.T + Q
+            mean, cov = self._linearised_update(z, mean, cov)
+        return mean, cov
 
     def _control_dimension(self):
         return 0
@@ -899,17 +922,11 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
             return
         if self._outside:
             self._outside = 0
-            if callable(getattr(self.sensor_, "initial_belief", None)):
-                self._record("reacquired", "the observation was outside the gate of every particle; drew the "
-                                           "particles afresh from the belief of the recent observations (see "
-                                           "reacquire)")
-                self.belief = self._drawn(self._reacquired_belief())
-                self._estimate_particles("post")
-                return
-            self._record("lost", f"the observation was outside the gate of every particle, and the sensor "
-                                 f"({type(self.sensor_).__name__}) has no initial_belief(z) to draw them afresh from: "
-                                 f"the estimates no longer follow the observations; give a sensor model with one "
-                                 f"(a tracking model such as ConstantVelocity(sensor=...) is one)")
+            self._record("reacquired", "the observation was outside the gate of every particle; drew the particles "
+                                       "afresh from the belief of the recent observations (see reacquire)")
+            self.belief = self._drawn(self._reacquired_belief())
+            self._estimate_particles("post")
+            return
         if not np.isfinite(self.belief.reweight_log(particle_loglik)):
             self._record("no_likelihood", "no particle gives the observation a finite likelihood; kept the "
                                           "prediction")
