@@ -186,7 +186,7 @@ class NystromKernel(_FeatureKernel):
         # per-call input checks of a pairwise kernel (this runs once per filtering step)
         step = max(1, _BLOCK // P.size)
         for start in range(0, X.shape[0], step):
-            K[:, start : start + step] = self.kernel_.paired(P[:, None, :], X[None, start : start + step, :])
+            K[:, start : start + step] = self.kernel_.paired(P[:, None, :], X[None, start : start + step, :], False)
         Phi, info = trtrs(self.factor_, K, lower=1)  # LAPACK directly: this runs every filtering step
         if info != 0:
             raise FloatingPointError(f"NystromKernel: the landmarks' Cholesky factor is singular (LAPACK info {info})")

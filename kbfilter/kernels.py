@@ -130,6 +130,24 @@ def median_rows(n, max_points=1000, random_state=0):
     return np.arange(n)
 
 
+def _check_pairs(A, B):
+    """Refuse points :meth:`Kernel.paired` cannot pair: not finite, no coordinate axis, another
+    number of coordinates, or leading shapes that do not broadcast."""
+    for X, name in ((A, "A"), (B, "B")):
+        if X.ndim == 0 or not np.all(np.isfinite(X)):
+            raise ValueError(f"{name}: expected finite points of shape (..., d), got "
+                             f"{'a scalar' if X.ndim == 0 else 'NaN or infinite values'}")
+    try:
+        np.broadcast_shapes(A.shape, B.shape)
+    except ValueError:
+        ok = False
+    else:
+        ok = A.shape[-1] == B.shape[-1]
+    if not ok:
+        raise ValueError(f"A, B: expected points of shapes (..., d) that broadcast together, got {A.shape} and "
+                         f"{B.shape}")
+
+
 class Kernel(BaseEstimator):
     """Base class: ``k(A, B)`` returns the Gram matrix ``[k(a_i, b_j)]``."""
 
@@ -276,21 +294,26 @@ class Kernel(BaseEstimator):
         inner = X @ np.swapaxes(X, 1, 2)
         return self._from_parts(sq[:, :, None] + sq[:, None, :] - 2.0 * inner, inner)
 
-    def paired(self, A, B):
+    def paired(self, A, B, check_input=True):
         """The kernel of matching points, with broadcasting.
 
         Parameters
         ----------
         A, B : array-like of shapes (..., d) that broadcast together
             The points; the last axis holds the coordinates.
+        check_input : bool, default=True
+            False skips the checks (finite points, shapes that broadcast), for arrays a caller has
+            already checked.
 
         Returns
         -------
         ndarray of the broadcast shape without the last axis
             ``k(a, b)`` for each pair.
         """
-        A = self.coordinates(np.asarray(A, dtype=np.float64))
-        B = self.coordinates(np.asarray(B, dtype=np.float64))
+        A, B = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)
+        if check_input:
+            _check_pairs(A, B)
+        A, B = self.coordinates(A), self.coordinates(B)
         diff = A - B
         return self._from_parts(np.einsum("...d,...d->...", diff, diff), np.einsum("...d,...d->...", A, B))
 

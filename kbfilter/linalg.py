@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from scipy.linalg import LinAlgError, LinAlgWarning, cho_factor, lu_factor
 from scipy.linalg.lapack import dgetrs as getrs, dpotrf as potrf, dpotrs as potrs
 
-from ._validation import (check_indices, check_int, check_matrix, check_memory, check_positive, check_real_output,
+from ._validation import (check_array, check_indices, check_int, check_matrix, check_memory, check_positive, check_real_output,
                           check_square, check_vector)
 from ._warnings import ignored, warn_user
 from .persistence import persistent
@@ -452,9 +452,13 @@ def batched_pivoted_cholesky(kernel, X, tol, max_rank):
     ``tol``; all stop at ``max_rank`` columns. Returns ``L`` of shape (q, m, r) (columns beyond a
     factor's own rank are 0) and a mask of the factors that met ``tol``.
     """
+    X = check_array(X, "X")
+    if X.ndim != 3 or not np.all(np.isfinite(X)):
+        raise ValueError(f"X: expected finite points of shape (q, m, d), got "
+                         f"{'shape ' + str(X.shape) if X.ndim != 3 else 'NaN or infinite values'}")
     q, m, _ = X.shape
     rows = np.arange(q)
-    residual = kernel.paired(X, X)
+    residual = kernel.paired(X, X, False)
     L = np.zeros((q, m, max(int(max_rank), 0)))
     done = residual.sum(axis=1) <= tol
     rank = 0
@@ -464,7 +468,7 @@ def batched_pivoted_cholesky(kernel, X, tol, max_rank):
         piv = residual.argmax(axis=1)
         pivot = residual[rows, piv]
         active = ~done & (pivot > 0)
-        col = kernel.paired(X, X[rows, piv][:, None, :])
+        col = kernel.paired(X, X[rows, piv][:, None, :], False)
         col -= np.einsum("qmr,qr->qm", L[:, :, :j], L[rows, piv, :j])
         col *= np.where(active, 1.0 / np.sqrt(np.where(active, pivot, 1.0)), 0.0)[:, None]
         L[:, :, j] = col

@@ -56,6 +56,26 @@ def test_batched_and_paired_agree_with_gram(data):
         np.testing.assert_allclose(k.diag(B), np.diag(k(B)), atol=1e-12)
 
 
+def test_paired_points_that_are_not_finite_or_do_not_pair_are_refused():
+    # NaN points gave NaN values without a word, and pairs of unequal counts numpy's broadcasting error
+    from kbfilter.linalg import batched_pivoted_cholesky
+
+    k, P = GaussianKernel(0.8), np.zeros((3, 2))
+    bad = P.copy()
+    bad[1, 0] = np.nan
+    for A, B, message in ((bad, P, "A: expected finite points"), (P, np.full((3, 2), np.inf), "B: expected finite points"),
+                          (P, np.zeros((4, 2)), r"A, B: expected points of shapes \(\.\.\., d\) that broadcast"),
+                          (P, np.zeros((3, 1)), "that broadcast together, got \\(3, 2\\) and \\(3, 1\\)"),
+                          (1.0, P, "A: expected finite points of shape \\(\\.\\.\\., d\\), got a scalar")):
+        with pytest.raises(ValueError, match=message):
+            k.paired(A, B)
+    np.testing.assert_array_equal(k.paired(P, P[:1]), np.ones(3))
+    with pytest.raises(ValueError, match="X: expected finite points of shape \\(q, m, d\\), got NaN"):
+        batched_pivoted_cholesky(k, bad[None], 1e-6, 2)
+    with pytest.raises(ValueError, match="X: expected finite points of shape \\(q, m, d\\), got shape \\(3, 2\\)"):
+        batched_pivoted_cholesky(k, P, 1e-6, 2)
+
+
 def test_unfitted_median_kernel_is_reported(data):
     with pytest.raises(NotFittedError, match="fitted"):
         GaussianKernel("median")(data[0])

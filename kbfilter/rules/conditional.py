@@ -69,7 +69,7 @@ def _column_inner(W, points, targets, kernel):
         regular = _regular_columns(W)
         if regular is not None:
             idx, vals = regular
-            return np.einsum("qm,qm->q", vals, kernel.paired(points[idx], targets[:, None, :]))
+            return np.einsum("qm,qm->q", vals, kernel.paired(points[idx], targets[:, None, :], False))
         return np.array([w @ kernel(points[idx], targets[j : j + 1])[:, 0]
                          for j, (idx, w) in enumerate(column_entries(W))])
     return np.einsum("iq,iq->q", W, kernel(points, targets))

@@ -633,7 +633,7 @@ def neighbourhood_weights(kernel, Q, A, idx, reg, low_rank=True, diagnostics=Non
     # memory per query is O(m r) on the low-rank path; the dense path sub-chunks itself
     for rows in chunks(Q.shape[0], max(1, BLOCK_ENTRIES // (64 * m))):
         local = A[idx[rows]]
-        kq = kernel.paired(local, Q[rows][:, None, :])
+        kq = kernel.paired(local, Q[rows][:, None, :], False)
         vals[rows] = _local_solve(kernel, local, kq, m * reg, events, low_rank=low_rank)
     if diagnostics is not None:
         diagnostics.update(events)
