@@ -90,18 +90,20 @@ def check_array(X, name, what="a numeric array"):
     return _as_float(X, name, what)
 
 
-def check_real_output(values, name, what):
+def check_real_output(values, name, what, complex_ok=False):
     """What a user's callable returned, as a float64 array of its own shape (the caller checks the
-    shape): refused, naming the callable, unless its values are real numbers. ``numpy`` would drop
-    an imaginary part with only a warning, read numeric text as numbers, or fail on ragged rows
-    without saying whose output it was."""
+    shape): refused, naming the callable, unless its values are real numbers (or, with
+    ``complex_ok``, complex ones, as complex128). ``numpy`` would drop an imaginary part with only
+    a warning, read numeric text as numbers, or fail on ragged rows without saying whose output it
+    was."""
+    kind = "real or complex" if complex_ok else "real"
     try:
         values = np.asarray(values)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name}: expected an array of real {what} ({exc})") from exc
-    if values.dtype.kind not in "biuf":
-        raise ValueError(f"{name}: expected real {what}, got an array of dtype {values.dtype}")
-    return values.astype(np.float64, copy=False)
+        raise ValueError(f"{name}: expected an array of {kind} {what} ({exc})") from exc
+    if values.dtype.kind not in ("biufc" if complex_ok else "biuf"):
+        raise ValueError(f"{name}: expected {kind} {what}, got an array of dtype {values.dtype}")
+    return values.astype(np.complex128 if values.dtype.kind == "c" else np.float64, copy=False)
 
 
 def check_transformer(value, name, others="None"):

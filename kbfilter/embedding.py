@@ -9,7 +9,7 @@ from collections.abc import Mapping
 import numpy as np
 from sklearn.base import clone
 
-from ._validation import check_int, check_matrix, check_positive, check_vector
+from ._validation import check_int, check_matrix, check_positive, check_real_output, check_vector
 from ._warnings import warn_user
 from .kernels import GaussianKernel, Kernel
 from .linalg import NumericalWarning
@@ -208,10 +208,7 @@ def weighted_sum(weights, f, *points):
     if not callable(f):
         raise ValueError(f"f: expected a callable of the {' and '.join(['(n, d)'] * len(points))} points, got "
                          f"{type(f).__name__}")
-    values = np.asarray(f(*points))
-    if values.dtype.kind not in "biufc":
-        raise ValueError(f"f: expected real or complex values, got an array of dtype {values.dtype}")
-    values = values.astype(np.complex128 if values.dtype.kind == "c" else np.float64, copy=False)
+    values = check_real_output(f(*points), "f", "values", complex_ok=True)
     if values.shape[:1] != weights.shape:
         raise ValueError(f"f: expected an output with {len(weights)} rows, got shape {values.shape}")
     if not np.all(np.isfinite(values)):

@@ -146,6 +146,8 @@ def test_bad_input():
         m.expect(lambda x: np.where(x[:, 0] > 0, 1.0, np.inf))
     with pytest.raises(ValueError, match="f: expected real or complex values, got an array of dtype <U"):
         m.expect(lambda x: x.astype(str))  # read as numbers before
+    with pytest.raises(ValueError, match=r"f: expected an array of real or complex values \(.*inhomogeneous"):
+        m.expect(lambda x: [[1.0], [2.0, 3.0]])  # numpy's error, which did not say whose output it was
     with pytest.raises(ValueError, match="weights: their sum overflows a float"):
         KernelMean([[0.0], [1.0]], [1e308, 1e308])
     # a kernel fitted on points of another dimension is named here, not inside its first evaluation
