@@ -15,7 +15,7 @@ from .kernels import GaussianKernel, Kernel
 from .linalg import NumericalWarning
 
 __all__ = ["KernelMean", "herd", "normalise_weights", "clipped_weights", "probability_weights", "weighted_covariance",
-           "HERD_GRAM_ENTRIES", "MAX_HERD_PICKS"]
+           "weighted_cross_covariance", "HERD_GRAM_ENTRIES", "MAX_HERD_PICKS"]
 
 #: :meth:`KernelMean.herd` computes the candidates' Gram matrix at once up to this many entries
 #: (32 MB), and one column per pick beyond
@@ -195,10 +195,33 @@ def weighted_covariance(points, p=None):
     >>> weighted_covariance(np.array([[0.0], [2.0]]), np.array([0.5, 0.5]))
     array([[1.]])
     """
+    return weighted_cross_covariance(points, points, p)
+
+
+def weighted_cross_covariance(A, B, p=None):
+    """Cross-covariance of paired points ``A`` (n, d) and ``B`` (n, e) under probability weights
+    ``p`` (n,) summing to one: ``sum_i p_i (a_i - a_bar)(b_i - b_bar)^T``.
+
+    Parameters
+    ----------
+    A, B : ndarray of shape (n, d), (n, e)
+        The points, row ``i`` of each a pair.
+    p : ndarray of shape (n,) or None, default=None
+        Their probability weights; None weighs them equally.
+
+    Returns
+    -------
+    ndarray of shape (d, e)
+        The cross-covariance (normalised by the weights' sum, one).
+
+    Examples
+    --------
+    >>> weighted_cross_covariance(np.array([[0.0], [2.0]]), np.array([[1.0], [-1.0]]))
+    array([[-1.]])
+    """
     if p is None:
-        p = np.full(len(points), 1.0 / len(points))
-    centred = points - p @ points
-    return (centred * p[:, None]).T @ centred
+        p = np.full(len(A), 1.0 / len(A))
+    return ((A - p @ A) * p[:, None]).T @ (B - p @ B)
 
 
 def weighted_sum(weights, f, *points):

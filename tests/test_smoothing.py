@@ -221,6 +221,56 @@ def test_the_particle_smoother_approaches_the_rts_smoother_on_a_linear_gaussian_
         ParticleFilter(cv, 50, rng=0).smooth(cv.simulate(5, rng=0)[1])
 
 
+def test_the_gaussian_backward_pass_with_the_linear_cross_covariance_is_filterpys_rts_smoother():
+    from kbfilter.filters.smoothing import gaussian_backward_pass
+
+    truth, zs = PLANE.simulate(60, rng=3)
+    kf = KalmanFilter(2, 2)
+    kf.F, kf.H, kf.Q, kf.R = PLANE.F, PLANE.H, PLANE.Q, PLANE.R
+    kf.x, kf.P = zs[0].copy(), PLANE.R.copy()
+    means, covs, means_p, covs_p = kf.batch_filter(zs)
+    expected, expected_covs, _, _ = kf.rts_smoother(means, covs)
+    xs, Ps, singular = gaussian_backward_pass(means, covs, means_p, covs_p, [P @ PLANE.F.T for P in covs[:-1]])
+    np.testing.assert_allclose(xs, expected, atol=1e-12)
+    np.testing.assert_allclose(Ps, expected_covs, atol=1e-12)
+    assert singular == []
+
+
+def test_the_learned_motion_smoother_approaches_the_rts_smoother_of_the_true_model():
+    """On constant-velocity tracks (a linear-Gaussian motion) the learned-motion filter's smoother,
+    the Gaussian backward pass on its particles' moments, comes close to the Kalman smoother that
+    knows the model, across a dropout too, and closer with more particles."""
+    cv = ConstantVelocity(step=1.0, accel=0.5, sensor=PositionFixes(3.0), speed=10.0)
+    tracks = [cv.simulate(200, rng=s, burn_in=0)[0] for s in range(5)]
+    states, fixes = cv.simulate(120, rng=100, burn_in=0)
+    zs = list(fixes)
+    zs[50:62] = [None] * 12
+    rts, rts_covs = ExtendedKalman(cv).smooth(zs)
+    gaps, errors = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kb.NumericalWarning)
+        for n in (200, 2000):
+            lmf = LearnedMotionFilter(cv, inputs=(2, 3), n_particles=n, random_state=0).fit(tracks, [x[:, :2] for x in
+                                                                                                      tracks])
+            filtered = lmf.reset().batch_filter(zs)[0]
+            end = lmf.x.copy()
+            means, covs = lmf.reset().smooth(zs)
+            np.testing.assert_array_equal(lmf.x, end)  # left where batch_filter leaves it
+            gaps.append(_mse(means[:, :2], rts[:, :2]))
+            errors.append((_mse(filtered[:, :2], states[:, :2]), _mse(means[:, :2], states[:, :2])))
+    assert gaps[1] < 0.5 * gaps[0] and gaps[1] < 0.05 * _mse(filtered[:, :2], rts[:, :2])
+    (filtered_error, smoothed_error), rts_error = errors[1], _mse(rts[:, :2], states[:, :2])
+    assert smoothed_error < 0.3 * filtered_error and smoothed_error < 1.2 * rts_error
+    # its covariance is the smoother's too: inside the dropout, where the filter's position variance grows
+    np.testing.assert_allclose(np.trace(covs[50:62, :2, :2], axis1=1, axis2=2).mean(),
+                               np.trace(rts_covs[50:62, :2, :2], axis1=1, axis2=2).mean(), rtol=0.2)
+    assert np.allclose(covs, np.swapaxes(covs, 1, 2))
+    with pytest.raises(ValueError, match="us"):
+        lmf.smooth(zs[:5], us=np.zeros((5, 1)))
+    with pytest.raises(ValueError, match="zs: expected at least one observation"):
+        lmf.smooth([])
+
+
 def test_the_particle_smoother_is_its_formula_and_refuses_a_run_that_does_not_fit_together():
     rng = np.random.default_rng(0)
     F, Q = np.array([[0.8, 0.2], [-0.2, 0.8]]), 0.1 * np.eye(2)

@@ -26,13 +26,14 @@ from .._validation import (
     check_vector,
 )
 from .._warnings import warn_user
-from ..linalg import NumericalWarning, psd_solve
+from ..linalg import NumericalWarning
 from ..systems import System
 from ..systems.base import (check_dimensions, initial_belief_of, initial_state_of, log_likelihood_of, model_covariance,
                             model_jacobian, observation_mean_of, transition_jacobian_given, transition_mean_given)
 from .base import Filter, checked_controls, motion_control_dimension, sample_next, system_control
 from .likelihood import Innovation, KnownInnovation, Likelihood, SensorInnovation
 from .particles import MAX_PARTICLES, HoldsParticles, ParticleBelief, ParticleWeightsAlias, check_particle_weights
+from .smoothing import gaussian_backward_pass
 
 __all__ = ["ExtendedKalman", "UnscentedKalman", "ParticleFilter", "InteractingMultipleModel", "backward_smoothing",
            "DEGENERATE_ESS"]
@@ -416,18 +417,12 @@ class ExtendedKalman(_GaussianFilter):
             _pseudo_inverse_used("ExtendedKalman", self.diagnostics, "the innovation covariance S")
 
     def _backward(self, means, covs, means_p, covs_p, us=None):
-        xs, Ps = means.copy(), covs.copy()
-        for t in range(len(means) - 2, -1, -1):
-            # us[t + 1] moved the system from step t to step t + 1
-            F = transition_jacobian_given(self.system, means[t], None if us is None else us[t + 1])
-            # the smoother gain P F^T P_prior^{-1}, by a solve with the symmetric predicted covariance
-            C, singular = psd_solve(covs_p[t + 1], F @ covs[t])
-            C = C.T
-            if singular:
-                _pseudo_inverse_used("ExtendedKalman.smooth", self.diagnostics,
-                                     f"the predicted covariance of step {t + 1}")
-            xs[t] = means[t] + C @ (xs[t + 1] - means_p[t + 1])
-            Ps[t] = covs[t] + C @ (Ps[t + 1] - covs_p[t + 1]) @ C.T
+        # us[t + 1] moved the system from step t to step t + 1; Cov(x_t, x_{t+1}) = P_t F_t^T
+        cross = [(transition_jacobian_given(self.system, means[t], None if us is None else us[t + 1]) @ covs[t]).T
+                 for t in range(len(means) - 1)]
+        xs, Ps, singular = gaussian_backward_pass(means, covs, means_p, covs_p, cross)
+        for step in singular:
+            _pseudo_inverse_used("ExtendedKalman.smooth", self.diagnostics, f"the predicted covariance of step {step}")
         return xs, Ps
 
 

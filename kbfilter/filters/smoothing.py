@@ -37,10 +37,10 @@ import numpy as np
 from .._validation import check_matrix, check_memory
 from .._warnings import warn_user
 from ..embedding import clipped_weights
-from ..linalg import NumericalWarning
+from ..linalg import NumericalWarning, psd_solve
 from .base import checked_run
 
-__all__ = ["kernel_smoother", "backward_pass", "local_backward_pass", "CANCELLATION"]
+__all__ = ["kernel_smoother", "backward_pass", "local_backward_pass", "gaussian_backward_pass", "CANCELLATION"]
 
 #: the smoothed weights keep their signs unless their sum is below this fraction of the sum of their
 #: magnitudes (then their clipped positive part is used: a near-zero sum would blow the mean up)
@@ -262,3 +262,45 @@ def kernel_smoother(filt, weights, zs, us=None):
     means = np.array([model.point(g, g) for g in smoothed])
     covs = np.array([model.covariance(g) for g in smoothed])
     return means, covs, smoothed
+
+
+def gaussian_backward_pass(means, covs, means_p, covs_p, cross):
+    """The Rauch-Tung-Striebel backward pass on a run's filtered and predicted moments.
+
+    With ``C_t = Cov(x_t, x_{t+1})`` under the filter's belief at ``t`` and its prediction of
+    ``t + 1``, the smoother's gain is ``G_t = C_t P_{t+1|t}^{-1}`` and
+
+        m_t^s = m_t + G_t (m_{t+1}^s - m_{t+1|t}),     P_t^s = P_t + G_t (P_{t+1}^s - P_{t+1|t}) G_t^T.
+
+    For a linear model ``x_{t+1} = F x_t + noise``, ``C_t = P_t F^T`` and this is the Kalman
+    smoother (Rauch, Tung and Striebel 1965); for a model a filter moves sample by sample (a
+    particle filter), ``C_t`` is the weighted covariance of each sample before and after its move,
+    and the pass is the Gaussian smoother of those moments.
+
+    Parameters
+    ----------
+    means, covs : ndarray of shape (T, d), (T, d, d)
+        The filtered means and covariances.
+    means_p, covs_p : ndarray of shape (T, d), (T, d, d)
+        The predicted ones (row ``t`` is the prediction of step ``t``).
+    cross : sequence of T - 1 arrays of shape (d, d)
+        ``cross[t] = C_t``, the covariance of step ``t``'s state with step ``t + 1``'s.
+
+    Returns
+    -------
+    means, covs : ndarray of shape (T, d), (T, d, d)
+        The smoothed moments.
+    singular : list of int
+        The steps ``t + 1`` whose predicted covariance was singular, inverted through its
+        pseudo-inverse (the caller reports them).
+    """
+    xs, Ps, singular = means.copy(), covs.copy(), []
+    for t in range(len(means) - 2, -1, -1):
+        # the gain C P^{-1}, by a solve with the symmetric predicted covariance
+        G, pseudo = psd_solve(covs_p[t + 1], cross[t].T)
+        G = G.T
+        if pseudo:
+            singular.append(t + 1)
+        xs[t] = means[t] + G @ (xs[t + 1] - means_p[t + 1])
+        Ps[t] = covs[t] + G @ (Ps[t + 1] - covs_p[t + 1]) @ G.T
+    return xs, Ps, singular
