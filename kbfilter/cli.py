@@ -221,9 +221,13 @@ def add_tracks_arguments(parser, data=None, out=None):
                         help="position fixes, or a range-bearing radar at the projection's origin (default fixes)")
     parser.add_argument("--splits", type=int, default=defaults.splits,
                         help=f"train / test splits by vehicle (default {defaults.splits})")
-    parser.add_argument("--methods", nargs="+", choices=tuple(TRACK_METHODS), default=list(DEFAULT_TRACK_METHODS),
+    parser.add_argument("--methods", nargs="+", choices=tuple(TRACK_METHODS), default=None,
                         metavar="METHOD", help=f"any of {', '.join(TRACK_METHODS)} "
-                                               f"(default {' '.join(DEFAULT_TRACK_METHODS)})")
+                                               f"(default {' '.join(DEFAULT_TRACK_METHODS)}; with --smooth, those "
+                                               f"with a smoother)")
+    parser.add_argument("--smooth", action="store_true",
+                        help="score each method's smoothed estimates (its smooth over the whole track) instead of "
+                             "its filtered ones")
     parser.add_argument("--noise", type=float, default=defaults.noise,
                         help=f"the fixes' error, metres (default {defaults.noise:g})")
     parser.add_argument("--range-noise", type=float, default=defaults.range_noise,
@@ -262,16 +266,17 @@ def tracks_command(args, parser):
     """Run the benchmark on recorded tracks from parsed arguments; returns the exit code."""
     from ._validation import check_n_jobs
     from .bench.report import writable_folder
-    from .bench.tracks import TracksConfig, run_tracks_bench
+    from .bench.tracks import DEFAULT_TRACK_METHODS, UNSMOOTHED, TracksConfig, run_tracks_bench
 
     out = _output_folders(args, parser, f"results/bench-{args.data}", [None], False)[None]
+    methods = args.methods or [m for m in DEFAULT_TRACK_METHODS if not (args.smooth and m in UNSMOOTHED)]
     try:
         check_n_jobs(args.jobs)
         config = TracksConfig.checked(
-            data=args.data, sensor=args.sensor, splits=args.splits, methods=tuple(args.methods), noise=args.noise,
+            data=args.data, sensor=args.sensor, splits=args.splits, methods=tuple(methods), noise=args.noise,
             range_noise=args.range_noise, bearing_noise=args.bearing_noise, gap=args.gap, gap_rate=args.gap_rate,
             roughening=args.roughening, proposal=args.proposal, local_mean=args.local_mean, test_size=args.test_size,
-            max_test_tracks=args.max_test_tracks, map_tracks=args.map_tracks)
+            max_test_tracks=args.max_test_tracks, map_tracks=args.map_tracks, smooth=args.smooth)
         writable_folder(out)
     except ValueError as exc:
         name, _, message = str(exc).partition(": ")

@@ -119,6 +119,41 @@ def test_the_same_split_gives_the_same_scores(tmp_path):
     assert all(a["tracks"][0][m]["nis"] > 0 for m in config.methods)
 
 
+def test_with_smooth_each_method_is_scored_on_its_smoothed_estimates(capsys):
+    """``smooth=True`` scores what each method's ``smooth`` gives on the same fixes and dropouts:
+    the Kalman smoother of the constant-velocity model equals the filter's own ``smooth`` on them,
+    and is closer than its filter; the IMM, which has no smoother, is refused by name."""
+    from kbfilter.bench.tracks import RECORDINGS, run_tracks_split
+    from kbfilter.filters import ExtendedKalman
+    from kbfilter.systems import ConstantVelocity, dropouts
+
+    config = TracksConfig.checked(splits=1, methods=("cv", "learned"), max_test_tracks=1, map_tracks=0, smooth=True)
+    filtered = TracksConfig.checked(splits=1, methods=("cv", "learned"), max_test_tracks=1, map_tracks=0)
+    tracks = RECORDINGS["solent"]()
+    smoothed, plain = run_tracks_split(config, tracks, 0), run_tracks_split(filtered, tracks, 0)
+    train, test = tracks.split(test_size=config.test_size, random_state=0)
+    sensor = config.sensor_model()
+    speed = float(np.sqrt(np.mean(np.concatenate([t[:, 2:] for t in train.tracks]) ** 2)))
+    cv = ConstantVelocity.fitted(train.tracks, train.step, sensor=sensor, speed=speed)
+    for i, (s, f) in enumerate(zip(smoothed["tracks"], plain["tracks"])):
+        track = test.tracks[i]
+        rng = np.random.default_rng([0, 1, i])
+        zs, _ = dropouts(sensor.observe(track, rng=rng), rng=rng, rate=config.gap_rate, length=(config.gap, config.gap))
+        means, _ = ExtendedKalman(cv).smooth(zs)
+        assert s["cv"]["rmse"] == pytest.approx(np.sqrt(np.mean(np.sum((means[:, :2] - track[:, :2]) ** 2, axis=1))))
+        for m in config.methods:
+            assert s[m]["rmse"] < f[m]["rmse"] and s[m]["nis"] is None and s[m]["nees"] > 0
+    assert "cv - (-)" in format_tracks_table(summarise_tracks([smoothed], config.methods), 1)
+    with pytest.raises(ValueError, match=r"methods: imm has no smoother; with smooth=True give methods that have one"):
+        TracksConfig.checked(methods=("cv", "imm"), smooth=True)
+    with pytest.raises(ValueError, match="smooth: expected True or False"):
+        TracksConfig.checked(smooth="yes")
+    # on the command line too, before any work
+    with pytest.raises(SystemExit) as stop:
+        main(["bench", "solent", "--smooth", "--methods", "cv", "imm"])
+    assert stop.value.code == 2 and "argument --methods: imm has no smoother" in capsys.readouterr().err
+
+
 def test_a_method_that_fails_on_a_track_is_named_with_the_track_and_split(monkeypatch):
     from kbfilter.bench.tracks import RECORDINGS, run_tracks_split
     from kbfilter.filters import InteractingMultipleModel

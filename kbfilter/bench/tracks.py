@@ -36,6 +36,9 @@ on which it is lost (RMSE above twice the split's best hand-written model's). A 
 track, or diverges on it (an infinite or NaN RMSE), has no scores there (one whose fit raised, none on
 the tracks of that split): it is left out of that method's
 means, counted in the report, and a track on which a learned filter is lost.
+
+With ``smooth`` (``--smooth``) every method is scored on its smoothed estimates of the same fixes:
+each one's ``smooth`` over the whole track (the IMM has none and is refused).
 """
 
 import csv
@@ -81,6 +84,8 @@ TRACK_METHODS = {
 HAND_WRITTEN = ("cv", "ct", "imm")
 #: what runs when no methods are given
 DEFAULT_TRACK_METHODS = ("cv", "ct", "imm", "learned")
+#: the methods without a smoother (``smooth=True`` refuses them)
+UNSMOOTHED = ("imm",)
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,12 @@ class TracksConfig:
         Score at most this many test tracks per split (the first ones; None: all), for a quick run.
     map_tracks : int
         How many test tracks of the first split the map figure draws (the longest ones).
+    smooth : bool
+        Score every method's smoothed estimates (its ``smooth`` over the whole track: the
+        Rauch-Tung-Striebel smoother of the Kalman filters, the learned-motion filter's Gaussian
+        smoother of its particles, forward filtering, backward smoothing for ``pf``) in place of its
+        filtered ones; the IMM has no smoother and is refused. A smoother reports no innovations:
+        the NIS is left out.
     """
 
     data: str = "solent"
@@ -136,6 +147,7 @@ class TracksConfig:
     test_size: float = 0.3
     max_test_tracks: int = None
     map_tracks: int = 4
+    smooth: bool = False
 
     @classmethod
     def checked(cls, **settings):
@@ -184,6 +196,11 @@ class TracksConfig:
         if config.max_test_tracks is not None:
             check_int(config.max_test_tracks, "max_test_tracks", minimum=1)
         check_int(config.map_tracks, "map_tracks", minimum=0)
+        check_bool(config.smooth, "smooth")
+        unsmoothed = [m for m in methods if m in UNSMOOTHED]
+        if config.smooth and unsmoothed:
+            raise ValueError(f"methods: {unsmoothed[0]} has no smoother; with smooth=True give methods that have one "
+                             f"({', '.join(m for m in TRACK_METHODS if m not in UNSMOOTHED)})")
         config.sensor_model()     # the sensor's own checks, before any work
         return cls(**{**asdict(config), "methods": methods})
 
@@ -216,7 +233,8 @@ class TracksConfig:
                 f"radar at the origin, {self.range_noise:g} m and {self.bearing_noise:g} rad errors")
         gaps = f"dropouts of {self.gap} steps" if self.gap_rate > 0 else "no dropouts"
         return (f"{self.data}: {len(tracks)} tracks of {len(set(tracks.vehicles))} vehicles, step {tracks.step:g} s; "
-                f"{seen}; {gaps}; {self.splits} splits holding out {self.test_size:.0%} of the vehicles")
+                f"{seen}; {gaps}; {self.splits} splits holding out {self.test_size:.0%} of the vehicles"
+                + ("; smoothed estimates (each method's smooth over the whole track)" if self.smooth else ""))
 
 
 def _rmse(estimate, truth, rows):
@@ -322,24 +340,27 @@ def run_tracks_split(config, tracks, split, on_error="record"):
             for name, factory in factories.items():
                 try:
                     filt = factory()
-                    innovations = NISRecorder(filt)
+                    innovations = None if config.smooth else NISRecorder(filt)
                     start = time.perf_counter()
                     with failure_noted(f"kbfilter bench: raised by method {name!r} on test track {i} (vehicle "
                                        f"{vehicle!r}) of split {split}"):
-                        means, covs, _, _ = filt.batch_filter(zs, saver=innovations)
+                        if config.smooth:
+                            means, covs = filt.smooth(zs)
+                        else:
+                            means, covs, _, _ = filt.batch_filter(zs, saver=innovations)
                 except Exception as exc:  # one track's failure costs that track's scores, not the study
                     if on_error == "raise":
                         raise
                     failures.setdefault(name, []).append((i, vehicle, f"{type(exc).__name__}: {exc}"))
                     row[name] = {**dict.fromkeys(_TRACK_FIELDS), "events": {}, "failed": failures[name][-1][2]}
                     continue
-                elapsed = time.perf_counter() - start - innovations.seconds
+                elapsed = time.perf_counter() - start - (0.0 if innovations is None else innovations.seconds)
                 estimates[name] = means[:, :2]
                 row[name] = {"rmse": _rmse(means, track, np.ones(len(track), bool)),
                              "rmse_dropouts": _rmse(means, track, missing),
                              # the position's: every model has it, whatever else its state holds
                              "nees": mean_nees(track[:, :2], means[:, :2], covs[:, :2, :2]),
-                             "nis": innovations.mean(),
+                             "nis": None if innovations is None else innovations.mean(),
                              "ms_per_step": 1e3 * elapsed / len(track),
                              "events": {k: int(v) for k, v in dict(getattr(filt, "diagnostics", {})).items()},
                              "failed": None}
