@@ -271,6 +271,29 @@ def test_the_learned_motion_smoother_approaches_the_rts_smoother_of_the_true_mod
         lmf.smooth([])
 
 
+# measured: 0.22 and 0.83 (KMC), 0.81 and 0.92 (nearest neighbours, whose votes are a coarser likelihood)
+@pytest.mark.parametrize("cls, to_rts, to_truth", [(KernelMonteCarloFilter, 0.5, 0.9),
+                                                   (NearestNeighbourParticleFilter, 0.9, 0.97)])
+def test_the_simulating_particle_filters_smooth_their_moments_towards_the_rts_smoother(cls, to_rts, to_truth):
+    """The Kernel Monte Carlo and nearest-neighbour filters move their particles by the system's
+    sampler, whose density they do not use: their smoother is the Gaussian backward pass on the
+    particles' moments, as the learned-motion filter's, and on a linear-Gaussian system it comes
+    closer to the Kalman smoother than their filter, and to the truth."""
+    states, obs = PLANE.simulate(1000, rng=0)
+    truth, zs = PLANE.simulate(150, rng=10)
+    rts, _ = ExtendedKalman(PLANE).smooth(zs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kb.NumericalWarning)
+        filt = cls(PLANE, n_particles=500, random_state=0).fit(states, obs)
+        filtered = filt.reset().batch_filter(zs)[0]
+        end = filt.x.copy()
+        means, covs = filt.reset().smooth(zs)
+    np.testing.assert_array_equal(filt.x, end)
+    assert _mse(means, rts) < to_rts * _mse(filtered, rts)
+    assert _mse(means, truth) < to_truth * _mse(filtered, truth)
+    assert covs.shape == (150, 2, 2) and np.all(np.linalg.eigvalsh(covs) > 0)
+
+
 def test_the_particle_smoother_is_its_formula_and_refuses_a_run_that_does_not_fit_together():
     rng = np.random.default_rng(0)
     F, Q = np.array([[0.8, 0.2], [-0.2, 0.8]]), 0.1 * np.eye(2)

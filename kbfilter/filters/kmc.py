@@ -24,6 +24,7 @@ from .likelihood import PredictiveLikelihood
 from .observation import (ObservationSettings, ObservationSpace, check_dense_fits, observation_grid,
                           report_rank_cap)
 from .particles import MAX_PARTICLES, DrawsFromOwnGenerator, HoldsParticles, ParticleBelief
+from .smoothing import SmoothsParticleMoments
 
 __all__ = ["KernelMonteCarloFilter", "KernelMonteCarloModel", "herd_with_particles"]
 
@@ -182,7 +183,8 @@ class KernelMonteCarloModel(SharedModel):
             holds={"model_": "KernelMonteCarloModel", "belief": "ParticleBelief", "motion": "System",
                    "transition": "System", "kernel_x": "Kernel", "kernel_z": "Kernel", "features": "TransformerMixin",
                    **tuning_record_holds("System", "Kernel", "TransformerMixin")})
-class KernelMonteCarloFilter(Persistent, HoldsParticles, DrawsFromOwnGenerator, PredictiveLikelihood, LearnedFilter):
+class KernelMonteCarloFilter(Persistent, HoldsParticles, SmoothsParticleMoments, DrawsFromOwnGenerator,
+                             PredictiveLikelihood, LearnedFilter):
     """Kernel Monte Carlo filter: a known, sampled motion model and a learned observation model.
 
     Each step: ``predict(u)`` moves every particle by a draw of ``motion``; ``update(z)``
@@ -508,7 +510,9 @@ class KernelMonteCarloFilter(Persistent, HoldsParticles, DrawsFromOwnGenerator, 
             The control passed to ``motion`` (required by a controlled system).
         """
         check_is_fitted(self, "model_")
-        self.belief.particles = sample_next(motion_of(self), self.belief.particles, u, self._rng)
+        before = self.belief.particles
+        self.belief.particles = sample_next(motion_of(self), before, u, self._rng)
+        self._moved(before)
         self._estimate_particles("prior")
 
     @limited_blas

@@ -43,7 +43,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_choice, check_fraction, check_int, check_matrix, check_memory, check_observation, \
     check_positive, check_rng, check_saved_matrix, check_sequences, check_state_samples, check_state_sequences
-from ..embedding import weighted_covariance, weighted_cross_covariance
+from ..embedding import weighted_covariance
 from ..linalg import psd_solve
 from ..persistence import Persistent, persistent, saved_before_fit
 from ..systems.base import (checked_belief, finite_difference_jacobian, log_likelihood_of, model_jacobian,
@@ -55,7 +55,7 @@ from .base import (TUNING_RECORD, LearnedFilter, SharedModel, SharesFittedParts,
 from .likelihood import Innovation, Likelihood, SensorInnovation
 from .particles import MAX_PARTICLES, DrawsFromOwnGenerator, HoldsParticles, ParticleBelief
 from .reacquisition import ChiSquareGate, RecentObservations
-from .smoothing import gaussian_backward_pass
+from .smoothing import SmoothsParticleMoments
 
 __all__ = ["LearnedMotion", "LearnedMotionModel", "LearnedMotionFilter", "MOTION_GRID", "PROPOSALS", "LOCAL_MEANS"]
 
@@ -367,8 +367,8 @@ class LearnedMotionModel(SharedModel):
             *TUNING_RECORD,
             holds={"sensor": SENSORS, "model_": "LearnedMotionModel", "belief": "ParticleBelief",
                    "_recent": "RecentObservations", **tuning_record_holds(*SENSORS)})
-class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFromOwnGenerator, Likelihood,
-                          Innovation, LearnedFilter):
+class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, SmoothsParticleMoments, DrawsFromOwnGenerator,
+                          Likelihood, Innovation, LearnedFilter):
     """A particle filter that moves by motion learned from trajectories and weighs by a sensor model.
 
     The motion is :class:`LearnedMotion` (a linear step given ``inputs`` plus an offset drawn from
@@ -531,8 +531,6 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
     _fitted_parts = ("model_", "sensor")
 
     _noise_source = "its sensor (sensor_.observation_cov) and the motion it learned"
-    # smooth() collects each prediction's Cov(x_t, x_{t+1}) here while it runs; None otherwise
-    _crosses = None
 
     def __init__(self, sensor=None, inputs=None, n_neighbors=30, n_particles=1000, ess_threshold=0.5,
                  reacquire=0.999, reacquire_window=6, roughening=0.2, proposal="guided", degenerate_ess=0.1,
@@ -878,74 +876,8 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, DrawsFr
             self._candidates = C
         else:
             self.belief.particles = self.motion_.sample_transition(before, self._rng)
-        if self._crosses is not None:
-            # each particle before its move and after it: a pair from the law of (x_t, x_{t+1})
-            self._crosses.append(weighted_cross_covariance(before, self.belief.particles, self.belief.weights))
+        self._moved(before)
         self._estimate_particles("prior")
-
-    @limited_blas
-    def smooth(self, zs, us=None):
-        """Fixed-interval smoothing: the belief at every step of a run given the whole run.
-
-        Runs :meth:`batch_filter` over ``zs`` (the filter is left where it leaves it), then the
-        Rauch-Tung-Striebel backward pass on the filtered and predicted means and covariances
-        (:func:`~kbfilter.filters.smoothing.gaussian_backward_pass`), with each step's
-        ``Cov(x_t, x_{t+1})`` the weighted covariance of every particle before and after its
-        move: no linearisation and no density of the learned motion is needed, and on a
-        linear-Gaussian motion, with many particles, it is the Kalman smoother. The smoothed
-        belief is Gaussian where the filter's is not (a belief with several modes is smoothed
-        by its first two moments). The pass runs across a lost track drawn afresh
-        (``reacquire``): after a dropout that is what bridges it (cutting the run there, under
-        a radar, left the dropouts' predictions as they were: 960 m inside them against 539 m
-        on the recorded aircraft), and a track that really jumped drags the steps before the
-        jump towards it. A predicted covariance that is singular is inverted through its
-        pseudo-inverse, counted as ``"pseudo_inverse"``.
-
-        Parameters
-        ----------
-        zs : iterable of array-like or None, or array-like
-            The observations, as :meth:`batch_filter` takes them.
-        us : None
-            Not supported: the learned motion takes no control.
-
-        Returns
-        -------
-        means : ndarray of shape (n_steps, dim_x)
-            Smoothed estimates.
-        covs : ndarray of shape (n_steps, dim_x, dim_x)
-            Their covariances.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from kbfilter.filters import LearnedMotionFilter
-        >>> from kbfilter.systems import ConstantVelocity, PositionFixes
-        >>> model = ConstantVelocity(step=1.0, accel=0.5, sensor=PositionFixes(3.0), speed=10.0)
-        >>> tracks = [model.simulate(200, rng=s, burn_in=0)[0] for s in range(5)]
-        >>> filt = LearnedMotionFilter(model, inputs=(2, 3), n_particles=500, random_state=0)
-        >>> filt = filt.fit(tracks, [x[:, :2] for x in tracks])
-        >>> states, fixes = model.simulate(100, rng=9, burn_in=0)
-        >>> means, covs = filt.reset().smooth(fixes)
-        >>> means.shape, covs.shape
-        ((100, 4), (100, 4, 4))
-        """
-        check_is_fitted(self, "model_")
-        zs, us = self._checked_run(zs, us)
-        self._crosses = []
-        try:
-            rows = list(self._run(zs, us))
-            crosses = self._crosses
-        finally:
-            del self._crosses  # back to the class's None: predict collects nothing outside smooth
-        if not rows:
-            raise ValueError("zs: expected at least one observation")
-        means, covs, means_p, covs_p = (np.array(col) for col in zip(*rows))
-        # the moves into steps 1 .. T - 1 (a first step from the first observation has none)
-        xs, Ps, singular = gaussian_backward_pass(means, covs, means_p, covs_p, crosses[len(crosses) - len(rows) + 1:])
-        for step in singular:
-            self._record("pseudo_inverse", f"smooth: the predicted covariance of step {step} was singular; "
-                                           f"conditioned through its pseudo-inverse")
-        return xs, 0.5 * (Ps + np.swapaxes(Ps, 1, 2))
 
     @limited_blas
     def update(self, z):

@@ -27,6 +27,7 @@ from .grids import NEAREST_IMAGE_GRID, NEIGHBOUR_GRID
 from .observation import ObservationSpace
 from .outliers import check_outlier_quantile
 from .particles import MAX_PARTICLES, DrawsFromOwnGenerator, HoldsParticles, ParticleBelief, ParticleWeightsAlias
+from .smoothing import SmoothsParticleMoments
 
 __all__ = ["NearestImage", "NearestNeighbourParticleFilter", "NeighbourLookup"]
 
@@ -235,8 +236,8 @@ class NearestImage(Persistent, _ImageLookup):
             "P_post", *TUNING_RECORD,
             holds={"model_": "NeighbourLookup", "belief": "ParticleBelief", "motion": "System", "transition": "System",
                    "features": "TransformerMixin", **tuning_record_holds("System", "TransformerMixin")})
-class NearestNeighbourParticleFilter(Persistent, HoldsParticles, DrawsFromOwnGenerator, ParticleWeightsAlias,
-                                     _ImageLookup):
+class NearestNeighbourParticleFilter(Persistent, HoldsParticles, SmoothsParticleMoments, DrawsFromOwnGenerator,
+                                     ParticleWeightsAlias, _ImageLookup):
     """A particle filter whose likelihood comes from the nearest training images (NN).
 
     The ``n_neighbors`` training observations nearest to ``z`` vote with their states: a
@@ -389,7 +390,9 @@ class NearestNeighbourParticleFilter(Persistent, HoldsParticles, DrawsFromOwnGen
             The control passed to ``motion``.
         """
         check_is_fitted(self, "model_")
-        self.belief.particles = sample_next(motion_of(self), self.belief.particles, u, self._rng)
+        before = self.belief.particles
+        self.belief.particles = sample_next(motion_of(self), before, u, self._rng)
+        self._moved(before)
         self._estimate_particles("prior")
 
     @limited_blas
