@@ -16,8 +16,8 @@ import scipy.sparse as sp
 from scipy.linalg import LinAlgError, LinAlgWarning, cho_factor, lu_factor
 from scipy.linalg.lapack import dgetrs as getrs, dpotrf as potrf, dpotrs as potrs
 
-from ._validation import (check_array, check_indices, check_int, check_matrix, check_memory, check_positive, check_real_output,
-                          check_square, check_vector)
+from ._validation import (check_array, check_indices, check_int, check_matrix, check_memory, check_positive,
+                          check_real_output, check_square, check_vector)
 from ._warnings import ignored, warn_user
 from .persistence import persistent
 from .progress import progress_bar

@@ -63,7 +63,8 @@ def test_paired_points_that_are_not_finite_or_do_not_pair_are_refused():
     k, P = GaussianKernel(0.8), np.zeros((3, 2))
     bad = P.copy()
     bad[1, 0] = np.nan
-    for A, B, message in ((bad, P, "A: expected finite points"), (P, np.full((3, 2), np.inf), "B: expected finite points"),
+    for A, B, message in ((bad, P, "A: expected finite points"),
+                          (P, np.full((3, 2), np.inf), "B: expected finite points"),
                           (P, np.zeros((4, 2)), r"A, B: expected points of shapes \(\.\.\., d\) that broadcast"),
                           (P, np.zeros((3, 1)), "that broadcast together, got \\(3, 2\\) and \\(3, 1\\)"),
                           (1.0, P, "A: expected finite points of shape \\(\\.\\.\\., d\\), got a scalar")):

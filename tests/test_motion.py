@@ -704,8 +704,8 @@ def test_a_lost_track_restarts_from_the_kalman_filter_of_the_fixes_of_the_last_w
         LearnedMotionFilter(slow, reacquire_window=0).fit(train, [x[:, :2] for x in train])
 
 
-@pytest.mark.parametrize("sensor, bound", [(PositionFixes(3.0), 10.0),
-                                           (RangeBearing(site=(0.0, -2000.0), range_noise=3.0, bearing_noise=0.002), 20.0)])
+@pytest.mark.parametrize("sensor, bound", [
+    (PositionFixes(3.0), 10.0), (RangeBearing(site=(0.0, -2000.0), range_noise=3.0, bearing_noise=0.002), 20.0)])
 def test_a_bare_sensor_restarts_a_lost_track_from_the_spread_of_the_training_states(sensor, bound):
     """A sensor with no belief of its own (no ``initial_belief``) restarts from each state
     coordinate's training mean and variance, independently, updated by the recent observations

@@ -122,7 +122,7 @@ def test_the_same_split_gives_the_same_scores(tmp_path):
 def test_with_smooth_each_method_is_scored_on_its_smoothed_estimates(capsys):
     """``smooth=True`` scores what each method's ``smooth`` gives on the same fixes and dropouts:
     the Kalman smoother of the constant-velocity model equals the filter's own ``smooth`` on them,
-    and is closer than its filter; the IMM, which has no smoother, is refused by name."""
+    and is closer than its filter; the IMM (no smoother) and pf (no transition density) are refused."""
     from kbfilter.bench.tracks import RECORDINGS, run_tracks_split
     from kbfilter.filters import ExtendedKalman
     from kbfilter.systems import ConstantVelocity, dropouts
@@ -144,14 +144,17 @@ def test_with_smooth_each_method_is_scored_on_its_smoothed_estimates(capsys):
         for m in config.methods:
             assert s[m]["rmse"] < f[m]["rmse"] and s[m]["nis"] is None and s[m]["nees"] > 0
     assert "cv - (-)" in format_tracks_table(summarise_tracks([smoothed], config.methods), 1)
-    with pytest.raises(ValueError, match=r"methods: imm has no smoother; with smooth=True give methods that have one"):
-        TracksConfig.checked(methods=("cv", "imm"), smooth=True)
+    for method in ("imm", "pf"):  # pf's smoother needs a transition density: every track had failed
+        able = r"cv, ct, learned, learned-where, kbf, kbf-position"
+        with pytest.raises(ValueError, match=rf"methods: {method} cannot smooth these tracks \(.*\); with smooth=True "
+                                             rf"give methods that can \({able}\)"):
+            TracksConfig.checked(methods=("cv", method), smooth=True)
     with pytest.raises(ValueError, match="smooth: expected True or False"):
         TracksConfig.checked(smooth="yes")
     # on the command line too, before any work
     with pytest.raises(SystemExit) as stop:
         main(["bench", "solent", "--smooth", "--methods", "cv", "imm"])
-    assert stop.value.code == 2 and "argument --methods: imm has no smoother" in capsys.readouterr().err
+    assert stop.value.code == 2 and "argument --methods: imm cannot smooth these tracks" in capsys.readouterr().err
 
 
 def test_a_method_that_fails_on_a_track_is_named_with_the_track_and_split(monkeypatch):

@@ -38,7 +38,8 @@ the tracks of that split): it is left out of that method's
 means, counted in the report, and a track on which a learned filter is lost.
 
 With ``smooth`` (``--smooth``) every method is scored on its smoothed estimates of the same fixes:
-each one's ``smooth`` over the whole track (the IMM has none and is refused).
+each one's ``smooth`` over the whole track (the IMM, which has none, and ``pf``, whose smoother needs
+a transition density the constant-velocity model has not, are refused).
 """
 
 import csv
@@ -84,8 +85,10 @@ TRACK_METHODS = {
 HAND_WRITTEN = ("cv", "ct", "imm")
 #: what runs when no methods are given
 DEFAULT_TRACK_METHODS = ("cv", "ct", "imm", "learned")
-#: the methods without a smoother (``smooth=True`` refuses them)
-UNSMOOTHED = ("imm",)
+#: the methods that cannot smooth these tracks, and why (``smooth=True`` refuses them)
+UNSMOOTHED = {"imm": "the IMM has no smoother",
+              "pf": "its smoother weighs each move by the transition's density, which the constant-velocity model, "
+                    "its process noise singular, has not"}
 
 
 @dataclass(frozen=True)
@@ -127,9 +130,10 @@ class TracksConfig:
     smooth : bool
         Score every method's smoothed estimates (its ``smooth`` over the whole track: the
         Rauch-Tung-Striebel smoother of the Kalman filters, the learned-motion filter's Gaussian
-        smoother of its particles, forward filtering, backward smoothing for ``pf``) in place of its
-        filtered ones; the IMM has no smoother and is refused. A smoother reports no innovations:
-        the NIS is left out.
+        smoother of its particles, the kernel smoother of the kernel Bayes filters) in place of
+        its filtered ones; the methods that cannot smooth these tracks (:data:`UNSMOOTHED`: the
+        IMM, and ``pf``, whose smoother needs a transition density) are refused. A smoother
+        reports no innovations: the NIS is left out.
     """
 
     data: str = "solent"
@@ -199,8 +203,9 @@ class TracksConfig:
         check_bool(config.smooth, "smooth")
         unsmoothed = [m for m in methods if m in UNSMOOTHED]
         if config.smooth and unsmoothed:
-            raise ValueError(f"methods: {unsmoothed[0]} has no smoother; with smooth=True give methods that have one "
-                             f"({', '.join(m for m in TRACK_METHODS if m not in UNSMOOTHED)})")
+            able = ", ".join(m for m in TRACK_METHODS if m not in UNSMOOTHED)
+            raise ValueError(f"methods: {unsmoothed[0]} cannot smooth these tracks ({UNSMOOTHED[unsmoothed[0]]}); with "
+                             f"smooth=True give methods that can ({able})")
         config.sensor_model()     # the sensor's own checks, before any work
         return cls(**{**asdict(config), "methods": methods})
 
