@@ -657,8 +657,8 @@ def _kalman_of_fixes(lmf, fixes, ages, prior=None):
         fixes = fixes[1:]
     else:
         (mean, cov), steps = prior, -np.diff(ages, prepend=ages[0])
-    for z, steps in zip(fixes, steps):
-        for _ in range(steps):
+    for z, n in zip(fixes, steps):
+        for _ in range(n):
             mean, cov = F @ mean + c, F @ cov @ F.T + Q
         K = cov @ H.T @ np.linalg.inv(H @ cov @ H.T + R)
         mean, cov = mean + K @ (z - H @ mean), (np.eye(4) - K @ H) @ cov
@@ -734,7 +734,6 @@ def test_a_bare_sensor_restarts_a_lost_track_from_the_spread_of_the_training_sta
         np.testing.assert_array_less(np.abs(lmf.x - mean), 4 * np.sqrt(np.diag(cov) / n))
         sd = np.sqrt(np.diag(cov))
         np.testing.assert_array_less(np.abs(lmf.P - cov) / np.outer(sd, sd), 0.05)
-
 
 
 def test_a_restart_under_a_radar_is_the_mode_of_the_posterior_not_one_linearisation():
