@@ -760,10 +760,15 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Smooths
             return False
         return not self.gate_.admits_any(sensor_residual(self.sensor_, z, self._sensor_mean(points)))
 
+    @property
+    def _obs_size(self):
+        """The number of values in one observation: int."""
+        return int(np.prod(self.obs_shape_))
+
     def _sensor_mean(self, X):
         """The sensor's ``observe_mean`` of states, checked: one finite row of the observation's
         size a state (a sensor of one's own is named, not met as numpy's broadcasting error)."""
-        return observation_mean_of(self.sensor_, X, int(np.prod(self.obs_shape_)))
+        return observation_mean_of(self.sensor_, X, self._obs_size)
 
     def _sensor_belief(self, method, *args):
         """The sensor's ``initial_belief(z)`` or ``two_point_belief(...)``, checked to be a Gaussian
@@ -773,7 +778,7 @@ class LearnedMotionFilter(Persistent, SharesFittedParts, HoldsParticles, Smooths
     def _sensor_jacobian(self, x):
         """The sensor's ``observation_jacobian`` at ``x``, checked; central finite differences of its
         ``observe_mean`` for a sensor without one."""
-        shape = (int(np.prod(self.obs_shape_)), len(x))
+        shape = (self._obs_size, len(x))
         jacobian = getattr(self.sensor_, "observation_jacobian", None)
         if callable(jacobian):
             return model_jacobian(np.atleast_2d(jacobian(x)), self.sensor_, "observation_jacobian", shape)
