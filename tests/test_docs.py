@@ -145,3 +145,12 @@ def test_every_readme_code_block_runs_on_its_own_and_prints_a_result():
     finally:
         for run in runs:
             run.kill()
+
+
+def test_the_readme_is_a_front_page():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 150
+    # the set-up commands come first, before any section
+    first_section = next(i for i, line in enumerate(lines) if line.startswith("## "))
+    opening = "\n".join(lines[:first_section])
+    assert "```bash\npip install ." in opening and "pytest" in opening
