@@ -221,7 +221,9 @@ def weighted_cross_covariance(A, B, p=None):
     """
     if p is None:
         p = np.full(len(A), 1.0 / len(A))
-    return ((A - p @ A) * p[:, None]).T @ (B - p @ B)
+    centred = A - p @ A
+    # a covariance (B is A) centres its points once: every filtering step reports one
+    return (centred * p[:, None]).T @ (centred if B is A else B - p @ B)
 
 
 def weighted_sum(weights, f, *points):
