@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import LinAlgError, LinAlgWarning, cho_factor, lu_factor
 from scipy.linalg.lapack import dgetrs as getrs, dpotrf as potrf, dpotrs as potrs
+from scipy.sparse.linalg import LinearOperator, cg
 
 from ._validation import (check_array, check_indices, check_int, check_matrix, check_memory, check_positive,
                           check_real_output, check_square, check_vector)
@@ -22,10 +23,15 @@ from ._warnings import ignored, warn_user
 from .persistence import persistent
 from .progress import progress_bar
 
-__all__ = ["NumericalWarning", "SPDFactor", "spd_factor", "ridge_factor", "solve_spd", "psd_solve", "Woodbury",
+__all__ = ["NumericalWarning", "SPDFactor", "spd_factor", "ridge_factor", "ridge_solve_iterative", "solve_spd",
+           "psd_solve", "Woodbury",
            "check_order", "pivoted_cholesky", "batched_pivoted_cholesky", "column_entries"]
 
 JITTER_LADDER = (1e-10, 1e-8, 1e-6, 1e-4, 1e-2)
+#: :func:`ridge_solve_iterative` stops at a residual this small relative to the right-hand side
+CG_RTOL = 1e-12
+#: ... and after this many iterations extrapolates the rate at which its residual falls
+CG_PILOT = 6
 
 
 class NumericalWarning(RuntimeWarning):
@@ -244,6 +250,82 @@ def ridge_factor(G, ridge, name="matrix", warn=True, symmetrize=True):
         G += G.T  # in place, as spd_factor would into a new array (numpy buffers the transpose)
         G *= 0.5
     return _factor_symmetric(G, name, warn)
+
+
+def ridge_solve_iterative(G, ridge, b, max_matvecs):
+    """``(G + ridge I)^{-1} b`` by conjugate gradients, or None when they would not converge within
+    ``max_matvecs`` products with ``G``: the caller then factors (:func:`ridge_factor`).
+
+    A well-conditioned system (a strong ridge) converges in a few products, each ``O(n^2)``,
+    where a factorisation costs ``O(n^3)``. The rule: after ``CG_PILOT`` iterations the rate at
+    which the residual has fallen is extrapolated to ``CG_RTOL``; if that would take more than
+    ``max_matvecs`` products, or the iterations do not get there within them, or the residual
+    recomputed from the answer is not below ``10 CG_RTOL ||b||``, the answer is None (and at most
+    ``max_matvecs + 1`` products were spent).
+
+    Parameters
+    ----------
+    G : ndarray of shape (n, n) or LinearOperator
+        Symmetric positive semi-definite; not modified (an operator: only its ``matvec`` is called).
+    ridge : float
+        Added to the diagonal (0 or more).
+    b : ndarray of shape (n,)
+        The right-hand side (finite).
+    max_matvecs : int
+        The products with ``G`` worth spending (about what a factorisation of ``G`` costs).
+
+    Returns
+    -------
+    ndarray of shape (n,) or None
+        The solution, to a relative residual of about ``CG_RTOL``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = ridge_solve_iterative(np.array([[3.0, 2.0], [2.0, 2.0]]), 1.0, np.array([6.0, 5.0]), 10)
+    >>> np.allclose(x, [1.0, 1.0])
+    True
+    """
+    n = G.shape[0]
+    if len(G.shape) != 2 or G.shape[1] != n:  # shapes and scalars alone: this runs inside filter steps
+        raise ValueError(f"G: expected a square matrix or operator, got shape {G.shape}")
+    b = check_vector(b, "b", length=n)
+    ridge = check_positive(ridge, "ridge", allow_zero=True)
+    max_matvecs = check_int(max_matvecs, "max_matvecs", minimum=0)
+    norm = float(np.linalg.norm(b))
+    if norm == 0.0:
+        return np.zeros(n)
+    if max_matvecs <= CG_PILOT:
+        return None
+    product = G.matvec if isinstance(G, LinearOperator) else G.dot
+    A = LinearOperator((n, n), matvec=lambda v: product(v) + ridge * v, dtype=np.float64)
+    iterations = []
+
+    def pilot(x):
+        # one run of the iterations (a restart would lose what they have learnt of the spectrum),
+        # left once, at the pilot, if its rate says the factor would be cheaper
+        iterations.append(None)
+        if len(iterations) == CG_PILOT:
+            fallen = float(np.linalg.norm(b - A.matvec(x))) / norm
+            if not 0.0 < fallen < 1.0 or CG_PILOT * np.log(CG_RTOL) / np.log(fallen) + 1 > max_matvecs:
+                raise _SlowConvergence
+
+    # a breakdown (a matrix not positive definite to working precision) makes an infinite step: it
+    # is caught below, by the status or the residual, and the factor takes over, so it is not warned of
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        try:
+            x, status = cg(A, b, rtol=CG_RTOL, atol=0.0, maxiter=max_matvecs - 1, callback=pilot)
+        except _SlowConvergence:
+            return None
+        # status > 0: not converged within the budget. And the iterations' residual is a recurrence
+        # that can drift from the true one: the answer's is checked
+        if status != 0 or not np.linalg.norm(b - A.matvec(x)) <= 10.0 * CG_RTOL * norm:
+            return None
+    return x
+
+
+class _SlowConvergence(Exception):
+    """Conjugate gradients would cost more than the factor."""
 
 
 def solve_spd(A, B, name="matrix"):

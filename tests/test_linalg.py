@@ -1,8 +1,13 @@
+import warnings
+
 import numpy as np
 import pytest
 from scipy.linalg import cho_factor, lu_factor
 
-from kbfilter.linalg import NumericalWarning, Woodbury, pivoted_cholesky, solve_spd, spd_factor
+from scipy.sparse.linalg import LinearOperator
+
+from kbfilter.linalg import (NumericalWarning, Woodbury, pivoted_cholesky, ridge_factor, ridge_solve_iterative, solve_spd,
+                             spd_factor)
 from kbfilter import GaussianKernel
 
 
@@ -197,3 +202,44 @@ def test_a_factor_refuses_what_no_factorisation_gives():
     for c in (0.0, np.inf, "1"):
         with pytest.raises(ValueError, match="c: expected a positive"):
             Woodbury(np.ones((3, 1)), c)
+
+
+def _narrow_gram(n, bandwidth, seed=0):
+    points = np.random.default_rng(seed).uniform(0.0, 10.0, size=(n, 2))
+    return GaussianKernel(bandwidth=bandwidth)(points), np.random.default_rng(seed + 1).normal(size=n)
+
+
+def test_the_iterative_ridge_solve_is_the_factors_solve_when_the_ridge_is_strong():
+    G, b = _narrow_gram(400, 0.5)
+    expected = ridge_factor(G.copy(), 40.0).solve(b)
+    x = ridge_solve_iterative(G, 40.0, b, 60)
+    np.testing.assert_allclose(x, expected, rtol=0, atol=1e-10 * np.abs(expected).max())
+    np.testing.assert_array_equal(G, _narrow_gram(400, 0.5)[0])  # the matrix is left as it was
+    # an operator in place of the matrix gives the same answer
+    operator = LinearOperator(G.shape, matvec=lambda v: G @ v, dtype=float)
+    np.testing.assert_allclose(ridge_solve_iterative(operator, 40.0, b, 60), x, rtol=0, atol=1e-12 * np.abs(x).max())
+    assert np.array_equal(ridge_solve_iterative(G, 40.0, np.zeros(400), 60), np.zeros(400))
+
+
+def test_the_iterative_ridge_solve_leaves_a_slow_system_to_the_factor():
+    # a weak ridge on a wide kernel's Gram matrix: condition number about 1e9
+    G, b = _narrow_gram(400, 3.0)
+    assert ridge_solve_iterative(G, 1e-6, b, 60) is None
+    # and a budget smaller than the pilot is not started
+    assert ridge_solve_iterative(*_narrow_gram(400, 0.5)[:1], 40.0, b, 6) is None
+
+
+def test_the_iterative_ridge_solve_gives_no_answer_where_the_iterations_break_down():
+    # G + I = diag(1, -1): the first search direction has p^T A p = 0, and the step is infinite
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # and says nothing: the caller's factor takes over
+        assert ridge_solve_iterative(np.diag([0.0, -2.0]), 1.0, np.ones(2), 20) is None
+
+
+def test_the_iterative_ridge_solve_refuses_bad_input_by_name():
+    G = np.eye(3)
+    for args, name in [((np.ones((3, 2)), 1.0, np.ones(3), 10), "G"), ((G, -1.0, np.ones(3), 10), "ridge"),
+                       ((G, 1.0, np.ones(2), 10), "b"), ((G, 1.0, [1.0, np.nan, 1.0], 10), "b"),
+                       ((G, 1.0, np.ones(3), 2.5), "max_matvecs")]:
+        with pytest.raises(ValueError, match=name):
+            ridge_solve_iterative(*args)

@@ -21,7 +21,8 @@ training states, so a belief on ``s`` states predicts onto at most ``s * n_neigh
    as the exact filter projects it: ``mu_N = T (G_NN + T eta I)^{-1} G_NN w_N``, with ``N`` every
    training state when ``support >= T`` (the exact filter's step, to round-off).
 
-A step costs ``O(support * n_neighbors)`` for the prediction and ``O(support^3)`` for the update,
+A step costs ``O(support * n_neighbors)`` for the prediction and ``O(support^3)`` for the update
+(``O(support^2)`` an iteration where conjugate gradients converge faster than the factor),
 whatever ``T``. See :ref:`local-support`.
 """
 
@@ -30,6 +31,7 @@ from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.spatial.distance import cdist
 from sklearn.neighbors import NearestNeighbors
 
 from .._validation import check_choice, check_indices, check_int, check_positive, check_saved_matrix, check_vector
@@ -56,6 +58,11 @@ AUTO_LOCAL_T = 5000
 #: tuned bandwidths, 256 draws, 50 neighbours, 3 runs): 0.1 and 0.01 put the MSE 1.3 % and 1.4 % above the
 #: Nystrom filter's, 1 (half and half) 2.1 %, and untilted draws 5.2 %.
 UNTILTED = 0.1
+#: a radial kernel's squared distances on at most this many coordinates are summed directly
+#: (``cdist``); on more, through one matrix product. Measured on 1,000 points: 0.65 against 2.7 ms
+#: on 2 coordinates, 1.7 against 2.8 on 8, 3.2 against 2.8 on 16 (and 0.05 against 0.6 ms on 256
+#: points of 2)
+DIRECT_DISTANCE_DIM = 8
 
 
 class _Gram:
@@ -71,26 +78,28 @@ class _Gram:
             # centred first: coordinates far from the origin would lose digits to cancellation
             self.centre = points.mean(axis=0)
             self.units = kernel.in_bandwidths(points - self.centre)
+            self.direct = self.units.shape[1] <= DIRECT_DISTANCE_DIM
 
     def of(self, index, rows=None):
         """``k(points[index], points[index])`` or, with ``rows``, ``k(points[index], rows)``."""
         if not self.radial:
             return self.kernel(self.points[index], rows, False)
         A = self.units[index]
-        a2 = np.einsum("ij,ij->i", A, A)
-        if rows is None:
-            # A @ A.T is exactly symmetric (numpy computes it as one triangle), and so is
-            # a2_i + a2_j: the Gram matrix is symmetric to the last bit, as Cholesky wants
-            sq = A @ A.T
-            b2 = a2
+        B = A if rows is None else self.kernel.in_bandwidths(rows - self.centre)
+        if self.direct:
+            # the differences' squares summed in one pass: symmetric to the last bit and exactly 0
+            # on the diagonal, as Cholesky wants
+            sq = cdist(A, B, "sqeuclidean")
         else:
-            B = self.kernel.in_bandwidths(rows - self.centre)
+            a2 = np.einsum("ij,ij->i", A, A)
+            b2 = a2 if rows is None else np.einsum("ij,ij->i", B, B)
+            # A @ A.T is exactly symmetric (numpy computes it as one triangle), and so is
+            # a2_i + a2_j: the Gram matrix is symmetric to the last bit
             sq = A @ B.T
-            b2 = np.einsum("ij,ij->i", B, B)
-        sq *= -2.0
-        sq += a2[:, None] + b2[None, :]
-        if rows is None:
-            sq.flat[:: sq.shape[0] + 1] = 0.0
+            sq *= -2.0
+            sq += a2[:, None] + b2[None, :]
+            if rows is None:
+                sq.flat[:: sq.shape[0] + 1] = 0.0
         return self.kernel.of_squared_distance(sq, out=sq)
 
 
@@ -666,7 +675,7 @@ class LocalFilterModel(SharedModel):
             keep = mu > 0
             mu, support = mu[keep], support[keep]
         gram = self._observation_gram
-        side = DenseObservations(self.kernel_z, self.observations[support], gram.of(support))
+        side = DenseObservations(self.kernel_z, self.observations[support], gram.of(support), iterative=True)
         W, more = posterior_from_projection(side, self.rule, mu, gram.of(support, row), self.n, self.reg_update)
         info.update(more)
         return W[:, 0], support, info, dropped

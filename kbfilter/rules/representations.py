@@ -16,10 +16,11 @@ do not test what the rule holds.
 
 import numpy as np
 from scipy.linalg import LinAlgWarning, lu_factor, lu_solve
+from scipy.sparse.linalg import LinearOperator
 
 from .._validation import check_feature_rows
 from .._warnings import ignored
-from ..linalg import Woodbury, ridge_factor
+from ..linalg import Woodbury, ridge_factor, ridge_solve_iterative
 from ..operators import DenseOperator, LowRankOperator
 from ._checks import prior_sample
 
@@ -28,6 +29,15 @@ __all__ = ["DenseStates", "FeatureStates", "DenseObservations", "LowRankObservat
 
 #: relative error allowed to the low-rank form of the iw update (an exact speed-up to this accuracy)
 LOW_RANK_RTOL = 1e-9
+#: an iterative iw update (``DenseObservations(iterative=True)``) may spend ``n / FACTOR_MATVECS``
+#: products with its ``n x n`` matrix before the Cholesky factor takes over: about what the factor
+#: costs (measured with the library's defaults: a factor of order 233, 488 and 1,000 took as long
+#: as 24, 45 and 80 products) ...
+FACTOR_MATVECS = 12
+#: ... on matrices of this order or more: on smaller ones the iterations' fixed costs exceed the
+#: factor's (measured on the oscillation system's observations at 0.1 x median, ridges 0.1 and 0.01:
+#: 0.23 against 0.08 ms at order 150, 0.44 against 0.53 at 400, 1.4 against 6.5 at 1,000)
+ITERATIVE_MIN_ORDER = 384
 
 
 def factor_recorded(A, ridge, name, info):
@@ -102,16 +112,25 @@ def _scaled_inner(F, sq, nlam, name, info):
     return F, factor_recorded(F.T @ F, nlam, name, info)
 
 
-def _dense_iw(G_S, obs_S, sq, nlam, info, fresh=False):
+def _dense_iw(G_S, obs_S, sq, nlam, info, fresh=False, iterative=False):
     """The iw weights through ``sqrt(D) G_S sqrt(D) + n lam I``; ``G_S`` is scaled in place when it is
-    ``fresh`` (built for this call), else copied."""
+    ``fresh`` (built for this call), else copied. ``iterative``: one observation is solved by
+    conjugate gradients when they converge within what the factor would cost."""
+    rhs = sq * obs_S
+    if iterative and rhs.shape[1] == 1 and rhs.shape[0] >= ITERATIVE_MIN_ORDER:
+        # D^(1/2) G D^(1/2) as an operator: the scaled matrix is only formed if the factor takes over
+        n, root = sq.shape[0], sq[:, 0]
+        scaled = LinearOperator((n, n), matvec=lambda v: root * (G_S @ (root * v)), dtype=np.float64)
+        y = ridge_solve_iterative(scaled, nlam, rhs[:, 0], n // FACTOR_MATVECS)
+        if y is not None:
+            return sq * y[:, None]
     if fresh:
         G_S *= sq
         M = G_S
     else:
         M = sq * G_S
     M *= sq.T
-    return sq * factor_recorded(M, nlam, "sqrt(D) G_z sqrt(D) + n lam I", info).solve(sq * obs_S)
+    return sq * factor_recorded(M, nlam, "sqrt(D) G_z sqrt(D) + n lam I", info).solve(rhs)
 
 
 def _dense_original(mu, G_z, K, delta):
@@ -137,14 +156,16 @@ class DenseObservations:
     """The full observation Gram matrix ``G_z``; observation vectors are ``k_z(Z_train, z)``.
 
     ``factor`` (``L``, with ``residual = tr(G_z - L L^T)`` and ``norm = ||L L^T||_2``) is None here;
-    :class:`LowRankObservations` sets it.
+    :class:`LowRankObservations` sets it. ``iterative``: the iw update of one observation solves by
+    conjugate gradients when they converge within what a factor would cost (a strong ridge; the
+    bounded-support filter's update), else by the factor, to the same answer up to round-off.
     """
 
     name = "dense"
     factor, residual, norm = None, np.inf, np.inf
 
-    def __init__(self, kernel, observations, gram):
-        self.kernel, self.observations, self.gram = kernel, observations, gram
+    def __init__(self, kernel, observations, gram, iterative=False):
+        self.kernel, self.observations, self.gram, self.iterative = kernel, observations, gram, iterative
 
     @property
     def vector_length(self):
@@ -157,9 +178,9 @@ class DenseObservations:
     def iw(self, r, S, sq, nlam, obs, info):
         """The iw weights on the support ``S`` of the ratio ``r`` (``sq = sqrt(r[S])``)."""
         if S.size == self.gram.shape[0]:
-            return _dense_iw(self.gram, obs, sq, nlam, info)
+            return _dense_iw(self.gram, obs, sq, nlam, info, iterative=self.iterative)
         # rows, then columns: about a quarter faster than one open-mesh (np.ix_) gather of the same entries
-        return _dense_iw(self.gram[S][:, S], obs[S], sq, nlam, info, fresh=True)
+        return _dense_iw(self.gram[S][:, S], obs[S], sq, nlam, info, fresh=True, iterative=self.iterative)
 
     def original(self, mu, obs, delta):
         return _dense_original(mu, self.gram, obs, delta)
