@@ -3,7 +3,6 @@ import warnings
 import numpy as np
 import pytest
 from scipy.linalg import cho_factor, lu_factor
-
 from scipy.sparse.linalg import LinearOperator
 
 from kbfilter.linalg import (NumericalWarning, Woodbury, pivoted_cholesky, ridge_factor, ridge_solve_iterative, solve_spd,
@@ -204,17 +203,17 @@ def test_a_factor_refuses_what_no_factorisation_gives():
             Woodbury(np.ones((3, 1)), c)
 
 
-def _narrow_gram(n, bandwidth, seed=0):
+def _gaussian_gram(n, bandwidth, seed=0):
     points = np.random.default_rng(seed).uniform(0.0, 10.0, size=(n, 2))
     return GaussianKernel(bandwidth=bandwidth)(points), np.random.default_rng(seed + 1).normal(size=n)
 
 
 def test_the_iterative_ridge_solve_is_the_factors_solve_when_the_ridge_is_strong():
-    G, b = _narrow_gram(400, 0.5)
+    G, b = _gaussian_gram(400, 0.5)
     expected = ridge_factor(G.copy(), 40.0).solve(b)
     x = ridge_solve_iterative(G, 40.0, b, 60)
     np.testing.assert_allclose(x, expected, rtol=0, atol=1e-10 * np.abs(expected).max())
-    np.testing.assert_array_equal(G, _narrow_gram(400, 0.5)[0])  # the matrix is left as it was
+    np.testing.assert_array_equal(G, _gaussian_gram(400, 0.5)[0])  # the matrix is left as it was
     # an operator in place of the matrix gives the same answer
     operator = LinearOperator(G.shape, matvec=lambda v: G @ v, dtype=float)
     np.testing.assert_allclose(ridge_solve_iterative(operator, 40.0, b, 60), x, rtol=0, atol=1e-12 * np.abs(x).max())
@@ -223,10 +222,10 @@ def test_the_iterative_ridge_solve_is_the_factors_solve_when_the_ridge_is_strong
 
 def test_the_iterative_ridge_solve_leaves_a_slow_system_to_the_factor():
     # a weak ridge on a wide kernel's Gram matrix: condition number about 1e9
-    G, b = _narrow_gram(400, 3.0)
+    G, b = _gaussian_gram(400, 3.0)
     assert ridge_solve_iterative(G, 1e-6, b, 60) is None
     # and a budget smaller than the pilot is not started
-    assert ridge_solve_iterative(*_narrow_gram(400, 0.5)[:1], 40.0, b, 6) is None
+    assert ridge_solve_iterative(_gaussian_gram(400, 0.5)[0], 40.0, b, 6) is None
 
 
 def test_the_iterative_ridge_solve_gives_no_answer_where_the_iterations_break_down():
