@@ -51,7 +51,7 @@ from sklearn.preprocessing import StandardScaler
 from ._validation import check_path, check_within_magnitude
 
 FORMAT = "kbfilter"
-VERSION = 16
+VERSION = 17
 
 __all__ = ["FORMAT", "VERSION", "MAX_BYTES", "MAX_DEPTH", "MAX_NODES", "Persistent", "persistent", "registered",
            "saved_before_fit", "save", "load"]

@@ -101,7 +101,7 @@ _UPDATE_PARAMETERS = """
 _STATE_PARAMETERS = _state_parameters("""
     weights : ndarray of shape (n,) or scipy sparse array of shape (1, n)
         The belief: the weights over the filter's ``n`` training states, summing to 1. A filter
-        with ``approximation="local"`` keeps its belief on at most ``support`` training states,
+        with ``approximation="local"`` keeps its belief on a bounded number of training states,
         and its states carry them as a sparse array, so that a step and a stored state cost what
         the belief holds, not ``n``.
     training_states : str, optional

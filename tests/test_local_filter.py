@@ -1,5 +1,6 @@
 """The kernel Bayes filter on a bounded support (``approximation="local"``)."""
 
+import re
 import warnings
 
 import numpy as np
@@ -50,10 +51,12 @@ def test_a_support_holding_every_state_is_the_exact_filter(oscillation, rule, rt
     np.testing.assert_allclose(local.S, exact.S, atol=rtol * np.abs(exact.S).max())
 
 
-def test_a_bounded_support_keeps_the_belief_small_and_tracks(oscillation):
+@pytest.mark.parametrize("prior_neighbors", [0, 3])
+def test_a_bounded_support_keeps_the_belief_small_and_tracks(oscillation, prior_neighbors):
     (X, Z), (Xt, Zt) = oscillation
     exact = kb.KernelBayesFilter(transition="knn", n_neighbors=20).fit(X, Z)
-    local = kb.KernelBayesFilter(approximation="local", support=100, n_neighbors=20).fit(X, Z)
+    local = kb.KernelBayesFilter(approximation="local", support=100, n_neighbors=20,
+                                 prior_neighbors=prior_neighbors).fit(X, Z)
     baseline = _mse(exact.batch_filter(Zt)[0], Xt)
     dropped, sizes, means = [], [], []
     for z in Zt:
@@ -62,11 +65,52 @@ def test_a_bounded_support_keeps_the_belief_small_and_tracks(oscillation):
         dropped.append(local.dropped_mass)
         sizes.append(np.count_nonzero(local.weights))
         means.append(local.x)
-    assert max(sizes) <= 100
+    # the update solves on the drawn states and the neighbours each one brings
+    assert max(sizes) <= 100 * (prior_neighbors + 1)
+    assert (max(sizes) > 100) == (prior_neighbors > 0)
     assert all(0.0 <= d < 1.0 for d in dropped) and max(dropped) > 0
     # a few hundred states of a 600-state log: near the exact filter, and far better than no filter
     assert _mse(np.array(means), Xt) <= 1.25 * baseline
     assert _mse(np.array(means), Xt) < 0.5 * _mse(np.tile(X.mean(axis=0), (len(Xt), 1)), Xt)
+
+
+def test_prior_neighbours_covering_the_log_project_the_prior_as_the_exact_filter(oscillation):
+    (X, Z), (_, Zt) = oscillation
+    params = dict(reg_prior=1e-2, reg_update=1e-2, n_neighbors=20)
+    w = np.zeros(len(X))
+    w[[10, 200, 201, 400]] = [0.1, 0.4, 0.3, 0.2]
+    exact = kb.KernelBayesFilter(transition="knn", **params).fit(X, Z).reset(weights=w)
+    exact.predict()
+    exact.update(Zt[0])
+    steps = {}
+    for neighbours in (0, len(X) - 1):
+        # a prediction on at most 4 x 20 states: kept whole, nothing drawn
+        local = kb.KernelBayesFilter(approximation="local", support=150, prior_neighbors=neighbours, **params)
+        local.fit(X, Z).reset(weights=w)
+        local.predict()
+        local.update(Zt[0])
+        assert local.dropped_mass == 0.0
+        steps[neighbours] = local
+    # every training state is a neighbour: the prior is projected onto all of them, as the exact
+    # filter projects it, and the update is the exact filter's
+    every = steps[len(X) - 1]
+    np.testing.assert_allclose(every.x_prior, exact.x_prior, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(every.weights, exact.weights, rtol=0, atol=1e-8 * np.abs(exact.weights).max())
+    np.testing.assert_allclose(every.x, exact.x, rtol=0, atol=1e-8 * np.abs(exact.x).max())
+    np.testing.assert_allclose(every.P, exact.P, rtol=0, atol=1e-8 * np.abs(exact.P).max())
+    # without them the prior is projected onto the prediction's own states: another posterior
+    assert np.abs(steps[0].x - exact.x).max() > 1e-3 * np.abs(exact.x).max()
+
+
+def test_prior_neighbors_is_checked_at_the_boundary(oscillation):
+    (X, Z), _ = oscillation
+    for value, message in ((-1, "expected an integer >= 0, got -1"), (1.5, "expected an integer, got 1.5"),
+                           (True, "expected an integer, got True")):
+        with pytest.raises(ValueError, match=f"prior_neighbors: {re.escape(message)}"):
+            kb.KernelBayesFilter(approximation="local", prior_neighbors=value).fit(X, Z)
+    local = kb.KernelBayesFilter(approximation="local", support=64).fit(X, Z)
+    with pytest.raises(ValueError, match="prior_neighbors: expected an integer >= 0"):
+        local.with_params(prior_neighbors=-2)
 
 
 def test_draws_keep_every_state_worth_a_draw_and_drop_only_the_others(oscillation):
@@ -129,9 +173,11 @@ def test_a_fitted_local_filter_is_linear_in_the_log():
     assert 1.8 <= size(4000) / size(2000) <= 2.2
 
 
-def test_save_load_continues_the_same_run(oscillation, tmp_path):
+@pytest.mark.parametrize("prior_neighbors", [0, 2])
+def test_save_load_continues_the_same_run(oscillation, tmp_path, prior_neighbors):
     (X, Z), (_, Zt) = oscillation
-    filt = kb.KernelBayesFilter(approximation="local", support=80, n_neighbors=20).fit(X, Z)
+    filt = kb.KernelBayesFilter(approximation="local", support=80, n_neighbors=20,
+                                prior_neighbors=prior_neighbors).fit(X, Z)
     filt.batch_filter(Zt[:10])
     filt.predict()
     path = tmp_path / "local.npz"
@@ -206,7 +252,8 @@ def test_partial_fit_in_pieces_equals_one_fit_on_the_whole(quantile):
     system = kb.systems.Oscillation()
     first, second, third = (system.simulate(n, rng=seed) for n, seed in ((400, 0), (300, 1), (250, 2)))
     _, zs = system.simulate(60, rng=3)
-    params = dict(approximation="local", support=60, n_neighbors=15, outlier_quantile=quantile,
+    # the prior's neighbours (a step's setting) come through every extension too
+    params = dict(approximation="local", support=60, n_neighbors=15, outlier_quantile=quantile, prior_neighbors=2,
                   kernel_x=kb.GaussianKernel(bandwidth=0.5), kernel_z=kb.GaussianKernel(bandwidth=0.4))
     whole = kb.KernelBayesFilter(**params).fit([first[0], second[0], third[0]], [first[1], second[1], third[1]])
     pieces = kb.KernelBayesFilter(**params).fit(*first).partial_fit(*second).partial_fit(*third)
@@ -271,7 +318,7 @@ def test_with_params_answers_as_a_fresh_fit_and_leaves_the_filter_alone(oscillat
     (X, Z), (_, Zt) = oscillation
     fitted = kb.KernelBayesFilter(approximation="local", support=64, reg_update=1e-2).fit(X, Z)
     before = fitted.batch_filter(Zt)
-    changed = dict(reg_update=0.1, support=32, estimate="raw_mean", covariance_scale=2.0)
+    changed = dict(reg_update=0.1, support=32, estimate="raw_mean", covariance_scale=2.0, prior_neighbors=2)
     copy = fitted.with_params(**changed)
     fresh = kb.KernelBayesFilter(**{**fitted.get_params(), **changed}).fit(X, Z)
     for got, expected in zip(copy.batch_filter(Zt), fresh.batch_filter(Zt)):
@@ -379,12 +426,15 @@ def test_sparse_weights_hold_the_belief_and_reset_continues_from_them(oscillatio
         filt.reset(weights=2 * held)
 
 
-def test_a_bounded_support_smooths_better_than_it_filters_and_leaves_the_filter_where_a_run_would():
+@pytest.mark.parametrize("prior_neighbors", [0, 3])
+def test_a_bounded_support_smooths_better_than_it_filters_and_leaves_the_filter_where_a_run_would(prior_neighbors):
     # a run long enough for smoothing to pay on the exact filter too (on 60 steps it does not)
     system = kb.systems.Oscillation()
     (X, Z), (Xt, Zt) = system.simulate(1000, rng=0), system.simulate(200, rng=1)
     params = dict(reg_prior=1e-3, reg_update=1e-2, n_neighbors=20, scale=0.5)
-    local = kb.KernelBayesFilter(approximation="local", support=100, **params).fit(X, Z)
+    # (posteriors on the neighbours too: more states than the next prediction draws from)
+    local = kb.KernelBayesFilter(approximation="local", support=100, prior_neighbors=prior_neighbors,
+                                 **params).fit(X, Z)
     zs = [None if 20 <= t < 25 else z for t, z in enumerate(Zt)]
     filtered = local.reset().batch_filter(zs)[0]
     after_run = local.x.copy()

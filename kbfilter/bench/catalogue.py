@@ -174,10 +174,11 @@ CATALOGUE = {m.name: m for m in (
     Method("kbf-iw-local", "tuned", _kbf("iw", approximation="local"), {"vectors": LOCAL_GRID, "images": IMAGE_GRID},
            "IW kernel Bayes filter with its belief on at most 256 training states (a step that does not grow "
            "with T)"),
-    Method("kbf-iw-blur-local", "tuned", _kbf("iw", lambda: GaussianBlur(sigma=3.0, stride=2), approximation="local"),
+    Method("kbf-iw-blur-local", "tuned", _kbf("iw", lambda: GaussianBlur(sigma=3.0, stride=2), approximation="local",
+                                              support=128, prior_neighbors=3),
            {"vectors": LOCAL_GRID, "images": LOCAL_BLUR_GRID},
-           "IW kernel Bayes filter on blurred images with its belief on at most 256 training frames (long logs of "
-           "images)"),
+           "IW kernel Bayes filter on blurred images with its belief on at most 128 training frames, each bringing "
+           "its 3 nearest into the update (long logs of images)"),
     Method("kbf-iw-gated", "tuned", _kbf("iw", outlier_quantile=GATE_QUANTILE), _RAW,
            "IW kernel Bayes filter, outliers gated"),
     Method("kbf-iw-blur", "tuned", _kbf("iw", lambda: GaussianBlur(sigma=3.0, stride=2)), _BLUR,

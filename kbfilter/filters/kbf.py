@@ -539,6 +539,14 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         ``approximation="local"``: the most training states the posterior keeps (the update
         solves on that many). The error of the draws falls about as ``1 / support`` and a step
         costs about ``support^3``; see :ref:`local-support` for the measured trade-off.
+    prior_neighbors : int, default=0
+        ``approximation="local"`` with fewer than ``T`` states kept: each state an update solves
+        on brings its ``prior_neighbors`` nearest training states (in the state kernel's
+        coordinates) into the update, and the prior is projected onto all of them with
+        ``reg_prior``, as the exact filter projects it onto every training state. A step then
+        solves on up to ``(prior_neighbors + 1) * support`` states. 0 takes the drawn states'
+        importance weights as the prior, unprojected. On images the projection is worth more
+        than the states it costs (see :ref:`local-support`).
 
     Attributes
     ----------
@@ -560,7 +568,8 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         from it).
     sparse_weights : scipy.sparse.csr_array of shape (1, T)
         ``weights`` on the training states the belief is on (at most ``support`` of them with
-        ``approximation="local"``), without writing out all ``T``: what a tracker keeps per track.
+        ``approximation="local"``, ``(prior_neighbors + 1) * support`` after an update with
+        ``prior_neighbors``), without writing out all ``T``: what a tracker keeps per track.
     transition_operator_, projection_operator_ : Operator
         The transition ``A`` (``w_pred = A w``) and the projection ``K`` (``mu = K w_pred``) over
         the training states: :class:`~kbfilter.operators.DenseOperator` for the exact filter,
@@ -619,9 +628,11 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
     def __init__(self, rule="iw", transition="exact", kernel_x=None, kernel_z=None, scale=1.0, scale_z=None,
                  reg_prior=1e-2, reg_update=1e-2, reg_transition=None, n_neighbors=None, estimate="mean",
                  features="auto", approximation="exact", rank=None, random_state=None, kernel_u=None,
-                 compress=None, compression="herding", outlier_quantile=None, covariance_scale=1.0, support=256):
+                 compress=None, compression="herding", outlier_quantile=None, covariance_scale=1.0, support=256,
+                 prior_neighbors=0):
         self.rule = rule
         self.support = support
+        self.prior_neighbors = prior_neighbors
         self.covariance_scale = covariance_scale
         self.outlier_quantile = outlier_quantile
         self.compress = compress
@@ -816,6 +827,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         """The observation model's settings and the transition's method, every hyperparameter checked."""
         settings = self._settings()
         check_int(self.support, "support")
+        check_int(self.prior_neighbors, "prior_neighbors", minimum=0)
         check_rng(self.random_state)
         if isinstance(self.transition, ConditionalEmbedding):
             transition_method = self.transition.method
@@ -901,7 +913,7 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
     def _step_settings(self, settings):
         # what a local model's step reads (LocalFilterModel.UPDATE_SETTINGS): at fit, and in with_params
         return dict(reg_update=settings.reg_update, support=self.support, estimate=self.estimate,
-                    covariance_scale=self.covariance_scale)
+                    covariance_scale=self.covariance_scale, prior_neighbors=self.prior_neighbors)
 
     @limited_blas
     def partial_fit(self, states, observations):
@@ -1318,7 +1330,8 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
         training states at each step, reweighted by how well each training state explains the
         observations that follow (see :ref:`smoothing`). With ``approximation="local"`` the
         backward pass is :func:`~kbfilter.filters.smoothing.local_backward_pass`, on the states
-        each step's prediction covered. A step costs about what a filtering step costs.
+        each step's prediction and posterior covered. A step costs about what a filtering step
+        costs.
 
         Parameters
         ----------
@@ -1359,13 +1372,14 @@ class KernelBayesFilter(Persistent, PredictiveLikelihood, LearnedFilter):
                 weights[t] = self.weights
             means, covs, _ = kernel_smoother(self, weights, zs, us)
             return means, covs
-        # each step's message lives where that step's prediction went (everywhere when the
-        # support holds every state, as the exact filter's does)
+        # each step's message lives where that step's prediction went, and on the states the
+        # prior's neighbours brought into its update (everywhere when the support holds every
+        # state, as the exact filter's does)
         everywhere = np.arange(model.n) if model.n <= model.support else None
         beliefs, domains = [], []
         for _ in self._run(zs, us):
             beliefs.append(self._belief.pair)
-            domains.append(self._prior.pair[1] if everywhere is None else everywhere)
+            domains.append(np.union1d(self._prior.pair[1], self._belief.pair[1]) if everywhere is None else everywhere)
         rows = [None if z is None else model.space.admit(z) for z in zs]
         smoothed, events = local_backward_pass(model.successors.matrix, model.density, beliefs, domains, rows)
         for kind, count in events.items():

@@ -19,7 +19,11 @@ training states, so a belief on ``s`` states predicts onto at most ``s * n_neigh
    importance weights: the sample carries the prior itself, and no density ratio needs
    estimating. A prediction small enough to keep is a kernel mean on its support ``N``, projected
    as the exact filter projects it: ``mu_N = T (G_NN + T eta I)^{-1} G_NN w_N``, with ``N`` every
-   training state when ``support >= T`` (the exact filter's step, to round-off).
+   training state when ``support >= T`` (the exact filter's step, to round-off). With
+   ``prior_neighbors`` each drawn (or kept) state brings that many of its nearest training
+   states into ``N``, and the drawn states' importance weights are projected onto all of them the
+   same way: nearer to the exact filter, which projects onto every training state, and a
+   posterior on up to ``(prior_neighbors + 1) * support`` states.
 
 A step costs ``O(support * n_neighbors)`` for the prediction and ``O(support^3)`` for the update
 (``O(support^2)`` an iteration where conjugate gradients converge faster than the factor),
@@ -200,7 +204,8 @@ def _rows(successors, weights, T):
 #: what a local model is made of: its constructor's arguments, what a saved file holds, and what
 #: :meth:`LocalFilterModel.with_update` carries over
 _FIELDS = ("states", "observations", "kernel_x", "kernel_z", "space", "successors", "rule", "reg_prior", "reg_update",
-           "support", "estimate", "fit_diagnostics", "covariance_scale", "predecessors", "reach", "reg_transition")
+           "support", "estimate", "fit_diagnostics", "covariance_scale", "predecessors", "reach", "reg_transition",
+           "prior_neighbors")
 
 
 @persistent(*_FIELDS, holds={"kernel_x": "Kernel", "kernel_z": "Kernel", "space": "ObservationSpace",
@@ -245,10 +250,14 @@ class LocalFilterModel(SharedModel):
         :meth:`extended` compares new states with).
     reg_transition : float
         The transition's regulariser ``lam'``.
+    prior_neighbors : int, default=0
+        How many of its nearest training states each state of an update brings into it (0: none);
+        the prior is projected onto all of them (:meth:`ratio`).
     """
 
     def __init__(self, states, observations, kernel_x, kernel_z, space, successors, rule, reg_prior, reg_update,
-                 support, estimate, fit_diagnostics, covariance_scale, predecessors, reach, reg_transition):
+                 support, estimate, fit_diagnostics, covariance_scale, predecessors, reach, reg_transition,
+                 prior_neighbors=0):
         # built by fit, or from a saved file (untrusted): each part must fit the others
         states = check_saved_matrix(states, "states")
         observations = check_saved_matrix(observations, "observations")
@@ -279,6 +288,7 @@ class LocalFilterModel(SharedModel):
         self.covariance_scale = check_positive(covariance_scale, "covariance_scale")
         self.predecessors, self.reach = predecessors, reach
         self.reg_transition = check_positive(reg_transition, "reg_transition")
+        self.prior_neighbors = check_int(prior_neighbors, "prior_neighbors", minimum=0)
         #: the training states' widened bounding box (an estimate outside it is counted)
         self.box = TrainingBox(states)
 
@@ -380,10 +390,10 @@ class LocalFilterModel(SharedModel):
             support=self.support, estimate=self.estimate,
             fit_diagnostics=self.fit_diagnostics + found[3] + (data_found or Counter()),
             covariance_scale=self.covariance_scale, predecessors=pred_all, reach=reach,
-            reg_transition=self.reg_transition)
+            reg_transition=self.reg_transition, prior_neighbors=self.prior_neighbors)
 
     #: the settings only a step reads: a model with others is this one's data, kernels and transition
-    UPDATE_SETTINGS = ("reg_update", "support", "estimate", "covariance_scale")
+    UPDATE_SETTINGS = ("reg_update", "support", "estimate", "covariance_scale", "prior_neighbors")
 
     def with_update(self, **settings):
         """This model with other settings of the step, sharing everything learned at fit.
@@ -426,8 +436,8 @@ class LocalFilterModel(SharedModel):
 
     @cached_property
     def _state_index(self):
-        # built when a prior is first placed (a tracker starting tracks), not at fit: most runs
-        # start from the uniform belief and never need it
+        # built when a prior is first placed (a tracker starting tracks) or on the first update
+        # that brings in neighbours, not at fit: most runs never need it
         return NearestNeighbors(n_neighbors=1).fit(self.kernel_x.coordinates(self.states))
 
     @cached_property
@@ -618,6 +628,9 @@ class LocalFilterModel(SharedModel):
         importance weights times ``T`` are the weights; otherwise the projection
         ``T (G_NN + T eta I)^{-1} G_NN w_N`` on ``N``: every training state when the model keeps
         them all (``T <= support``: the exact filter's projection), the belief's support otherwise.
+        With ``prior_neighbors`` (and fewer states kept than ``T``), ``N`` is the drawn states, or
+        the belief's support, and each one's ``prior_neighbors`` nearest training states, and the
+        prior, zero on the states brought in, is projected onto all of them the same way.
 
         Parameters
         ----------
@@ -640,17 +653,33 @@ class LocalFilterModel(SharedModel):
             The share of the mass the draw left out (0 without a draw).
         """
         T = self.n
+        dropped = 0.0
         if support.size > self.support:
             values, support, dropped = self.drawn(values, support, self._observation_gram.of(support, row)[:, 0])
-            return T * values, support, dropped
+            if not self.prior_neighbors:
+                return T * values, support, dropped
         if T <= self.support:
             values, support = self.dense(values, support), np.arange(T)
+        elif self.prior_neighbors:
+            values, support = self._with_neighbours(values, support)
         G = self._state_gram.of(support)
         factor = factor_recorded(G.copy(), T * self.reg_prior, "G_x + T reg_prior I (on the support)", info)
-        return T * factor.solve(G @ values), support, 0.0
+        return T * factor.solve(G @ values), support, dropped
+
+    def _with_neighbours(self, values, support):
+        """The weights on ``support`` and each state's ``prior_neighbors`` nearest training states
+        (zero on the states brought in), sorted by state."""
+        k = min(self.prior_neighbors + 1, self.n)  # a state is its own nearest
+        nearest = self._state_index.kneighbors(self.kernel_x.coordinates(self.states[support]), n_neighbors=k,
+                                               return_distance=False)
+        reached = np.union1d(support, nearest)
+        padded = np.zeros(reached.size)
+        padded[np.searchsorted(reached, support)] = values
+        return padded, reached
 
     def posterior(self, values, support, row):
-        """Kernel Bayes' rule on at most ``support`` states.
+        """Kernel Bayes' rule on at most ``support`` states (``(prior_neighbors + 1) * support``
+        with the prior's neighbours).
 
         Parameters
         ----------
