@@ -440,6 +440,11 @@ class LocalFilterModel(SharedModel):
         # that brings in neighbours, not at fit: most runs never need it
         return NearestNeighbors(n_neighbors=1).fit(self.kernel_x.coordinates(self.states))
 
+    def _nearest_states(self, points, k=1):
+        """The ``k`` training states nearest each point, nearest first, in the state kernel's
+        coordinates (where the index holds the training states)."""
+        return self._state_index.kneighbors(self.kernel_x.coordinates(points), n_neighbors=k, return_distance=False)
+
     @cached_property
     def density(self):
         """The observation density behind the observation kernel (see
@@ -518,7 +523,7 @@ class LocalFilterModel(SharedModel):
         support : ndarray of int, shape (s,)
             Those training states.
         """
-        nearest = self._state_index.kneighbors(self.kernel_x.coordinates(points), return_distance=False)[:, 0]
+        nearest = self._nearest_states(points)[:, 0]
         support, inverse = np.unique(nearest, return_inverse=True)
         values = np.bincount(inverse, weights=weights, minlength=support.size)
         kept = values != 0
@@ -670,9 +675,7 @@ class LocalFilterModel(SharedModel):
         """The weights on ``support`` and each state's ``prior_neighbors`` nearest training states
         (zero on the states brought in), sorted by state."""
         k = min(self.prior_neighbors + 1, self.n)  # a state is its own nearest
-        nearest = self._state_index.kneighbors(self.kernel_x.coordinates(self.states[support]), n_neighbors=k,
-                                               return_distance=False)
-        reached = np.union1d(support, nearest)
+        reached = np.union1d(support, self._nearest_states(self.states[support], k))
         padded = np.zeros(reached.size)
         padded[np.searchsorted(reached, support)] = values
         return padded, reached
